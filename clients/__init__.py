@@ -1,0 +1,6 @@
+"""GraphEngine clients: the Python SDK (`Client`) and the `graphengine` CLI."""
+
+from .client import Client, RemoteSession
+from .errors import ClientError
+
+__all__ = ["Client", "ClientError", "RemoteSession"]

@@ -1,6 +1,365 @@
+// The Python boundary: graphengine._runtime.
+//
+// Converts the spec dict and numpy inputs into native types, releases the GIL around every
+// call that blocks (load, execute), and maps a Status to a Python exception in exactly one
+// place (raise_status).
 #include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "device.h"
+#include "kernel.h"
+#include "model.h"
 #include "oneapi/dnnl/dnnl.hpp"
+
 namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+// Module-lifetime references to the exception types (owned by the module dict).
+PyObject* g_error = nullptr;
+PyObject* g_invalid = nullptr;
+
+// The one status-to-exception helper.
+[[noreturn]] void raise_status(const ge::Status& s) {
+  PyErr_SetString(s.code() == ge::Code::kInvalidArgument ? g_invalid : g_error,
+                  s.message().c_str());
+  throw nb::python_error();
+}
+
+[[noreturn]] void spec_error(const std::string& msg) {
+  raise_status(ge::Status::InvalidArgument("spec: " + msg));
+}
+
+// ---- spec conversion --------------------------------------------------------------------
+
+nb::handle get(nb::dict d, const char* key, const std::string& where, bool required) {
+  PyObject* v = PyDict_GetItemString(d.ptr(), key);  // borrowed
+  if (!v && required) spec_error(where + "missing key '" + key + "'");
+  return nb::handle(v);
+}
+
+bool is_int(nb::handle h) { return PyIndex_Check(h.ptr()) && !PyFloat_Check(h.ptr()); }
+
+int64_t to_int(nb::handle h, const std::string& what) {
+  if (!is_int(h)) spec_error(what + " must be an int");
+  nb::object idx = nb::steal(PyNumber_Index(h.ptr()));
+  if (!idx.is_valid()) {
+    PyErr_Clear();
+    spec_error(what + " must be an int");
+  }
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(idx.ptr(), &overflow);
+  if (overflow || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    spec_error(what + " is out of range");
+  }
+  return v;
+}
+
+double to_float(nb::handle h, const std::string& what) {
+  double v = PyFloat_AsDouble(h.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    spec_error(what + " must be a number");
+  }
+  return v;
+}
+
+std::string to_str(nb::handle h, const std::string& what) {
+  if (!PyUnicode_Check(h.ptr())) spec_error(what + " must be a str");
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(h.ptr(), &n);
+  if (!s) {
+    PyErr_Clear();
+    spec_error(what + " is not valid UTF-8");
+  }
+  return std::string(s, static_cast<size_t>(n));
+}
+
+bool is_sequence(nb::handle h) {
+  return PySequence_Check(h.ptr()) && !PyUnicode_Check(h.ptr()) && !PyBytes_Check(h.ptr());
+}
+
+std::vector<nb::object> items(nb::handle h, const std::string& what) {
+  if (!is_sequence(h)) spec_error(what + " must be a list");
+  nb::object seq = nb::steal(PySequence_Fast(h.ptr(), "not a sequence"));
+  if (!seq.is_valid()) {
+    PyErr_Clear();
+    spec_error(what + " must be a list");
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.ptr());
+  std::vector<nb::object> r;
+  r.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    r.push_back(nb::borrow(PySequence_Fast_GET_ITEM(seq.ptr(), i)));
+  }
+  return r;
+}
+
+std::vector<int64_t> to_ints(nb::handle h, const std::string& what) {
+  std::vector<int64_t> r;
+  for (const nb::object& o : items(h, what)) r.push_back(to_int(o, what + " item"));
+  return r;
+}
+
+nb::dict to_dict(nb::handle h, const std::string& what) {
+  if (!PyDict_Check(h.ptr())) spec_error(what + " must be a dict");
+  return nb::borrow<nb::dict>(h);
+}
+
+ge::AttrValue to_attr(nb::handle h, const std::string& what) {
+  if (is_int(h)) return to_int(h, what);
+  if (PyUnicode_Check(h.ptr())) return to_str(h, what);
+  if (is_sequence(h)) {
+    std::vector<nb::object> xs = items(h, what);
+    bool all_int = true;
+    for (const nb::object& x : xs) all_int = all_int && is_int(x);
+    if (all_int) {
+      std::vector<int64_t> r;
+      for (const nb::object& x : xs) r.push_back(to_int(x, what));
+      return r;
+    }
+    std::vector<double> r;
+    for (const nb::object& x : xs) r.push_back(to_float(x, what + " item"));
+    return r;
+  }
+  return to_float(h, what);
+}
+
+ge::TaskSpec to_task(nb::handle h, size_t index) {
+  const std::string where = "tasks[" + std::to_string(index) + "]: ";
+  nb::dict d = to_dict(h, where.substr(0, where.size() - 2));
+  ge::TaskSpec t;
+  t.kind = to_str(get(d, "kind", where, true), where + "kind");
+  t.name = to_str(get(d, "name", where, true), where + "name");
+  if (nb::handle v = get(d, "stream", where, false)) t.stream = to_int(v, where + "stream");
+  if (nb::handle v = get(d, "op", where, t.kind == "kernel")) t.op = to_str(v, where + "op");
+  if (nb::handle v = get(d, "inputs", where, false)) t.inputs = to_ints(v, where + "inputs");
+  if (nb::handle v = get(d, "outputs", where, false)) t.outputs = to_ints(v, where + "outputs");
+  if (nb::handle v = get(d, "event", where, t.kind == "record" || t.kind == "wait")) {
+    t.event = to_int(v, where + "event");
+  }
+  if (nb::handle v = get(d, "attrs", where, false)) {
+    nb::dict attrs = to_dict(v, where + "attrs");
+    for (auto [k, val] : attrs) {
+      std::string key = to_str(k, where + "attr name");
+      t.attrs[key] = to_attr(val, where + "attr '" + key + "'");
+    }
+  }
+  return t;
+}
+
+ge::TensorSpec to_tensor(nb::handle h, size_t index) {
+  const std::string where = "tensors[" + std::to_string(index) + "]: ";
+  nb::dict d = to_dict(h, where.substr(0, where.size() - 2));
+  ge::TensorSpec t;
+  t.name = to_str(get(d, "name", where, true), where + "name");
+  t.dtype = to_str(get(d, "dtype", where, true), where + "dtype");
+  t.shape = to_ints(get(d, "shape", where, true), where + "shape");
+  t.region = to_str(get(d, "region", where, true), where + "region");
+  t.offset = to_int(get(d, "offset", where, true), where + "offset");
+  return t;
+}
+
+// ---- numpy conversion -------------------------------------------------------------------
+
+using CpuArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+bool from_dlpack(nb::dlpack::dtype t, ge::DType* out) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return false;
+  auto code = static_cast<C>(t.code);
+  if (code == C::Float && t.bits == 32) *out = ge::DType::kFloat32;
+  else if (code == C::Float && t.bits == 64) *out = ge::DType::kFloat64;
+  else if (code == C::Float && t.bits == 16) *out = ge::DType::kFloat16;
+  else if (code == C::Int && t.bits == 64) *out = ge::DType::kInt64;
+  else if (code == C::Int && t.bits == 32) *out = ge::DType::kInt32;
+  else if (code == C::Int && t.bits == 16) *out = ge::DType::kInt16;
+  else if (code == C::Int && t.bits == 8) *out = ge::DType::kInt8;
+  else if (code == C::UInt && t.bits == 8) *out = ge::DType::kUInt8;
+  else if (code == C::Bool && t.bits == 8) *out = ge::DType::kBool;
+  else return false;
+  return true;
+}
+
+nb::dlpack::dtype to_dlpack(ge::DType t) {
+  using C = nb::dlpack::dtype_code;
+  auto mk = [](C c, int bits) {
+    nb::dlpack::dtype d;
+    d.code = static_cast<uint8_t>(c);
+    d.bits = static_cast<uint8_t>(bits);
+    d.lanes = 1;
+    return d;
+  };
+  switch (t) {
+    case ge::DType::kFloat32: return mk(C::Float, 32);
+    case ge::DType::kFloat64: return mk(C::Float, 64);
+    case ge::DType::kFloat16: return mk(C::Float, 16);
+    case ge::DType::kInt64: return mk(C::Int, 64);
+    case ge::DType::kInt32: return mk(C::Int, 32);
+    case ge::DType::kInt16: return mk(C::Int, 16);
+    case ge::DType::kInt8: return mk(C::Int, 8);
+    case ge::DType::kUInt8: return mk(C::UInt, 8);
+    case ge::DType::kBool: return mk(C::Bool, 8);
+  }
+  return mk(C::Float, 32);
+}
+
+// A C-contiguous view of `obj` (a copy only if it is not already C-contiguous). `keep`
+// receives the object that owns the memory. Returns false if the array's dtype is not
+// one the runtime knows (e.g. object or complex); `h` then only carries names for the
+// error message.
+void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h) {
+  nb::object np = nb::module_::import_("numpy");
+  nb::object arr = np.attr("asarray")(obj, "order"_a = "C");
+  *keep = arr;
+  CpuArray view;
+  if (!nb::try_cast(arr, view) || !from_dlpack(view.dtype(), &h->dtype.emplace())) {
+    h->dtype.reset();
+    h->type_name = nb::cast<std::string>(nb::str(arr.attr("dtype").attr("name")));
+    for (nb::handle d : nb::borrow<nb::tuple>(arr.attr("shape"))) {
+      h->shape.push_back(nb::cast<int64_t>(d));
+    }
+    return;
+  }
+  h->shape.resize(view.ndim());
+  for (size_t i = 0; i < view.ndim(); ++i) h->shape[i] = static_cast<int64_t>(view.shape(i));
+  h->data = view.data();
+  h->nbytes = view.nbytes();
+}
+
+nb::object to_numpy(ge::HostResult& r) {
+  std::vector<size_t> shape(r.shape.begin(), r.shape.end());
+  uint8_t* data = r.data.release();
+  nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
+  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), owner, nullptr,
+                             to_dlpack(r.dtype));
+  return arr.cast();
+}
+
+// ---- Python classes ---------------------------------------------------------------------
+
+struct PyModel {
+  std::unique_ptr<ge::Model> model;
+};
+
+void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec) {
+  ge::ModelSpec s;
+  if (nb::handle v = get(spec, "name", "", false)) s.name = to_str(v, "name");
+  s.arena_bytes = to_int(get(spec, "arena_bytes", "", true), "arena_bytes");
+  if (nb::handle v = get(spec, "num_streams", "", false)) s.num_streams = to_int(v, "num_streams");
+  if (nb::handle v = get(spec, "num_events", "", false)) s.num_events = to_int(v, "num_events");
+  if (nb::handle v = get(spec, "channels_last", "", false)) s.channels_last = to_int(v, "channels_last") != 0;
+  std::vector<nb::object> tensors = items(get(spec, "tensors", "", true), "tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) s.tensors.push_back(to_tensor(tensors[i], i));
+  std::vector<nb::object> tasks = items(get(spec, "tasks", "", true), "tasks");
+  for (size_t i = 0; i < tasks.size(); ++i) s.tasks.push_back(to_task(tasks[i], i));
+  s.inputs = to_ints(get(spec, "inputs", "", true), "inputs");
+  s.outputs = to_ints(get(spec, "outputs", "", true), "outputs");
+
+  nb::object weights_keep;
+  if (nb::handle w = get(spec, "weights", "", false); w.is_valid() && !w.is_none()) {
+    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(w);
+    CpuArray view;
+    if (!nb::try_cast(arr, view)) spec_error("weights must be a numpy uint8 array");
+    weights_keep = arr;
+    s.weights = static_cast<const uint8_t*>(view.data());
+    s.weights_size = view.nbytes();
+  }
+
+  std::unique_ptr<ge::Model> model;
+  ge::Status st;
+  {
+    nb::gil_scoped_release release;
+    st = ge::Model::load(std::move(device), s, &model);
+  }
+  if (!st.ok()) raise_status(st);
+  new (self) PyModel{std::move(model)};
+}
+
+nb::list model_execute(PyModel& self, nb::handle inputs) {
+  std::vector<nb::object> objs = items(inputs, "inputs");
+  std::vector<nb::object> keep(objs.size());
+  std::vector<ge::HostTensor> host(objs.size());
+  for (size_t i = 0; i < objs.size(); ++i) to_host(objs[i], &keep[i], &host[i]);
+  std::vector<ge::HostResult> results;
+  ge::Status st;
+  {
+    nb::gil_scoped_release release;
+    st = self.model->execute(host, &results);
+  }
+  if (!st.ok()) raise_status(st);
+  nb::list out;
+  for (ge::HostResult& r : results) out.append(to_numpy(r));
+  return out;
+}
+
+nb::dict model_stats(PyModel& self) {
+  ge::ModelStats s = self.model->stats();
+  nb::dict d;
+  d["runs"] = s.runs;
+  d["seconds"] = s.seconds;
+  d["arena_bytes"] = s.arena_bytes;
+  d["weight_bytes"] = s.weight_bytes;
+  d["bytes_copied"] = s.bytes_copied;
+  d["streams"] = s.streams;
+  d["tasks"] = s.tasks;
+  return d;
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl::version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+         std::to_string(v->patch);
+}
+
+}  // namespace
+
 NB_MODULE(_runtime, m) {
-  m.def("dnnl_version", []() { auto v = dnnl::version(); return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch); });
+  m.doc() = "GraphEngine native device runtime (host CPU backend on oneDNN).";
+
+  g_error = PyErr_NewException("graphengine._runtime.Error", PyExc_RuntimeError, nullptr);
+  g_invalid = PyErr_NewException("graphengine._runtime.InvalidArgument", g_error, nullptr);
+  m.attr("Error") = nb::steal(g_error);
+  m.attr("InvalidArgument") = nb::steal(g_invalid);
+
+  m.def("supported_ops", &ge::supported_ops, "Op names the device kernels implement.");
+  m.def("dnnl_version", &onednn_version, "Version of the oneDNN library in use.");
+
+  nb::class_<ge::Device>(m, "Device", "The host CPU backend.")
+      .def(nb::init<int>(), "threads"_a = 0,
+           "threads: worker threads shared by a model's streams; 0 = number of cores.")
+      .def_prop_ro("name", [](const ge::Device& d) { return d.name(); })
+      .def_prop_ro("threads", &ge::Device::threads);
+
+  nb::class_<PyModel>(m, "Model", "A graph loaded on a Device.")
+      .def("__init__", &model_init, "device"_a, "spec"_a,
+           "Validates the spec, allocates, uploads weights and prepares kernels. "
+           "Raises InvalidArgument for an invalid spec.")
+      .def("execute", &model_execute, "inputs"_a,
+           "Runs the model; returns the outputs as new numpy arrays. Releases the GIL. "
+           "Raises InvalidArgument for bad inputs, Error for other failures.")
+      .def("stats", &model_stats)
+      .def_prop_ro("name", [](const PyModel& p) { return p.model->name(); })
+      .def_prop_ro("num_tasks", [](const PyModel& p) { return p.model->num_tasks(); })
+      .def_prop_ro("num_streams", [](const PyModel& p) { return p.model->num_streams(); })
+      .def_prop_ro(
+          "channels_last",
+          [](const PyModel& p) {
+            std::vector<std::string> names;
+            for (const ge::TensorInfo& t : p.model->tensors()) {
+              if (t.channels_last()) names.push_back(t.name);
+            }
+            return names;
+          },
+          "Names of the intermediate tensors the runtime stores channels-last (NHWC).");
 }

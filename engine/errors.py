@@ -1,0 +1,110 @@
+"""Domain exceptions: the one place every layer raises from.
+
+Each exception carries an ErrorCode; the server maps codes to gRPC status codes in one
+place (graphengine.server.errors). Messages name the graph, node or tensor, what was
+expected and what was found, and the stage that failed.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.Enum):
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    NOT_FOUND = "NOT_FOUND"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    UNIMPLEMENTED = "UNIMPLEMENTED"
+    INTERNAL = "INTERNAL"
+
+
+class GraphEngineError(Exception):
+    """Base of every error GraphEngine raises on purpose."""
+
+    code = ErrorCode.INTERNAL
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        graph: str | None = None,
+        node: str | None = None,
+        tensor: str | None = None,
+        stage: str | None = None,
+    ) -> None:
+        self.message = message
+        self.graph = graph
+        self.node = node
+        self.tensor = tensor
+        self.stage = stage
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.stage:
+            where.append(f"stage {self.stage}")
+        if self.graph:
+            where.append(f"graph '{self.graph}'")
+        prefix = f"[{', '.join(where)}] " if where else ""
+        return prefix + self.message
+
+    def with_context(self, *, graph: str | None = None, stage: str | None = None):
+        """Fill in context an inner layer did not know; returns self for `raise ... from`."""
+        if graph and not self.graph:
+            self.graph = graph
+        if stage and not self.stage:
+            self.stage = stage
+        self.args = (self._format(),)
+        return self
+
+
+class InvalidGraph(GraphEngineError):
+    """The graph itself is malformed: cycle, dangling input, unknown op, bad attribute."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class ShapeError(InvalidGraph):
+    """Shapes or dtypes of a node's inputs do not fit its op."""
+
+
+class InvalidModel(GraphEngineError):
+    """Bytes that are not a model, or an offline model that is truncated or corrupt."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class InvalidInput(GraphEngineError):
+    """A run request does not match the graph: missing input, wrong shape or dtype."""
+
+    code = ErrorCode.INVALID_ARGUMENT
+
+
+class NotFound(GraphEngineError):
+    code = ErrorCode.NOT_FOUND
+
+
+class FailedPrecondition(GraphEngineError):
+    code = ErrorCode.FAILED_PRECONDITION
+
+
+class ResourceExhausted(GraphEngineError):
+    code = ErrorCode.RESOURCE_EXHAUSTED
+
+
+class Unavailable(GraphEngineError):
+    code = ErrorCode.UNAVAILABLE
+
+
+class Unauthenticated(GraphEngineError):
+    code = ErrorCode.UNAUTHENTICATED
+
+
+class ExecutionError(GraphEngineError):
+    """A kernel failed while running; the message names the node."""
+
+    code = ErrorCode.INTERNAL

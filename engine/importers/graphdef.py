@@ -1,0 +1,161 @@
+"""The project's own wire IR (graphengine.v1.GraphDef) <-> IR Graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from graphengine.v1 import graph_pb2 as pb
+
+from ..errors import InvalidGraph, InvalidInput
+from ..ir import Graph, TensorMeta, Value
+from ..wire import desc_to_pb, dtype_from_pb, shape_from_pb, tensor_from_pb, tensor_to_pb
+
+# The canonical op forms the schemas implement are those of the newest ONNX opset.
+CANONICAL_OPSET = 28
+
+
+def import_graphdef(gd: pb.GraphDef) -> Graph:
+    g = Graph(gd.name or "graph")
+    g.opset = CANONICAL_OPSET
+    for t in gd.constants:
+        if not t.name or t.name in g.values:
+            raise InvalidGraph(f"constant '{t.name}' is unnamed or defined twice",
+                               graph=g.name, tensor=t.name)
+        g.add_constant(t.name, _wire(tensor_from_pb, g, t))
+    for d in gd.inputs:
+        if d.name in g.values:
+            raise InvalidGraph(f"graph input '{d.name}' is defined more than once",
+                               graph=g.name, tensor=d.name)
+        g.add_input(d.name, _desc_meta(d, g))
+    used: set[str] = set()
+    for nd in _ordered(gd.nodes, set(g.values)):
+        ins: list[Value | None] = []
+        for name in nd.inputs:
+            if not name:
+                ins.append(None)
+            elif name in g.values:
+                ins.append(g.values[name])
+            else:
+                raise InvalidGraph(f"node '{nd.name or nd.op_type}' reads tensor '{name}', "
+                                   f"which no input, constant or node defines",
+                                   graph=g.name, node=nd.name or None, tensor=name)
+        attrs = {k: attr_from_pb(v) for k, v in nd.attrs.items()}
+        name = nd.name if nd.name and nd.name not in used else None
+        node = g.add_node(nd.op_type, ins, outputs=list(nd.outputs), attrs=attrs, name=name)
+        used.add(node.name)
+    outputs = []
+    for d in gd.outputs:
+        v = g.values.get(d.name)
+        if v is None:
+            raise InvalidGraph(f"graph output '{d.name}' is never produced", graph=g.name,
+                               tensor=d.name)
+        if v.meta is None and d.dtype:
+            v.meta = _desc_meta(d, g)
+        outputs.append(v)
+    g.outputs = outputs
+    return g
+
+
+def export_graphdef(graph: Graph) -> pb.GraphDef:
+    gd = pb.GraphDef(name=graph.name)
+    gd.inputs.extend(desc_to_pb(v.name, v.meta) for v in graph.inputs)
+    gd.outputs.extend(desc_to_pb(v.name, v.meta) for v in graph.outputs)
+    gd.constants.extend(tensor_to_pb(v.name, v.const) for v in graph.constants())
+    for n in graph.nodes:
+        nd = pb.NodeDef(name=n.name, op_type=n.op_type,
+                        inputs=[v.name if v is not None else "" for v in n.inputs],
+                        outputs=[o.name for o in n.outputs])
+        for key, value in n.attrs.items():
+            try:
+                nd.attrs[key].CopyFrom(attr_to_pb(value))
+            except TypeError as exc:
+                raise InvalidGraph(f"node '{n.name}': attribute '{key}' cannot be written to a "
+                                   f"GraphDef: {exc}", graph=graph.name, node=n.name) from None
+        gd.nodes.append(nd)
+    return gd
+
+
+def attr_from_pb(a: pb.AttrValue) -> Any:
+    kind = a.WhichOneof("value")
+    if kind == "i":
+        return int(a.i)
+    if kind == "f":
+        return float(a.f)
+    if kind == "s":
+        return a.s
+    if kind == "ints":
+        return [int(x) for x in a.ints.values]
+    if kind == "floats":
+        return [float(x) for x in a.floats.values]
+    if kind == "strings":
+        return list(a.strings.values)
+    if kind == "tensor":
+        return tensor_from_pb(a.tensor)
+    return None
+
+
+def attr_to_pb(value: Any) -> pb.AttrValue:
+    if isinstance(value, (bool, int, np.integer)):
+        return pb.AttrValue(i=int(value))
+    if isinstance(value, (float, np.floating)):
+        return pb.AttrValue(f=float(value))
+    if isinstance(value, str):
+        return pb.AttrValue(s=value)
+    if isinstance(value, np.ndarray):
+        return pb.AttrValue(tensor=tensor_to_pb("", value))
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(x, str) for x in value) and value:
+            return pb.AttrValue(strings=pb.AttrValue.Strings(values=list(value)))
+        if all(isinstance(x, (bool, int, np.integer)) for x in value):
+            return pb.AttrValue(ints=pb.AttrValue.Ints(values=[int(x) for x in value]))
+        if all(isinstance(x, (int, float, np.integer, np.floating)) for x in value):
+            return pb.AttrValue(floats=pb.AttrValue.Floats(values=[float(x) for x in value]))
+    raise TypeError(f"unsupported attribute value of type {type(value).__name__}")
+
+
+def _desc_meta(d: pb.TensorDesc, g: Graph) -> TensorMeta:
+    dtype = _wire(dtype_from_pb, g, d.dtype, f"tensor '{d.name}'")
+    return TensorMeta(dtype, shape_from_pb(d.shape))
+
+
+def _wire(fn: Any, g: Graph, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except InvalidInput as exc:
+        raise InvalidGraph(exc.message, graph=g.name, tensor=exc.tensor) from None
+
+
+def _ordered(nodes: Sequence[pb.NodeDef], known: set[str]) -> list[pb.NodeDef]:
+    """Producers before users (stable); unresolvable inputs are reported by the caller."""
+    producer = {o: k for k, nd in enumerate(nodes) for o in nd.outputs}
+    order: list[int] = []
+    state = [0] * len(nodes)  # 0 new, 1 visiting, 2 done
+
+    def visit(k: int) -> None:
+        stack = [(k, iter(nodes[k].inputs))]
+        state[k] = 1
+        while stack:
+            cur, it = stack[-1]
+            for name in it:
+                p = producer.get(name)
+                if p is None or name in known or state[p] == 2:
+                    continue
+                if state[p] == 1:
+                    raise InvalidGraph(f"the graph has a cycle through node "
+                                       f"'{nodes[p].name or nodes[p].op_type}'",
+                                       node=nodes[p].name or None)
+                state[p] = 1
+                stack.append((p, iter(nodes[p].inputs)))
+                break
+            else:
+                stack.pop()
+                state[cur] = 2
+                order.append(cur)
+
+    for k in range(len(nodes)):
+        if state[k] == 0:
+            visit(k)
+    return [nodes[k] for k in order]

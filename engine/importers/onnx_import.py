@@ -1,0 +1,367 @@
+"""ONNX ModelProto -> IR Graph.
+
+Initializers and Constant nodes become graph constants; old-opset node forms are
+rewritten to the canonical form (onnx_upgrade); subgraph attributes become nested Graphs.
+A subgraph that reads a value of an enclosing graph gets it as an extra trailing input
+of its own, and the node that owns the subgraph reads it as an extra trailing input too,
+listed by name in the node's `_outer` attribute, so that def-use and liveness see it.
+No shape inference happens here: the compiler does it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from ..dtypes import DType, from_onnx
+from ..errors import InvalidGraph, InvalidModel
+from ..ir import Dim, Graph, TensorMeta, Value
+from .onnx_functions import inline_functions
+from .onnx_upgrade import NodeSpec, upgrade
+
+STANDARD_DOMAINS = ("", "ai.onnx")
+ModelLike = bytes | str | os.PathLike | onnx.ModelProto
+
+
+def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
+    """Build a Graph from an ONNX model given as a proto, serialized bytes or a file path."""
+    proto, base_dir = load_proto(model)
+    opset = model_opset(proto)
+    graph_proto = inline_functions(proto)
+    g = Graph(name or proto.graph.name or "model")
+    g.opset = opset
+    _Scope(g, opset, base_dir, None).fill(graph_proto)
+    return g
+
+
+def load_proto(model: ModelLike) -> tuple[onnx.ModelProto, str | None]:
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(bytes(model))
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise InvalidModel(f"bytes are not an ONNX model: {exc}") from None
+        if not proto.HasField("graph") or not proto.ir_version:
+            raise InvalidModel("bytes are not an ONNX model: no graph or IR version found")
+        return proto, None
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise InvalidModel(f"model file '{path}' does not exist")
+        try:
+            proto = onnx.load(str(path), load_external_data=False)
+        except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+            raise InvalidModel(f"'{path}' is not an ONNX model: {exc}") from None
+        return proto, str(path.parent)
+    raise InvalidModel(f"cannot import an ONNX model from {type(model).__name__}")
+
+
+def model_opset(proto: onnx.ModelProto) -> int:
+    for entry in proto.opset_import:
+        if entry.domain in STANDARD_DOMAINS:
+            return int(entry.version)
+    return int(onnx.defs.onnx_opset_version())
+
+
+# ---- types and tensors --------------------------------------------------------------------
+def type_meta(tp: onnx.TypeProto, name: str, what: str) -> TensorMeta | None:
+    """TensorMeta of a declared type; None when the element type is not given."""
+    kind = tp.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "optional_type" and tp.optional_type.elem_type.HasField("tensor_type"):
+        return type_meta(tp.optional_type.elem_type, name, what)  # an absent value is None
+    if kind != "tensor_type":
+        raise InvalidModel(f"{what} '{name}' has {kind.replace('_', ' ')}, only tensors are "
+                           f"supported", tensor=name)
+    tt = tp.tensor_type
+    if not tt.elem_type:
+        return None
+    dtype = element_type(tt.elem_type, name, what)
+    if not tt.HasField("shape"):
+        return TensorMeta(dtype, None)
+    dims: list[Dim] = []
+    for i, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.dim_param:
+            dims.append(d.dim_param)
+        else:
+            dims.append(f"{name}_d{i}")
+    return TensorMeta(dtype, tuple(dims))
+
+
+def element_type(code: int, name: str, what: str) -> DType:
+    try:
+        return from_onnx(code)
+    except TypeError:
+        known = code in onnx.TensorProto.DataType.values()
+        type_name = onnx.TensorProto.DataType.Name(code) if known else str(code)
+        raise InvalidModel(f"{what} '{name}' has unsupported element type {type_name}",
+                           tensor=name) from None
+
+
+def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
+    element_type(t.data_type, t.name, "tensor")
+    if t.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
+        raise InvalidModel(f"tensor '{t.name}' uses external data but the model was not "
+                           f"loaded from a file", tensor=t.name)
+    try:
+        arr = numpy_helper.to_array(t, base_dir or "")
+    except (OSError, ValueError) as exc:
+        raise InvalidModel(f"tensor '{t.name}': cannot read its data: {exc}",
+                           tensor=t.name) from None
+    if arr.dtype.kind in "US":
+        arr = arr.astype(object)
+    if arr.dtype == object:
+        arr = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v,
+                           otypes=[object])(arr) if arr.size else arr
+    return arr
+
+
+def sparse_array(sp: onnx.SparseTensorProto, base_dir: str | None) -> np.ndarray:
+    values = tensor_array(sp.values, base_dir)
+    indices = tensor_array(sp.indices, base_dir).astype(np.int64)
+    dense = np.zeros(tuple(sp.dims), dtype=values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def constant_value(node: onnx.NodeProto, base_dir: str | None) -> np.ndarray:
+    """The array a Constant node produces, from whichever value_* attribute it has."""
+    for a in node.attribute:
+        if a.name == "value":
+            return tensor_array(a.t, base_dir)
+        if a.name == "sparse_value":
+            return sparse_array(a.sparse_tensor, base_dir)
+        if a.name == "value_float":
+            return np.array(a.f, dtype=np.float32)
+        if a.name == "value_floats":
+            return np.array(list(a.floats), dtype=np.float32)
+        if a.name == "value_int":
+            return np.array(a.i, dtype=np.int64)
+        if a.name == "value_ints":
+            return np.array(list(a.ints), dtype=np.int64)
+        if a.name == "value_string":
+            return np.array(a.s.decode("utf-8"), dtype=object)
+        if a.name == "value_strings":
+            return np.array([s.decode("utf-8") for s in a.strings], dtype=object)
+    raise InvalidGraph(f"Constant node '{node.name}' has no value attribute", node=node.name)
+
+
+# ---- one graph scope ----------------------------------------------------------------------
+class _Scope:
+    """Imports one GraphProto into `g`; `parent` resolves names of enclosing graphs."""
+
+    def __init__(self, g: Graph, opset: int, base_dir: str | None,
+                 parent: _Scope | None) -> None:
+        self.g = g
+        self.opset = opset
+        self.base_dir = base_dir
+        self.parent = parent
+        self.outer: list[str] = []  # enclosing-scope names this graph reads
+        self.node_names: set[str] = set()
+
+    def fill(self, gp: onnx.GraphProto) -> None:
+        g = self.g
+        init_names = set()
+        for t in gp.initializer:
+            self._add_const(t.name, tensor_array(t, self.base_dir))
+            init_names.add(t.name)
+        for sp in gp.sparse_initializer:
+            self._add_const(sp.values.name, sparse_array(sp, self.base_dir))
+            init_names.add(sp.values.name)
+        for vi in gp.input:
+            if vi.name in init_names:
+                continue  # IR < 4 lists initializers as inputs too: they are constants
+            if vi.name in g.values:
+                raise InvalidGraph(f"graph input '{vi.name}' is declared twice",
+                                   graph=g.name, tensor=vi.name)
+            meta = type_meta(vi.type, vi.name, "input")
+            if meta is None and self.parent is None:
+                raise InvalidModel(f"input '{vi.name}' has no element type", tensor=vi.name)
+            g.add_input(vi.name, meta)  # type: ignore[arg-type]
+        for node in _topological(gp, set(g.values)):
+            self._add_node(node)
+        outputs = []
+        for vi in gp.output:
+            v = self._lookup(vi.name, f"graph output '{vi.name}'")
+            if v.meta is None:
+                try:
+                    v.meta = type_meta(vi.type, vi.name, "output")
+                except InvalidModel:
+                    v.meta = None
+            outputs.append(v)
+        g.outputs = outputs
+
+    def _add_const(self, name: str, array: np.ndarray) -> Value:
+        if name in self.g.values:
+            raise InvalidGraph(f"tensor '{name}' is defined more than once", graph=self.g.name,
+                               tensor=name)
+        return self.g.add_constant(name, array)
+
+    def _lookup(self, name: str, what: str, node: str | None = None) -> Value:
+        v = self.g.values.get(name)
+        if v is not None:
+            return v
+        if self.parent is not None and self.parent.resolves(name):
+            outer = self.parent.resolve(name)
+            if outer.const is not None:  # a weight: copy the constant, no data edge needed
+                return self.g.add_constant(name, outer.const)
+            self.outer.append(name)
+            return self.g.add_input(name, outer.meta)  # type: ignore[arg-type]
+        where = f"node '{node}'" if node else what
+        raise InvalidGraph(f"{where} reads tensor '{name}', which no input, initializer or "
+                           f"node defines", graph=self.g.name, node=node, tensor=name)
+
+    def resolves(self, name: str) -> bool:
+        if name in self.g.values:
+            return True
+        return self.parent is not None and self.parent.resolves(name)
+
+    def resolve(self, name: str) -> Value:
+        return self._lookup(name, f"tensor '{name}'")
+
+    def _add_node(self, node: onnx.NodeProto) -> None:
+        g = self.g
+        if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
+            self._add_const(node.output[0], constant_value(node, self.base_dir))
+            return
+        name = node.name if node.name and node.name not in self.node_names else None
+        label = node.name or f"<unnamed {node.op_type}>"
+        inputs: list[Value | str | None] = [
+            self._lookup(i, "", label) if i else None for i in node.input]
+        attrs, outer = self._attributes(node, name or node.op_type)
+        outputs = list(node.output)
+        while outputs and not outputs[-1]:
+            outputs.pop()
+        outputs = [o or g.unique_name(f"{name or node.op_type.lower()}_unused") for o in outputs]
+        op_type = node.op_type
+        if node.domain not in STANDARD_DOMAINS:
+            op_type = f"{node.domain}.{node.op_type}"
+            attrs["_domain"] = node.domain
+        if outer:
+            attrs["_outer"] = outer
+            inputs += [self._lookup(n, "", label) for n in outer]
+        specs = [NodeSpec(op_type, inputs, outputs, attrs, name)]
+        if node.domain in STANDARD_DOMAINS:
+            specs = upgrade(g, specs[0], self.opset)
+        for spec in specs:
+            ins = [g.values[i] if isinstance(i, str) else i for i in spec.inputs]
+            n = g.add_node(spec.op_type, ins, outputs=spec.outputs, attrs=spec.attrs,
+                           name=spec.name if spec.name not in self.node_names else None)
+            self.node_names.add(n.name)
+
+    def _attributes(self, node: onnx.NodeProto, owner: str) -> tuple[dict[str, Any], list[str]]:
+        attrs: dict[str, Any] = {}
+        outer: list[str] = []
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                attrs[a.name] = self._subgraph(a.g, f"{owner}.{a.name}", outer)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                attrs[a.name] = [self._subgraph(sg, f"{owner}.{a.name}{k}", outer)
+                                 for k, sg in enumerate(a.graphs)]
+            else:
+                attrs[a.name] = attribute_value(a, self.base_dir)
+        return attrs, outer
+
+    def _subgraph(self, gp: onnx.GraphProto, name: str, outer: list[str]) -> Graph:
+        sub = Graph(gp.name or name)
+        sub.opset = self.opset
+        scope = _Scope(sub, self.opset, self.base_dir, self)
+        scope.fill(gp)
+        outer += [n for n in scope.outer if n not in outer]
+        return sub
+
+
+def attribute_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
+    t = onnx.AttributeProto
+    if a.type == t.INT:
+        return int(a.i)
+    if a.type == t.FLOAT:
+        return float(a.f)
+    if a.type == t.STRING:
+        return a.s.decode("utf-8")
+    if a.type == t.INTS:
+        return [int(x) for x in a.ints]
+    if a.type == t.FLOATS:
+        return [float(x) for x in a.floats]
+    if a.type == t.STRINGS:
+        return [s.decode("utf-8") for s in a.strings]
+    if a.type == t.TENSOR:
+        return tensor_array(a.t, base_dir)
+    if a.type == t.SPARSE_TENSOR:
+        return sparse_array(a.sparse_tensor, base_dir)
+    if a.type == t.TENSORS:
+        return [tensor_array(x, base_dir) for x in a.tensors]
+    if a.type == t.TYPE_PROTO:
+        return a.tp.SerializeToString()
+    raise InvalidGraph(f"attribute '{a.name}' has unsupported type "
+                       f"{t.AttributeType.Name(a.type)}")
+
+
+def _free_names(gp: onnx.GraphProto) -> set[str]:
+    """Names a graph (with its nested subgraphs) reads but does not define."""
+    defined = {t.name for t in gp.initializer} | {i.name for i in gp.input}
+    defined |= {sp.values.name for sp in gp.sparse_initializer}
+    used: set[str] = set()
+    for n in gp.node:
+        used |= {i for i in n.input if i}
+        for a in n.attribute:
+            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                used |= _free_names(sg)
+        defined |= set(n.output)
+    used |= {o.name for o in gp.output}
+    return used - defined
+
+
+def _topological(gp: onnx.GraphProto, known: set[str]) -> Iterable[onnx.NodeProto]:
+    """Nodes in an order where producers come first (stable; ONNX files are usually sorted).
+
+    Inputs nobody produces are left for _lookup to report as dangling.
+    """
+    producer: dict[str, int] = {}
+    for k, n in enumerate(gp.node):
+        for o in n.output:
+            if o:
+                producer.setdefault(o, k)
+    users: list[list[int]] = [[] for _ in gp.node]
+    waiting = [0] * len(gp.node)
+    for k, n in enumerate(gp.node):
+        names = {i for i in n.input if i}
+        for a in n.attribute:
+            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                names |= _free_names(sg)
+        deps = {producer[x] for x in names if x in producer and x not in known}
+        deps.discard(k)
+        waiting[k] = len(deps)
+        for d in deps:
+            users[d].append(k)
+    ready = [k for k in range(len(gp.node)) if waiting[k] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for u in users[k]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(gp.node):
+        stuck = [gp.node[k].name or gp.node[k].op_type for k in range(len(gp.node))
+                 if waiting[k] > 0]
+        raise InvalidGraph(f"the graph has a cycle among nodes {', '.join(stuck[:5])}")
+    return [gp.node[k] for k in order]

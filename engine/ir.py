@@ -1,0 +1,368 @@
+"""The graph IR: values (tensors) and nodes (ops) with def-use tracking.
+
+A Value is produced by at most one node (or is a graph input or a constant) and knows its
+users; a Node's inputs are set only through methods that keep the users of the producers
+in step. `Graph.lint()` checks all of it and is run after every pass in tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+from .errors import InvalidGraph
+
+Dim = int | str  # a fixed size, or a named symbol such as "batch"
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorMeta:
+    """What shape inference knows about a value: dtype and shape (None: unknown rank)."""
+
+    dtype: DType
+    shape: tuple[Dim, ...] | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        if not self.is_static:
+            raise ValueError(f"numel of non-static shape {self.shape}")
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        if self.shape is None:
+            return f"{self.dtype.value}[?]"
+        return f"{self.dtype.value}[{','.join(str(d) for d in self.shape)}]"
+
+
+class ValueKind(enum.Enum):
+    INPUT = "input"
+    CONSTANT = "constant"
+    INTERMEDIATE = "intermediate"
+
+
+class Engine(enum.Enum):
+    DEVICE = "device"  # native runtime kernels (GE's AI Core role)
+    HOST = "host"  # numpy reference kernels on the host (GE's AI CPU role)
+
+
+@dataclasses.dataclass
+class NodeMeta:
+    """The one slot where passes record what they computed about a node."""
+
+    engine: Engine | None = None
+    partition: int | None = None
+    stream: int | None = None
+    fused: tuple[str, ...] = ()  # names of the source nodes folded into this one
+    rejections: tuple[str, ...] = ()  # why engines before `engine` declined
+
+
+class Value:
+    __slots__ = ("name", "kind", "producer", "index", "users", "meta", "const")
+
+    def __init__(self, name: str, kind: ValueKind, meta: TensorMeta | None = None,
+                 const: np.ndarray | None = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.producer: Node | None = None
+        self.index = 0
+        self.users: list[Node] = []
+        self.meta = meta
+        self.const = const
+
+    @property
+    def is_constant(self) -> bool:
+        return self.const is not None
+
+    def __repr__(self) -> str:
+        return f"Value({self.name!r}, {self.meta})"
+
+
+class Node:
+    __slots__ = ("name", "op_type", "attrs", "_inputs", "outputs", "meta", "graph")
+
+    def __init__(self, graph: Graph, name: str, op_type: str, attrs: dict[str, Any]) -> None:
+        self.graph = graph
+        self.name = name
+        self.op_type = op_type
+        self.attrs = attrs
+        self._inputs: tuple[Value | None, ...] = ()
+        self.outputs: list[Value] = []
+        self.meta = NodeMeta()
+
+    @property
+    def inputs(self) -> tuple[Value | None, ...]:
+        return self._inputs
+
+    def set_inputs(self, values: Sequence[Value | None]) -> None:
+        for v in self._inputs:
+            if v is not None:
+                v.users.remove(self)
+        self._inputs = tuple(values)
+        for v in self._inputs:
+            if v is not None:
+                v.users.append(self)
+
+    def replace_input(self, old: Value, new: Value) -> None:
+        self.set_inputs([new if v is old else v for v in self._inputs])
+
+    def input(self, i: int) -> Value | None:
+        """The i-th input, or None when absent (omitted optional or past the end)."""
+        return self._inputs[i] if i < len(self._inputs) else None
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(v.name if v else "" for v in self._inputs)
+        outs = ", ".join(v.name for v in self.outputs)
+        return f"Node({self.name!r}: {self.op_type}({ins}) -> {outs})"
+
+
+class Graph:
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.inputs: list[Value] = []
+        self.outputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.values: dict[str, Value] = {}
+        self.opset = 17  # the ONNX opset whose op semantics the nodes follow
+        self._node_names: set[str] = set()
+        self._counter = itertools.count()
+
+    # ---- construction -------------------------------------------------------------
+    def unique_name(self, prefix: str) -> str:
+        while True:
+            name = f"{prefix}_{next(self._counter)}"
+            if name not in self.values and name not in self._node_names:
+                return name
+
+    def _new_value(self, name: str, kind: ValueKind, **kw) -> Value:
+        if not name:
+            raise InvalidGraph("a tensor has an empty name", graph=self.name)
+        if name in self.values:
+            raise InvalidGraph(f"tensor '{name}' is defined more than once", graph=self.name,
+                               tensor=name)
+        v = Value(name, kind, **kw)
+        self.values[name] = v
+        return v
+
+    def add_input(self, name: str, meta: TensorMeta) -> Value:
+        v = self._new_value(name, ValueKind.INPUT, meta=meta)
+        self.inputs.append(v)
+        return v
+
+    def add_constant(self, name: str | None, array: np.ndarray) -> Value:
+        array = np.asarray(array)
+        name = name or self.unique_name("const")
+        meta = TensorMeta(DType.from_numpy(array.dtype), tuple(int(d) for d in array.shape))
+        return self._new_value(name, ValueKind.CONSTANT, meta=meta, const=array)
+
+    def add_node(self, op_type: str, inputs: Sequence[Value | None], *,
+                 outputs: Sequence[str] | int = 1, attrs: dict[str, Any] | None = None,
+                 name: str | None = None, after: Node | None = None) -> Node:
+        """Create a node; outputs are names, or a count of fresh names.
+
+        The node is appended, or inserted right after `after` when given.
+        """
+        name = name or self.unique_name(op_type.lower())
+        if name in self._node_names:
+            raise InvalidGraph(f"node name '{name}' is used twice", graph=self.name, node=name)
+        node = Node(self, name, op_type, dict(attrs or {}))
+        self._node_names.add(name)
+        out_names = ([self.unique_name(f"{node.name}_out") for _ in range(outputs)]
+                     if isinstance(outputs, int) else list(outputs))
+        for i, out in enumerate(out_names):
+            v = self._new_value(out, ValueKind.INTERMEDIATE)
+            v.producer, v.index = node, i
+            node.outputs.append(v)
+        node.set_inputs(inputs)
+        if after is None:
+            self.nodes.append(node)
+        else:
+            self.nodes.insert(self.nodes.index(after) + 1, node)
+        return node
+
+    # ---- mutation -------------------------------------------------------------------
+    def replace_all_uses(self, old: Value, new: Value) -> None:
+        for user in list(dict.fromkeys(old.users)):
+            user.replace_input(old, new)
+        self.outputs = [new if v is old else v for v in self.outputs]
+
+    def remove_node(self, node: Node) -> None:
+        for out in node.outputs:
+            if out.users or out in self.outputs:
+                raise InvalidGraph(f"cannot remove node '{node.name}': output '{out.name}' "
+                                   f"is still used", graph=self.name, node=node.name)
+        node.set_inputs([])
+        for out in node.outputs:
+            del self.values[out.name]
+        self.nodes.remove(node)
+        self._node_names.discard(node.name)
+        node.graph = None  # type: ignore[assignment]
+
+    def remove_unused_constants(self) -> int:
+        dead = [v for v in self.values.values()
+                if v.kind is ValueKind.CONSTANT and not v.users and v not in self.outputs]
+        for v in dead:
+            del self.values[v.name]
+        return len(dead)
+
+    def producer_map(self) -> dict[Node, list[Node]]:
+        return {n: [v.producer for v in n.inputs if v is not None and v.producer is not None]
+                for n in self.nodes}
+
+    def toposort(self) -> None:
+        """Order nodes so every producer precedes its users (stable); raise on a cycle."""
+        index = {n: i for i, n in enumerate(self.nodes)}
+        pending = {n: len({v.producer for v in n.inputs
+                           if v is not None and v.producer is not None}) for n in self.nodes}
+        ready = [n for n in self.nodes if pending[n] == 0]
+        order: list[Node] = []
+        import heapq
+
+        heap = [(index[n], id(n), n) for n in ready]
+        heapq.heapify(heap)
+        while heap:
+            _, _, n = heapq.heappop(heap)
+            order.append(n)
+            for user in dict.fromkeys(u for out in n.outputs for u in out.users):
+                if user not in pending:
+                    continue
+                pending[user] -= 1
+                if pending[user] == 0:
+                    heapq.heappush(heap, (index[user], id(user), user))
+        if len(order) != len(self.nodes):
+            stuck = [n for n in self.nodes if pending[n] > 0]
+            cycle = self._find_cycle(stuck)
+            raise InvalidGraph("the graph has a cycle: " + " -> ".join(cycle),
+                               graph=self.name, node=cycle[0])
+        self.nodes = order
+
+    def _find_cycle(self, stuck: list[Node]) -> list[str]:
+        stuck_set = set(stuck)
+        start = stuck[0]
+        path: list[Node] = []
+        seen: dict[Node, int] = {}
+        node = start
+        while node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            preds = [v.producer for v in node.inputs
+                     if v is not None and v.producer in stuck_set]
+            node = preds[0]
+        cyc = path[seen[node]:][::-1]
+        return [n.name for n in cyc] + [cyc[0].name]
+
+    # ---- queries --------------------------------------------------------------------
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def constants(self) -> list[Value]:
+        return [v for v in self.values.values() if v.kind is ValueKind.CONSTANT]
+
+    def lint(self) -> None:
+        """Check ownership, def-use consistency and topological order; raise InvalidGraph."""
+        def fail(msg: str, node: Node | None = None) -> None:
+            raise InvalidGraph(f"lint: {msg}", graph=self.name,
+                               node=node.name if node else None)
+
+        seen: set[Value] = set(self.inputs) | set(self.constants())
+        names: set[str] = set()
+        node_set = set(self.nodes)
+        for n in self.nodes:
+            if n.graph is not self:
+                fail(f"node '{n.name}' belongs to another graph", n)
+            if n.name in names:
+                fail(f"node name '{n.name}' is used twice", n)
+            names.add(n.name)
+            for v in n.inputs:
+                if v is None:
+                    continue
+                if self.values.get(v.name) is not v:
+                    fail(f"node '{n.name}' reads '{v.name}', which is not in the graph", n)
+                if v not in seen:
+                    fail(f"node '{n.name}' reads '{v.name}' before it is produced", n)
+                if n not in v.users:
+                    fail(f"'{v.name}' does not list its user '{n.name}'", n)
+            for i, out in enumerate(n.outputs):
+                if out.producer is not n or out.index != i:
+                    fail(f"output '{out.name}' of '{n.name}' has a wrong producer", n)
+                if self.values.get(out.name) is not out:
+                    fail(f"output '{out.name}' of '{n.name}' is not registered", n)
+                seen.add(out)
+        for v in self.values.values():
+            for u in v.users:
+                if u not in node_set:
+                    fail(f"'{v.name}' lists user '{u.name}', which is not in the graph")
+                if v not in u.inputs:
+                    fail(f"'{v.name}' lists user '{u.name}', which does not read it")
+        for v in self.inputs:
+            if v.kind is not ValueKind.INPUT:
+                fail(f"graph input '{v.name}' is not an input value")
+        for v in self.outputs:
+            if v not in seen:
+                fail(f"graph output '{v.name}' is never produced")
+
+    # ---- copying --------------------------------------------------------------------
+    def copy(self) -> Graph:
+        """A structural copy; constant arrays are shared (they are never mutated)."""
+        g = Graph(self.name)
+        g.opset = self.opset
+        g._counter = itertools.count(next(self._counter) + 1000000)
+        vmap: dict[Value, Value] = {}
+        for v in self.inputs:
+            vmap[v] = g.add_input(v.name, v.meta)
+        for v in self.constants():
+            nv = g.add_constant(v.name, v.const)
+            nv.meta = v.meta
+            vmap[v] = nv
+        for n in self.nodes:
+            nn = g.add_node(n.op_type, [vmap[v] if v is not None else None for v in n.inputs],
+                            outputs=[o.name for o in n.outputs], attrs=dict(n.attrs),
+                            name=n.name)
+            nn.meta = dataclasses.replace(n.meta)
+            for o, no in zip(n.outputs, nn.outputs):
+                no.meta = o.meta
+                vmap[o] = no
+        g.outputs = [vmap[v] for v in self.outputs]
+        return g
+
+    def __repr__(self) -> str:
+        return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
+
+    def summary(self) -> str:
+        lines = [f"graph {self.name}"]
+        lines += [f"  input {v.name}: {v.meta}" for v in self.inputs]
+        for n in self.nodes:
+            ins = ", ".join(v.name if v else "_" for v in n.inputs)
+            outs = ", ".join(f"{o.name}: {o.meta}" for o in n.outputs)
+            lines.append(f"  {n.name} = {n.op_type}({ins}) -> {outs}")
+        lines += [f"  output {v.name}" for v in self.outputs]
+        return "\n".join(lines)
+
+
+def iter_values(nodes: Iterable[Node]) -> Iterable[Value]:
+    for n in nodes:
+        yield from (v for v in n.inputs if v is not None)
+        yield from n.outputs

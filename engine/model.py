@@ -1,0 +1,124 @@
+"""The compiled model: the artifact stage 4 produces and stage 5 loads.
+
+Everything here is plain data (names, numbers, numpy arrays) so that it can be written
+to an offline model file and loaded without recompiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType
+from .ir import Dim
+from .report import CompileReport
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSig:
+    name: str
+    dtype: DType
+    shape: tuple[Dim, ...]
+
+    def __str__(self) -> str:
+        return f"{self.dtype.value}[{','.join(str(d) for d in self.shape)}]"
+
+
+@dataclasses.dataclass
+class TensorSlot:
+    name: str
+    dtype: str
+    shape: list[int]
+    region: str  # "arena" | "weight"
+    offset: int
+
+
+@dataclasses.dataclass
+class Task:
+    kind: str  # "kernel" | "record" | "wait" | "copy"
+    name: str
+    stream: int = 0
+    op: str = ""
+    inputs: list[int] = dataclasses.field(default_factory=list)
+    outputs: list[int] = dataclasses.field(default_factory=list)
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    event: int = -1
+
+
+@dataclasses.dataclass
+class DeviceProgram:
+    """A device partition, compiled: tensors laid out in an arena + weights, and tasks."""
+
+    index: int
+    tensors: list[TensorSlot]
+    weights: np.ndarray  # uint8
+    arena_bytes: int
+    num_streams: int
+    num_events: int
+    tasks: list[Task]
+    inputs: list[int]
+    outputs: list[int]
+
+    @property
+    def input_names(self) -> list[str]:
+        return [self.tensors[i].name for i in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [self.tensors[i].name for i in self.outputs]
+
+    def spec(self, name: str) -> dict:
+        """The dict the native runtime's Model constructor takes."""
+        return {
+            "name": f"{name}#{self.index}",
+            "arena_bytes": self.arena_bytes,
+            "weights": self.weights,
+            "tensors": [dataclasses.asdict(t) for t in self.tensors],
+            "num_streams": self.num_streams,
+            "num_events": self.num_events,
+            "tasks": [dataclasses.asdict(t) for t in self.tasks],
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+        }
+
+
+@dataclasses.dataclass
+class HostStep:
+    name: str
+    op_type: str
+    attrs: dict[str, Any]
+    inputs: list[str | None]
+    outputs: list[str]
+
+
+@dataclasses.dataclass
+class HostProgram:
+    """A host partition: nodes run one by one with the numpy reference kernels."""
+
+    index: int
+    steps: list[HostStep]
+    constants: dict[str, np.ndarray]
+    input_names: list[str]
+    output_names: list[str]
+
+
+Program = DeviceProgram | HostProgram
+
+
+@dataclasses.dataclass
+class CompiledModel:
+    name: str
+    inputs: list[TensorSig]
+    outputs: list[TensorSig]
+    output_sources: list[str]  # the internal value each output is read from
+    programs: list[Program]
+    constants: dict[str, np.ndarray]  # graph outputs that folded to constants
+    report: CompileReport
+
+    @property
+    def device_bytes(self) -> int:
+        """Device memory a loaded instance holds: arenas plus weights."""
+        return sum(p.arena_bytes + int(p.weights.nbytes) for p in self.programs
+                   if isinstance(p, DeviceProgram))

@@ -1,0 +1,51 @@
+"""The op library: importing this package registers every op schema.
+
+`infer_node` and `run_node` are the entry points the compiler passes and the host engine
+use; `get`/`has`/`all_ops` query the registry.
+"""
+
+from __future__ import annotations
+
+from . import (  # noqa: F401  (imported for their registrations)
+    activations,
+    attention,
+    binary,
+    control,
+    conv,
+    creation,
+    detection,
+    elementwise,
+    indexing,
+    linalg,
+    loss,
+    ml,
+    normalization,
+    pool,
+    preview,
+    quant,
+    reduce,
+    resize,
+    rnn,
+    sampling,
+    shape_ops,
+    signal,
+    strings,
+)
+from .api import infer_node, node_attrs, run_node
+from .registry import (
+    REQUIRED,
+    AttrKind,
+    AttrSpec,
+    DeviceKernel,
+    OpSchema,
+    all_ops,
+    get,
+    has,
+    register,
+    shape_error,
+)
+
+__all__ = [
+    "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "OpSchema", "all_ops", "get", "has",
+    "infer_node", "node_attrs", "register", "run_node", "shape_error",
+]

@@ -1,0 +1,239 @@
+"""Control flow: If, Loop, Scan. Their bodies are nested Graphs run by a small interpreter.
+
+A body that reads values of an enclosing graph receives them as extra trailing inputs of
+the owning node, named in the node's `_outer` attribute (see importers.onnx_import).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Dim, Graph, Node, TensorMeta
+from . import attrs as A
+from .api import infer_node, run_node
+from .registry import OpSchema, register, shape_error
+from .shape_helpers import const_in, meta_in, out, sym
+
+
+def run_graph(g: Graph, formals: Sequence[np.ndarray | None],
+              outer: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Evaluate a body graph: formal inputs by position, enclosing values by name."""
+    env: dict[str, Any] = {v.name: v.const for v in g.constants()}
+    inputs = [v for v in g.inputs if v.name not in outer]
+    for v, x in zip(inputs, formals):
+        env[v.name] = x
+    for v in g.inputs:
+        if v.name in outer:
+            env[v.name] = outer[v.name]
+    for n in g.nodes:
+        res = run_node(n, [env[v.name] if v is not None else None for v in n.inputs])
+        for o, r in zip(n.outputs, res):
+            env[o.name] = r
+    return [env[v.name] for v in g.outputs]
+
+
+def infer_graph(g: Graph, formals: Sequence[TensorMeta | None],
+                outer: dict[str, TensorMeta | None]) -> list[TensorMeta | None]:
+    """Shape inference over a body graph given its input metas; output metas."""
+    for v in g.inputs:
+        if v.name in outer:
+            v.meta = outer[v.name]
+    inputs = [v for v in g.inputs if v.name not in outer]
+    for v, m in zip(inputs, formals):
+        if m is not None:
+            v.meta = m
+    for n in g.nodes:
+        for o, m in zip(n.outputs, infer_node(n)):
+            o.meta = m
+    return [v.meta for v in g.outputs]
+
+
+def _split_outer(node_or_ins: Any, a: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    names = list(a.get("_outer") or [])
+    items = list(node_or_ins)
+    if not names:
+        return items, {}
+    return items[: len(items) - len(names)], dict(zip(names, items[len(items) - len(names):]))
+
+
+def _node_outer(node: Node, a: dict[str, Any]) -> tuple[list[TensorMeta | None],
+                                                        dict[str, TensorMeta | None]]:
+    metas = [meta_in(node, i) for i in range(len(node.inputs))]
+    return _split_outer(metas, a)
+
+
+def merge_meta(node: Node, metas: Sequence[TensorMeta | None], pos: int) -> TensorMeta:
+    known = [m for m in metas if m is not None]
+    if not known:
+        raise shape_error(node, f"cannot infer the type of output {pos}")
+    shapes = [m.shape for m in known]
+    if any(s is None for s in shapes) or len({len(s) for s in shapes}) > 1:  # type: ignore
+        return out(known[0].dtype, None)
+    dims: list[Dim] = []
+    for k, ds in enumerate(zip(*shapes)):  # type: ignore[misc]
+        dims.append(ds[0] if all(d == ds[0] for d in ds) else sym(node, f"{pos}_{k}"))
+    return out(known[0].dtype, dims)
+
+
+# ---- If ---------------------------------------------------------------------------------------
+def _if_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    _, outer = _node_outer(node, a)
+    then = infer_graph(a["then_branch"], [], outer)
+    other = infer_graph(a["else_branch"], [], outer)
+    if len(then) != len(other):
+        raise shape_error(node, f"then_branch has {len(then)} outputs, else_branch "
+                                f"{len(other)}")
+    return [merge_meta(node, [t, e], k) for k, (t, e) in enumerate(zip(then, other))]
+
+
+def _if(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    formals, outer = _split_outer(ins, a)
+    branch = a["then_branch"] if bool(np.asarray(formals[0]).reshape(-1)[0]) else \
+        a["else_branch"]
+    return run_graph(branch, [], outer)
+
+
+register(OpSchema("If", 1, -1, _if_infer, _if, max_outputs=1 << 16,
+                  attrs={"then_branch": A.graph(), "else_branch": A.graph()}))
+
+
+# ---- Loop -------------------------------------------------------------------------------------
+def _loop_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    formals, outer = _node_outer(node, a)
+    carried = formals[2:]
+    body_in = [out(DType.INT64, ()), out(DType.BOOL, ()), *carried]
+    res = infer_graph(a["body"], body_in, outer)
+    n = len(carried)
+    metas = [merge_meta(node, [res[1 + k], carried[k]], k) for k in range(n)]
+    trip = const_in(node, 0)
+    count: Dim = int(np.asarray(trip).reshape(-1)[0]) if trip is not None and \
+        node.input(1) is None else sym(node, "iters")
+    for k, m in enumerate(res[1 + n:]):
+        if m is None:
+            raise shape_error(node, f"cannot infer scan output {k} of the body")
+        metas.append(out(m.dtype, None if m.shape is None else (count,) + m.shape))
+    return metas
+
+
+def _loop(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    formals, outer = _split_outer(ins, a)
+    trip = formals[0] if formals else None
+    cond = formals[1] if len(formals) > 1 else None
+    carried = list(formals[2:])
+    body: Graph = a["body"]
+    limit = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
+    keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+    scans: list[list[np.ndarray]] = [[] for _ in range(len(body.outputs) - 1 - len(carried))]
+    i = 0
+    while keep_going and (limit is None or i < limit):
+        res = run_graph(body, [np.array(i, np.int64), np.array(keep_going), *carried], outer)
+        keep_going = bool(np.asarray(res[0]).reshape(-1)[0])
+        carried = res[1:1 + len(carried)]
+        for k, s in enumerate(res[1 + len(carried):]):
+            scans[k].append(s)
+        i += 1
+    stacked = []
+    for k, parts in enumerate(scans):
+        if parts:
+            stacked.append(np.stack(parts))
+        else:
+            meta = body.outputs[1 + len(carried) + k].meta
+            dt = meta.dtype.numpy if meta is not None else np.float32
+            stacked.append(np.zeros((0,), dtype=dt))
+    return carried + stacked
+
+
+register(OpSchema("Loop", 0, -1, _loop_infer, _loop, max_outputs=1 << 16,
+                  attrs={"body": A.graph()}))
+
+
+# ---- Scan -------------------------------------------------------------------------------------
+def _scan_axes(a: dict[str, Any], key: str, count: int, ranks: Sequence[int | None]
+               ) -> list[int]:
+    axes = list(a.get(key) or [0] * count)
+    return [x + r if x < 0 and r is not None else x for x, r in zip(axes, ranks)]
+
+
+def _scan_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    formals, outer = _node_outer(node, a)
+    m = a["num_scan_inputs"]
+    n = len(formals) - m
+    states, scans = formals[:n], formals[n:]
+    in_axes = _scan_axes(a, "scan_input_axes", m,
+                         [None if s is None or s.shape is None else len(s.shape)
+                          for s in scans])
+    slices: list[TensorMeta | None] = []
+    length: Dim = sym(node, "len")
+    for s, ax in zip(scans, in_axes):
+        if s is None or s.shape is None:
+            slices.append(None if s is None else out(s.dtype, None))
+            continue
+        length = s.shape[ax]
+        slices.append(out(s.dtype, s.shape[:ax] + s.shape[ax + 1:]))
+    res = infer_graph(a["body"], [*states, *slices], outer)
+    metas = [merge_meta(node, [res[k], states[k]], k) for k in range(n)]
+    k_out = len(res) - n
+    out_axes = _scan_axes(a, "scan_output_axes", k_out,
+                          [None if r is None or r.shape is None else len(r.shape) + 1
+                           for r in res[n:]])
+    for r, ax in zip(res[n:], out_axes):
+        if r is None or r.shape is None:
+            metas.append(out(r.dtype if r else DType.FLOAT32, None))
+            continue
+        dims = list(r.shape)
+        dims.insert(ax, length)
+        metas.append(out(r.dtype, dims))
+    return metas
+
+
+def _scan(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    formals, outer = _split_outer(ins, a)
+    m = a["num_scan_inputs"]
+    n = len(formals) - m
+    states, scans = list(formals[:n]), formals[n:]
+    in_axes = _scan_axes(a, "scan_input_axes", m, [x.ndim for x in scans])
+    in_dirs = list(a.get("scan_input_directions") or [0] * m)
+    seqs = [np.moveaxis(x, ax, 0) for x, ax in zip(scans, in_axes)]
+    seqs = [s[::-1] if d else s for s, d in zip(seqs, in_dirs)]
+    length = seqs[0].shape[0] if seqs else 0
+    collected: list[list[np.ndarray]] = []
+    for t in range(length):
+        res = run_graph(a["body"], [*states, *(s[t] for s in seqs)], outer)
+        states = res[:n]
+        if not collected:
+            collected = [[] for _ in res[n:]]
+        for k, r in enumerate(res[n:]):
+            collected[k].append(r)
+    k_out = len(a["body"].outputs) - n
+    out_dirs = list(a.get("scan_output_directions") or [0] * k_out)
+    results = list(states)
+    for k in range(k_out):
+        parts = collected[k] if collected else []
+        stacked = np.stack(parts) if parts else np.zeros((0,), np.float32)
+        if out_dirs[k]:
+            stacked = stacked[::-1]
+        ax = (a.get("scan_output_axes") or [0] * k_out)[k]
+        ax = ax + stacked.ndim if ax < 0 else ax
+        results.append(np.moveaxis(stacked, 0, ax))
+    return results
+
+
+register(OpSchema("Scan", 1, -1, _scan_infer, _scan, max_outputs=1 << 16, attrs={
+    "body": A.graph(), "num_scan_inputs": A.i(A.REQUIRED), "scan_input_axes": A.ints(),
+    "scan_input_directions": A.ints(), "scan_output_axes": A.ints(),
+    "scan_output_directions": A.ints()}))
+
+
+# ---- Optional (an optional tensor is the tensor, or an omitted input) ------------------
+register(OpSchema("OptionalHasElement", 0, 1, lambda node, a: [out(DType.BOOL, ())],
+                  lambda ins, a: [np.array(bool(ins) and ins[0] is not None)]))
+register(OpSchema("OptionalGetElement", 1, 1,
+                  lambda node, a: [out(meta_in(node, 0).dtype, meta_in(node, 0).shape)],
+                  lambda ins, a: [ins[0]]))
+register(OpSchema("Optional", 1, 1,
+                  lambda node, a: [out(meta_in(node, 0).dtype, meta_in(node, 0).shape)],
+                  lambda ins, a: [ins[0]], attrs={"type": A.AttrSpec(A.AttrKind.TENSOR)}))

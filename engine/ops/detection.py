@@ -1,0 +1,150 @@
+"""Detection ops: RoiAlign and NonMaxSuppression."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Node, TensorMeta
+from . import attrs as A
+from .kernel_utils import opt
+from .registry import OpSchema, register
+from .shape_helpers import FLOATS, check_dtype, out, shape_in, sym
+
+
+def _bilinear_terms(img_h: int, img_w: int, y: float, x: float
+                    ) -> list[tuple[int, int, float]] | None:
+    """Corner (row, col, weight) terms of a bilinear sample; None when out of bounds."""
+    if y < -1.0 or y > img_h or x < -1.0 or x > img_w:
+        return None
+    y, x = max(y, 0.0), max(x, 0.0)
+    y0, x0 = int(y), int(x)
+    if y0 >= img_h - 1:
+        y0 = y1 = img_h - 1
+        y = float(y0)
+    else:
+        y1 = y0 + 1
+    if x0 >= img_w - 1:
+        x0 = x1 = img_w - 1
+        x = float(x0)
+    else:
+        x1 = x0 + 1
+    ly, lx = y - y0, x - x0
+    hy, hx = 1 - ly, 1 - lx
+    return [(y0, x0, hy * hx), (y0, x1, hy * lx), (y1, x0, ly * hx), (y1, x1, ly * lx)]
+
+
+def roi_align(x: np.ndarray, rois: np.ndarray, batch: np.ndarray, a: dict[str, Any]
+              ) -> np.ndarray:
+    oh, ow = a["output_height"], a["output_width"]
+    scale, ratio = a["spatial_scale"], a["sampling_ratio"]
+    half = a["coordinate_transformation_mode"] == "half_pixel"
+    n_rois, c = rois.shape[0], x.shape[1]
+    h, w = x.shape[2:]
+    y = np.zeros((n_rois, c, oh, ow), dtype=np.float64)
+    data = x.astype(np.float64)
+    for r in range(n_rois):
+        off = 0.5 if half else 0.0
+        x1, y1, x2, y2 = (float(v) * scale - off for v in rois[r])
+        rw, rh = x2 - x1, y2 - y1
+        if not half:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / oh, rw / ow
+        gh = ratio if ratio > 0 else int(math.ceil(rh / oh))
+        gw = ratio if ratio > 0 else int(math.ceil(rw / ow))
+        count = max(gh * gw, 1)
+        img = data[int(batch[r])]
+        for ph in range(oh):
+            for pw in range(ow):
+                acc = np.zeros(c)
+                best = None
+                for iy in range(gh):
+                    yy = y1 + ph * bh + (iy + 0.5) * bh / gh
+                    for ix in range(gw):
+                        xx = x1 + pw * bw + (ix + 0.5) * bw / gw
+                        terms = _bilinear_terms(h, w, yy, xx)
+                        if a["mode"] == "avg":
+                            if terms:
+                                acc += sum(wt * img[:, i, j] for i, j, wt in terms)
+                            continue
+                        vals = (np.max([wt * img[:, i, j] for i, j, wt in terms], axis=0)
+                                if terms else np.zeros(c))
+                        best = vals if best is None else np.maximum(best, vals)
+                y[r, :, ph, pw] = acc / count if a["mode"] == "avg" else \
+                    (best if best is not None else 0)
+    return y.astype(x.dtype)
+
+
+def _roi_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    dt = check_dtype(node, 0, FLOATS, "X")
+    xs, rs = shape_in(node, 0), shape_in(node, 1)
+    n = rs[0] if rs is not None else sym(node, 0)
+    c = xs[1] if xs is not None else sym(node, 1)
+    return [out(dt, (n, c, a["output_height"], a["output_width"]))]
+
+
+register(OpSchema("RoiAlign", 3, 3, _roi_infer, lambda ins, a: [roi_align(*ins, a)], attrs={
+    "coordinate_transformation_mode": A.s("half_pixel"), "mode": A.s("avg"),
+    "output_height": A.i(1), "output_width": A.i(1), "sampling_ratio": A.i(0),
+    "spatial_scale": A.f(1.0)}))
+
+
+# ---- NonMaxSuppression ----------------------------------------------------------------------
+def _corners(boxes: np.ndarray, center: bool) -> np.ndarray:
+    if center:
+        xc, yc, w, h = boxes.T
+        return np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], axis=1)
+    y1, x1, y2, x2 = boxes.T
+    return np.stack([np.minimum(y1, y2), np.minimum(x1, x2), np.maximum(y1, y2),
+                     np.maximum(x1, x2)], axis=1)
+
+
+def _iou(b: np.ndarray, i: int, j: int) -> float:
+    ih = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
+    iw = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
+    if ih <= 0 or iw <= 0:
+        return 0.0
+    inter = ih * iw
+    a1 = (b[i, 2] - b[i, 0]) * (b[i, 3] - b[i, 1])
+    a2 = (b[j, 2] - b[j, 0]) * (b[j, 3] - b[j, 1])
+    union = a1 + a2 - inter
+    if a1 <= 0 or a2 <= 0 or union <= 0:
+        return 0.0
+    return float(inter / union)
+
+
+def nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    boxes, scores = ins[0], ins[1]
+    def get(i: int) -> Any:
+        return opt(ins, i, nonempty=True)
+
+    limit = get(2)
+    if limit is None:
+        return [np.zeros((0, 3), np.int64)]
+    limit = int(np.asarray(limit).reshape(-1)[0])
+    iou_t = float(np.asarray(get(3)).reshape(-1)[0]) if get(3) is not None else 0.0
+    score_t = get(4)
+    picked = []
+    for b in range(boxes.shape[0]):
+        corners = _corners(boxes[b].astype(np.float64), bool(a["center_point_box"]))
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            cand = [i for i in range(len(s))
+                    if score_t is None or s[i] > float(np.asarray(score_t).reshape(-1)[0])]
+            cand.sort(key=lambda i: (-s[i], i))
+            kept: list[int] = []
+            for i in cand:
+                if len(kept) >= limit:
+                    break
+                if all(_iou(corners, i, j) <= iou_t for j in kept):
+                    kept.append(i)
+                    picked.append((b, c, i))
+    return [np.array(picked, dtype=np.int64).reshape(-1, 3)]
+
+
+register(OpSchema("NonMaxSuppression", 2, 5,
+                  lambda node, a: [out(DType.INT64, (sym(node, 0), 3))], nms,
+                  attrs={"center_point_box": A.i(0)}))

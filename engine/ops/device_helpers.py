@@ -1,0 +1,61 @@
+"""Checks shared by device lowerings: the device engine runs static float32 tensors only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Node
+from .registry import DeviceKernel
+
+F32 = frozenset({DType.FLOAT32})
+F32_I64 = frozenset({DType.FLOAT32, DType.INT64})
+F32_I64_I32 = frozenset({DType.FLOAT32, DType.INT64, DType.INT32})
+
+
+def reject(node: Node, dtypes: Iterable[DType] = F32,
+           data_inputs: Iterable[int] | None = None) -> str | None:
+    """Why the device cannot run `node` (dtype or dynamic shape), or None when it can.
+
+    Only the data inputs (default: all present inputs) and all outputs are checked.
+    """
+    allowed = frozenset(dtypes)
+    idx = range(len(node.inputs)) if data_inputs is None else data_inputs
+    values = [(f"input {i}", node.input(i)) for i in idx] + [
+        (f"output {i}", o) for i, o in enumerate(node.outputs)]
+    for what, v in values:
+        if v is None:
+            continue
+        if v.meta is None:
+            return f"{what} of device {node.op_type} has no inferred type"
+        if v.meta.dtype not in allowed:
+            return f"dtype {v.meta.dtype.value} not supported by device {node.op_type}"
+        if not v.meta.is_static:
+            return f"{what} shape is not static"
+    return None
+
+
+def kernel(op: str, attrs: Mapping[str, Any], inputs: Iterable[int]) -> DeviceKernel:
+    return DeviceKernel(op=op, attrs=dict(attrs), inputs=tuple(inputs))
+
+
+def optional_index(node: Node, i: int) -> int:
+    return i if node.input(i) is not None else -1
+
+
+def const_scalar(node: Node, i: int) -> float | None:
+    v = node.input(i)
+    if v is None or v.const is None or np.asarray(v.const).size != 1:
+        return None
+    return float(np.asarray(v.const).reshape(-1)[0])
+
+
+def view(node: Node, attrs: dict[str, Any]) -> DeviceKernel | str:
+    """Lowering of pure view ops (Reshape, Flatten, Squeeze...): a Copy the planner aliases."""
+    why = reject(node, F32, data_inputs=(0,))
+    if why:
+        return why
+    return kernel("Copy", {}, (0,))

@@ -1,0 +1,237 @@
+"""Reductions: ReduceX, ArgMax/ArgMin, CumSum/CumProd, TopK."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Dim, Node, TensorMeta
+from . import attrs as A
+from .device_helpers import kernel, reject
+from .kernel_utils import widen
+from .registry import DeviceKernel, OpSchema, register, shape_error
+from .shape_helpers import (
+    INDEX,
+    NUMERIC,
+    check_dtype,
+    const_in,
+    const_ints,
+    meta_in,
+    norm_axes,
+    norm_axis,
+    out,
+    shape_in,
+    sym,
+    symbolic_shape,
+)
+
+_REDUCE_ATTRS = {"keepdims": A.i(1), "noop_with_empty_axes": A.i(0)}
+
+
+def reduce_axes(node: Node, a: dict[str, Any], rank: int) -> list[int] | None:
+    """Normalized axes to reduce ([] = identity); None when they are not constant."""
+    if node.input(1) is None:
+        return [] if a["noop_with_empty_axes"] else list(range(rank))
+    axes = const_ints(node, 1)
+    if axes is None:
+        return None
+    if not axes:
+        return [] if a["noop_with_empty_axes"] else list(range(rank))
+    return norm_axes(node, axes, rank)
+
+
+def _reduce_infer(node: Node, a: dict[str, Any], dtypes: frozenset[DType]) -> list[TensorMeta]:
+    m = meta_in(node, 0)
+    check_dtype(node, 0, dtypes, "data")
+    if node.input(1) is not None:
+        check_dtype(node, 1, {DType.INT64}, "axes")
+    if m.shape is None:
+        return [out(m.dtype, None)]
+    rank = len(m.shape)
+    axes = reduce_axes(node, a, rank)
+    if axes is None:
+        keep = a["keepdims"]
+        return [out(m.dtype, symbolic_shape(node, rank) if keep else None)]
+    dims: list[Dim] = []
+    for i, d in enumerate(m.shape):
+        if i not in axes:
+            dims.append(d)
+        elif a["keepdims"]:
+            dims.append(1)
+    return [out(m.dtype, dims)]
+
+
+def _axes_of(ins: list[Any], a: dict[str, Any], rank: int) -> tuple[int, ...] | None:
+    """Axes for numpy; None = all; () = identity."""
+    if len(ins) < 2 or ins[1] is None or np.size(ins[1]) == 0:
+        return () if a["noop_with_empty_axes"] else None
+    return tuple(sorted(int(v) + rank if v < 0 else int(v) for v in ins[1]))
+
+
+def _extreme(x: np.ndarray, largest: bool) -> Any:
+    if x.dtype == bool:
+        return not largest
+    if x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        return info.min if largest else info.max
+    return -np.inf if largest else np.inf
+
+
+ReduceFn = Callable[[np.ndarray, tuple[int, ...] | None, bool], np.ndarray]
+
+_FUNCS: dict[str, ReduceFn] = {
+    "ReduceSum": lambda x, ax, k: np.sum(x, axis=ax, keepdims=k),
+    "ReduceMean": lambda x, ax, k: np.mean(x, axis=ax, keepdims=k),
+    "ReduceProd": lambda x, ax, k: np.prod(x, axis=ax, keepdims=k),
+    "ReduceMax": lambda x, ax, k: np.max(x, axis=ax, keepdims=k, initial=_extreme(x, True)),
+    "ReduceMin": lambda x, ax, k: np.min(x, axis=ax, keepdims=k, initial=_extreme(x, False)),
+    "ReduceL1": lambda x, ax, k: np.sum(np.abs(x), axis=ax, keepdims=k),
+    "ReduceL2": lambda x, ax, k: np.sqrt(np.sum(np.square(x), axis=ax, keepdims=k)),
+    "ReduceSumSquare": lambda x, ax, k: np.sum(np.square(x), axis=ax, keepdims=k),
+    "ReduceLogSum": lambda x, ax, k: np.log(np.sum(x, axis=ax, keepdims=k)),
+    "ReduceLogSumExp": lambda x, ax, k: _logsumexp(x, ax, k),
+}
+
+
+def _logsumexp(x: np.ndarray, ax: tuple[int, ...] | None, keep: bool) -> np.ndarray:
+    m = np.max(x, axis=ax, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0)
+    r = np.log(np.sum(np.exp(x - m), axis=ax, keepdims=True)) + m
+    return r if keep else np.squeeze(r, axis=ax)
+
+
+def _reduce_op(name: str, fn: ReduceFn, device: bool) -> None:
+    dtypes = NUMERIC | ({DType.BOOL} if name in ("ReduceMax", "ReduceMin") else frozenset())
+
+    def compute(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+        x = ins[0]
+        axes = _axes_of(ins, a, x.ndim)
+        if axes == ():
+            return [x]
+        if x.dtype.kind in "iu" and name in ("ReduceMean", "ReduceL2", "ReduceLogSum",
+                                              "ReduceLogSumExp"):
+            wide = x.astype(np.float64)
+        elif x.dtype.kind in "iu" and name in ("ReduceSum", "ReduceProd", "ReduceL1",
+                                                "ReduceSumSquare"):
+            wide = x.astype(np.int64) if x.dtype.kind == "i" else x.astype(np.uint64)
+        else:
+            wide = widen(x)
+        return [np.asarray(fn(wide, axes, bool(a["keepdims"]))).astype(x.dtype)]
+
+    def lower(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+        if node.input(1) is not None and const_ints(node, 1) is None:
+            return f"{name} axes are not constant"
+        why = reject(node, data_inputs=(0,))
+        if why:
+            return why
+        axes = reduce_axes(node, a, len(node.inputs[0].meta.shape))
+        if axes is None:
+            return f"{name} axes are not constant"
+        if not axes:
+            return f"{name} with empty axes is a no-op"
+        return kernel(name, {"axes": sorted(axes), "keepdims": int(a["keepdims"])}, (0,))
+
+    register(OpSchema(name, 1, 2, lambda node, a: _reduce_infer(node, a, dtypes), compute,
+                      attrs=_REDUCE_ATTRS, device=lower if device else None))
+
+
+for _name, _fn in _FUNCS.items():
+    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum", "ReduceMax"))
+
+
+# ---- ArgMax / ArgMin ----------------------------------------------------------------------
+def _arg_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    check_dtype(node, 0, NUMERIC, "data")
+    shape = shape_in(node, 0)
+    if shape is None:
+        return [out(DType.INT64, None)]
+    axis = norm_axis(node, a["axis"], len(shape))
+    dims = [1 if i == axis else d for i, d in enumerate(shape) if i != axis or a["keepdims"]]
+    return [out(DType.INT64, dims)]
+
+
+def _arg(largest: bool) -> Callable[[list[Any], dict[str, Any]], list[np.ndarray]]:
+    def compute(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+        x = widen(ins[0])
+        axis = a["axis"] + x.ndim if a["axis"] < 0 else a["axis"]
+        fn = np.argmax if largest else np.argmin
+        if a["select_last_index"]:
+            flipped = np.flip(x, axis)
+            idx = x.shape[axis] - 1 - fn(flipped, axis=axis)
+        else:
+            idx = fn(x, axis=axis)
+        if a["keepdims"]:
+            idx = np.expand_dims(idx, axis)
+        return [idx.astype(np.int64)]
+    return compute
+
+
+_ARG_ATTRS = {"axis": A.i(0), "keepdims": A.i(1), "select_last_index": A.i(0)}
+register(OpSchema("ArgMax", 1, 1, _arg_infer, _arg(True), attrs=_ARG_ATTRS))
+register(OpSchema("ArgMin", 1, 1, _arg_infer, _arg(False), attrs=_ARG_ATTRS))
+
+
+# ---- CumSum / CumProd ---------------------------------------------------------------------
+def _cum(ufunc: np.ufunc) -> Callable[[list[Any], dict[str, Any]], list[np.ndarray]]:
+    def compute(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+        x = ins[0]
+        axis = int(np.asarray(ins[1]).reshape(-1)[0])
+        axis = axis + x.ndim if axis < 0 else axis
+        y = np.flip(x, axis) if a["reverse"] else x
+        acc = ufunc.accumulate(widen(y), axis=axis)
+        if a["exclusive"]:
+            acc = np.concatenate([np.full_like(np.take(acc, [0], axis), ufunc.identity),
+                                  np.take(acc, np.arange(acc.shape[axis] - 1), axis)],
+                                 axis=axis)
+        if a["reverse"]:
+            acc = np.flip(acc, axis)
+        return [acc.astype(x.dtype)]
+    return compute
+
+
+def _cum_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    check_dtype(node, 0, NUMERIC, "x")
+    check_dtype(node, 1, INDEX, "axis")
+    return [out(meta_in(node, 0).dtype, shape_in(node, 0))]
+
+
+_CUM_ATTRS = {"exclusive": A.i(0), "reverse": A.i(0)}
+register(OpSchema("CumSum", 2, 2, _cum_infer, _cum(np.add), attrs=_CUM_ATTRS))
+register(OpSchema("CumProd", 2, 2, _cum_infer, _cum(np.multiply), attrs=_CUM_ATTRS))
+
+
+# ---- TopK --------------------------------------------------------------------------------
+def _topk_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    m = meta_in(node, 0)
+    check_dtype(node, 1, {DType.INT64}, "K")
+    if m.shape is None:
+        return [out(m.dtype, None), out(DType.INT64, None)]
+    axis = norm_axis(node, a["axis"], len(m.shape))
+    k = const_in(node, 1)
+    dims = list(m.shape)
+    if k is not None:
+        kv = int(np.asarray(k).reshape(-1)[0])
+        if isinstance(dims[axis], int) and kv > dims[axis]:
+            raise shape_error(node, f"K={kv} exceeds the axis size {dims[axis]}")
+        dims[axis] = kv
+    else:
+        dims[axis] = sym(node, axis)
+    return [out(m.dtype, dims), out(DType.INT64, dims)]
+
+
+def _topk(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    x = ins[0]
+    k = int(np.asarray(ins[1]).reshape(-1)[0])
+    axis = a["axis"] + x.ndim if a["axis"] < 0 else a["axis"]
+    keys = widen(x) if x.dtype.kind == "f" or x.dtype.name == "bfloat16" else \
+        x.astype(np.float64)
+    order = np.argsort(-keys if a["largest"] else keys, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
+
+
+register(OpSchema("TopK", 2, 2, _topk_infer, _topk, max_outputs=2,
+                  attrs={"axis": A.i(-1), "largest": A.i(1), "sorted": A.i(1)}))

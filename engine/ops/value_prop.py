@@ -1,0 +1,86 @@
+"""Value propagation for small shape tensors, so shape inference sees through
+Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains without constant folding.
+
+A known value is a small numpy array; entries of shape-derived values may be symbol
+strings (object dtype), e.g. Shape of float32[batch,128] is ["batch", 128].
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import Value
+
+_MAX_ELEMENTS = 64
+_MAX_DEPTH = 12
+_STRUCTURAL = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape", "Identity",
+               "Flatten", "Expand"}
+_ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Cast", "Equal", "Where", "Max", "Min", "Neg",
+               "Abs", "Range", "ConstantOfShape", "ReduceProd", "ReduceSum", "Mod"}
+
+
+def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
+    """The value of `v` when inference can know it (constant, or derived from shapes)."""
+    if v is None:
+        return None
+    if v.const is not None:
+        return np.asarray(v.const)
+    node = v.producer
+    if node is None or depth > _MAX_DEPTH:
+        return None
+    if v.meta is not None and (v.meta.shape is None or len(v.meta.shape) > 1):
+        return None
+    op = node.op_type
+    if op == "Shape":
+        return _shape_value(node)
+    if op == "Size":
+        src = node.inputs[0].meta if node.inputs[0] is not None else None
+        if src is None or not src.is_static:
+            return None
+        return np.array(math.prod(src.shape), dtype=np.int64)  # type: ignore[arg-type]
+    if op not in _STRUCTURAL and op not in _ARITHMETIC:
+        return None
+    ins = []
+    for x in node.inputs:
+        if x is None:
+            ins.append(None)
+            continue
+        val = known_value(x, depth + 1)
+        if val is None or val.size > _MAX_ELEMENTS:
+            return None
+        ins.append(_as_ints(val))
+    if op in _ARITHMETIC and any(x is not None and x.dtype == object for x in ins):
+        return None  # arithmetic over symbols is not tracked
+    from .api import run_node  # late: api imports the registry this module serves
+
+    try:
+        res = run_node(node, ins)[v.index]
+    except Exception:
+        return None
+    if res.dtype.kind in "US":
+        res = res.astype(object)
+    return _as_ints(res) if res.size <= _MAX_ELEMENTS else None
+
+
+def _shape_value(node) -> np.ndarray | None:
+    src = node.inputs[0].meta if node.inputs[0] is not None else None
+    if src is None or src.shape is None:
+        return None
+    rank = len(src.shape)
+    start = node.attrs.get("start", 0)
+    end = node.attrs.get("end", rank)
+    start = min(max(start + rank if start < 0 else start, 0), rank)
+    end = min(max(end + rank if end < 0 else end, 0), rank)
+    dims = list(src.shape[start:max(end, start)])
+    if all(isinstance(d, int) for d in dims):
+        return np.array(dims, dtype=np.int64)
+    return np.array(dims, dtype=object)
+
+
+def _as_ints(val: np.ndarray) -> np.ndarray:
+    """Object arrays whose entries are all ints become int64 (symbols keep object)."""
+    if val.dtype == object and all(isinstance(x, (int, np.integer)) for x in val.reshape(-1)):
+        return val.astype(np.int64)
+    return val

@@ -1,0 +1,65 @@
+"""Engine placement: ask each engine, in cost order, whether it takes the node.
+
+Policy lives in the per-engine predicates; this pass only records the first engine that
+accepts and every rejection's reason (the report shows them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .. import ops
+from ..ir import Engine, Graph, Node
+from ..passes import PassResult
+
+# A predicate returns None when the engine accepts the node, else the reason it declines.
+Predicate = Callable[[Node], "str | None"]
+
+
+def device_accepts(node: Node) -> str | None:
+    schema = ops.get(node.op_type, node)
+    if schema.device is None:
+        return f"no device kernel for {node.op_type}"
+    for v in list(node.inputs) + node.outputs:
+        if v is not None and (v.meta is None or not v.meta.is_static):
+            return f"tensor '{v.name}' has no static shape"
+    try:
+        verdict = schema.device(node, schema.attrs_of(node))
+    except Exception as exc:  # a lowering that cannot handle the node declines it
+        return f"device lowering failed: {exc}"
+    if isinstance(verdict, str):
+        return verdict
+    from ..runtime import device_kernel_ops
+
+    if verdict.op != "Copy" and verdict.op not in device_kernel_ops():  # Copy is a task kind
+        return f"runtime has no kernel '{verdict.op}'"
+    return None
+
+
+def host_accepts(node: Node) -> str | None:
+    return None  # the numpy reference kernels run every registered op
+
+
+ENGINES: list[tuple[Engine, Predicate]] = [
+    (Engine.DEVICE, device_accepts),
+    (Engine.HOST, host_accepts),
+]
+
+
+def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = None
+                ) -> PassResult:
+    counts: dict[Engine, int] = {}
+    for node in graph.nodes:
+        rejections = []
+        for engine, accepts in engines or ENGINES:
+            reason = accepts(node)
+            if reason is None:
+                node.meta.engine = engine
+                break
+            rejections.append(f"{engine.value}: {reason}")
+        else:
+            raise RuntimeError(f"no engine accepts node '{node.name}': {rejections}")
+        node.meta.rejections = tuple(rejections)
+        counts[node.meta.engine] = counts.get(node.meta.engine, 0) + 1
+    detail = ", ".join(f"{e.value} {c}" for e, c in counts.items())
+    return PassResult(graph, True, detail)

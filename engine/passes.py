@@ -1,0 +1,73 @@
+"""The pass manager: runs stages (lists of passes), times them, lints, names failures.
+
+A pass is a plain function `Graph -> PassResult`. Options are bound with
+functools.partial before the pass is put in a stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+from .errors import GraphEngineError, InvalidGraph
+from .ir import Graph
+from .report import PassRecord
+
+
+@dataclasses.dataclass
+class PassResult:
+    graph: Graph
+    changed: bool
+    detail: str = ""
+
+
+Pass = Callable[[Graph], PassResult]
+
+
+def pass_name(p: Pass) -> str:
+    func = getattr(p, "func", p)  # functools.partial
+    return getattr(func, "__name__", repr(func))
+
+
+@dataclasses.dataclass
+class Stage:
+    name: str
+    passes: Sequence[Pass]
+    repeat_until_stable: bool = False  # rerun the list while any pass changes the graph
+    max_rounds: int = 8
+
+
+class PassManager:
+    def __init__(self, *, lint: bool = False) -> None:
+        self.lint = lint
+        self.records: list[PassRecord] = []
+
+    def run_stage(self, stage: Stage, graph: Graph) -> Graph:
+        for _ in range(stage.max_rounds if stage.repeat_until_stable else 1):
+            changed_any = False
+            for p in stage.passes:
+                graph, changed = self.run_pass(stage.name, p, graph)
+                changed_any |= changed
+            if not changed_any:
+                break
+        return graph
+
+    def run_pass(self, stage: str, p: Pass, graph: Graph) -> tuple[Graph, bool]:
+        name = pass_name(p)
+        start = time.perf_counter()
+        try:
+            result = p(graph)
+            if self.lint:
+                result.graph.lint()
+        except GraphEngineError as exc:
+            if isinstance(exc, InvalidGraph) and exc.node and f"'{exc.node}'" not in exc.message:
+                exc.message = f"node '{exc.node}': {exc.message}"
+            exc.message = f"{exc.message} (in pass {name})"
+            raise exc.with_context(graph=graph.name, stage=stage) from None
+        except Exception as exc:  # a bug in a pass: still say where it happened
+            raise InvalidGraph(f"pass {name} failed: {type(exc).__name__}: {exc}",
+                               graph=graph.name, stage=stage) from exc
+        self.records.append(PassRecord(stage, name, time.perf_counter() - start,
+                                       result.changed, result.detail))
+        return result.graph, result.changed

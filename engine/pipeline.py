@@ -1,0 +1,165 @@
+"""GE's compile pipeline: stages 1 to 4 as named lists of passes, then the build."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+
+from . import ops  # noqa: F401  (registers every op schema)
+from .build import build_programs
+from .errors import InvalidGraph, InvalidInput
+from .ir import Graph, TensorMeta, ValueKind
+from .model import CompiledModel, TensorSig
+from .optimize import fuse
+from .partition import collect_partitions, partition_graph, place_nodes
+from .passes import PassManager, Stage
+from .prepare import (
+    eliminate_dead_nodes,
+    eliminate_identities,
+    fold_constants,
+    infer_shapes,
+    validate,
+)
+from .report import CompileReport, PartitionRecord, PlacementRecord
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileOptions:
+    max_streams: int = 1
+    fold_constants: bool = True
+    fuse: bool = True
+    lint: bool = False  # lint the graph after every pass (tests turn it on)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object] | None) -> CompileOptions:
+        if not values:
+            return cls()
+        fields = {f.name: f.type for f in dataclasses.fields(cls)}
+        kw = {}
+        for key, raw in values.items():
+            if key not in fields:
+                raise InvalidInput(f"unknown compile option '{key}'; known: {sorted(fields)}")
+            kw[key] = _coerce(key, raw, getattr(cls(), key))
+        return cls(**kw)
+
+
+def _coerce(key: str, raw: object, default: object) -> object:
+    if isinstance(default, bool):
+        if isinstance(raw, str):
+            if raw.lower() not in ("true", "false", "1", "0"):
+                raise InvalidInput(f"compile option '{key}' must be true or false, got {raw!r}")
+            return raw.lower() in ("true", "1")
+        return bool(raw)
+    if isinstance(default, int):
+        try:
+            return int(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise InvalidInput(f"compile option '{key}' must be an integer, got {raw!r}") from None
+    return raw
+
+
+def prepare_stage(options: CompileOptions) -> Stage:
+    passes = [infer_shapes, eliminate_identities]
+    if options.fold_constants:
+        passes.append(fold_constants)
+    passes.append(eliminate_dead_nodes)
+    return Stage("prepare", passes, repeat_until_stable=True)
+
+
+def stages(options: CompileOptions) -> list[Stage]:
+    return [
+        Stage("validate", [validate]),
+        prepare_stage(options),
+        Stage("partition", [place_nodes, partition_graph]),
+        Stage("optimize", [fuse] if options.fuse else []),
+    ]
+
+
+def bind_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None) -> Graph:
+    """A copy of the graph with concrete shapes for the named inputs."""
+    g = graph.copy()
+    for name, shape in (shapes or {}).items():
+        v = g.values.get(name)
+        if v is None or v.kind is not ValueKind.INPUT:
+            raise InvalidInput(f"input_shapes names '{name}', which is not an input of the "
+                               f"graph; inputs are {[i.name for i in g.inputs]}",
+                               graph=g.name, tensor=name)
+        declared = v.meta.shape
+        shape = tuple(int(d) for d in shape)
+        if declared is not None and (len(declared) != len(shape) or any(
+                isinstance(d, int) and d != s for d, s in zip(declared, shape))):
+            raise InvalidInput(f"input '{name}': shape {list(shape)} does not fit the declared "
+                               f"{v.meta}", graph=g.name, tensor=name)
+        if any(s < 0 for s in shape):
+            raise InvalidInput(f"input '{name}': negative dimension in {list(shape)}",
+                               graph=g.name, tensor=name)
+        v.meta = TensorMeta(v.meta.dtype, shape)
+    for v in g.values.values():  # drop inferred metas so they are redone with the new shapes
+        if v.kind is ValueKind.INTERMEDIATE:
+            v.meta = None
+    return g
+
+
+def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileReport:
+    """Validate and infer shapes (symbolic dims allowed) without building anything."""
+    options = options or CompileOptions()
+    pm = PassManager(lint=options.lint)
+    g = graph.copy()
+    start = time.perf_counter()
+    g = pm.run_stage(Stage("validate", [validate]), g)
+    g = pm.run_stage(Stage("prepare", [infer_shapes]), g)
+    return CompileReport(graph=graph.name, passes=pm.records, nodes_before=len(graph.nodes),
+                         nodes_after=len(g.nodes), total_seconds=time.perf_counter() - start)
+
+
+def compile_graph(graph: Graph, options: CompileOptions | None = None,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
+    """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched."""
+    options = options or CompileOptions()
+    start = time.perf_counter()
+    output_names = [v.name for v in graph.outputs]
+    g = bind_shapes(graph, input_shapes)
+    for v in g.inputs:
+        if v.meta is None or not v.meta.is_static:
+            raise InvalidInput(f"input '{v.name}' has symbolic shape {v.meta}: give a concrete "
+                               f"shape to compile", graph=g.name, tensor=v.name)
+    pm = PassManager(lint=options.lint)
+    for stage in stages(options):
+        g = pm.run_stage(stage, g)
+    t0 = time.perf_counter()
+    programs, memory, ntasks = build_programs(g)
+    pm.records.append(_record("build", "plan_memory+generate_tasks", t0, memory))
+    report = CompileReport(
+        graph=graph.name, passes=pm.records, fusions=list(getattr(g, "fusions", [])),
+        memory=memory, streams=1 if programs else 0, events=0, tasks=ntasks,
+        nodes_before=len(graph.nodes), nodes_after=len(g.nodes))
+    for part in collect_partitions(g):
+        report.partitions.append(PartitionRecord(
+            part.index, part.engine.value, [n.name for n in part.nodes],
+            [v.name for v in part.inputs], [v.name for v in part.outputs]))
+    report.placements = [PlacementRecord(n.name, n.op_type, n.meta.engine.value,
+                                         list(n.meta.rejections)) for n in g.nodes]
+    constants = {v.name: v.const for v in g.outputs if v.is_constant}
+    for v in g.outputs:
+        if v.meta is None:
+            raise InvalidGraph(f"output '{v.name}' has no inferred type", graph=g.name)
+    compiled = CompiledModel(
+        name=graph.name,
+        inputs=[TensorSig(v.name, v.meta.dtype, tuple(v.meta.shape)) for v in g.inputs],
+        outputs=[TensorSig(n, v.meta.dtype, tuple(v.meta.shape) if v.meta.shape else ())
+                 for n, v in zip(output_names, g.outputs)],
+        output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
+        report=report)
+    report.total_seconds = time.perf_counter() - start
+    return compiled
+
+
+def _record(stage: str, name: str, t0: float, memory):
+    from .report import PassRecord
+
+    return PassRecord(stage, name, time.perf_counter() - t0, True,
+                      f"arena {memory.arena_bytes} B, lower bound {memory.lower_bound_bytes} B")
+
+
+__all__ = ["CompileOptions", "compile_graph", "analyze", "stages"]

@@ -1,0 +1,48 @@
+"""Dead-node and no-op elimination."""
+
+from __future__ import annotations
+
+from ..ir import Graph
+from ..passes import PassResult
+
+_NO_OPS = {"Identity", "Dropout"}
+
+
+def eliminate_dead_nodes(graph: Graph) -> PassResult:
+    """Remove nodes none of whose outputs reach a graph output."""
+    live = set(graph.outputs)
+    removed = 0
+    for node in reversed(list(graph.nodes)):
+        if any(o in live or o.users for o in node.outputs):
+            live.update(v for v in node.inputs if v is not None)
+            continue
+        graph.remove_node(node)
+        removed += 1
+    dropped = graph.remove_unused_constants()
+    return PassResult(graph, removed > 0, f"{removed} nodes, {dropped} constants removed")
+
+
+def eliminate_identities(graph: Graph) -> PassResult:
+    """Bypass Identity and inference-mode Dropout (whose mask output is unused)."""
+    removed = 0
+    for node in list(graph.nodes):
+        if node.op_type not in _NO_OPS:
+            continue
+        if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
+                                          or node.input(2) is not None and not _false(node)):
+            continue
+        out, src = node.outputs[0], node.inputs[0]
+        if out in graph.outputs:
+            continue  # graph outputs keep their names
+        graph.replace_all_uses(out, src)
+        if len(node.outputs) > 1 and node.outputs[1] in graph.outputs:
+            continue
+        graph.remove_node(node)
+        removed += 1
+    return PassResult(graph, removed > 0, f"{removed} no-op nodes removed")
+
+
+def _false(node) -> bool:
+    """Dropout's training_mode input, when constant and false, keeps it a no-op."""
+    mode = node.input(2)
+    return mode is not None and mode.is_constant and not bool(mode.const)

@@ -1,0 +1,86 @@
+"""The compile report: what every stage did, as a structured first-class output."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+
+@dataclasses.dataclass
+class PassRecord:
+    stage: str
+    name: str
+    seconds: float
+    changed: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class PlacementRecord:
+    node: str
+    op_type: str
+    engine: str
+    rejections: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class PartitionRecord:
+    index: int
+    engine: str
+    nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclasses.dataclass
+class MemoryRecord:
+    arena_bytes: int = 0
+    lower_bound_bytes: int = 0
+    weight_bytes: int = 0
+    strategy: str = ""
+
+
+@dataclasses.dataclass
+class CompileReport:
+    graph: str
+    passes: list[PassRecord] = dataclasses.field(default_factory=list)
+    partitions: list[PartitionRecord] = dataclasses.field(default_factory=list)
+    placements: list[PlacementRecord] = dataclasses.field(default_factory=list)
+    fusions: list[str] = dataclasses.field(default_factory=list)
+    memory: MemoryRecord = dataclasses.field(default_factory=MemoryRecord)
+    streams: int = 0
+    events: int = 0
+    tasks: int = 0
+    nodes_before: int = 0
+    nodes_after: int = 0
+    total_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def render(self) -> str:
+        """A human-readable report, as the CLI prints it."""
+        lines = [f"compile report for graph '{self.graph}' ({self.total_seconds * 1e3:.1f} ms)",
+                 f"  nodes: {self.nodes_before} -> {self.nodes_after}", "  passes:"]
+        for p in self.passes:
+            mark = "*" if p.changed else " "
+            detail = f"  {p.detail}" if p.detail else ""
+            lines.append(f"   {mark} {p.stage:<10} {p.name:<28} {p.seconds * 1e3:8.2f} ms{detail}")
+        lines.append("  partitions:")
+        for part in self.partitions:
+            lines.append(f"    #{part.index} {part.engine:<7} {len(part.nodes)} nodes, "
+                         f"inputs {part.inputs[:4]}{'...' if len(part.inputs) > 4 else ''}")
+        hosted = [p for p in self.placements if p.engine != "device"]
+        for p in hosted:
+            lines.append(f"    {p.node} ({p.op_type}) on {p.engine}: {'; '.join(p.rejections)}")
+        if self.fusions:
+            lines.append(f"  fusions ({len(self.fusions)}):")
+            lines += [f"    {f}" for f in self.fusions]
+        m = self.memory
+        lines.append(f"  memory: arena {m.arena_bytes} B (lower bound {m.lower_bound_bytes} B, "
+                     f"strategy {m.strategy}), weights {m.weight_bytes} B")
+        lines.append(f"  streams {self.streams}, events {self.events}, tasks {self.tasks}")
+        return "\n".join(lines)

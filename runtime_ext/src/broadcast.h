@@ -1,0 +1,84 @@
+// Numpy-style broadcasting of up to three inputs to an output shape, collapsed to the
+// fewest dimensions, iterated row by row (the last dimension is a "row") in parallel.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "tensor.h"
+
+namespace ge {
+
+constexpr int kMaxBroadcastInputs = 3;
+constexpr int kMaxBroadcastRank = 12;
+
+struct BroadcastPlan {
+  int n_inputs = 0;
+  int rank = 1;  // after collapsing; >= 1
+  int64_t dims[kMaxBroadcastRank] = {1};
+  // strides[k][d]: element stride of input k along collapsed dim d (0 = broadcast).
+  int64_t strides[kMaxBroadcastInputs][kMaxBroadcastRank] = {};
+  int64_t numel = 1;
+
+  int64_t inner() const { return dims[rank - 1]; }
+  int64_t rows() const { return numel == 0 ? 0 : numel / inner(); }
+};
+
+// numpy's broadcast of `a` and `b`; false if they are incompatible.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
+
+// Plans the broadcast of `inputs` to `out`. Throws Error(InvalidArgument) if an input
+// cannot broadcast to `out` (rank larger, or a dim neither 1 nor equal) or the rank is
+// above kMaxBroadcastRank. `names` label the inputs in messages.
+BroadcastPlan plan_broadcast(const Shape& out, const std::vector<const Shape*>& inputs,
+                             const std::vector<const char*>& names);
+
+// Calls fn(const int64_t* in_offsets, int64_t out_offset, int64_t len, const int64_t*
+// in_inner_strides) over every row segment of the plan, splitting rows into chunks and
+// running them on the calling thread's OpenMP team when the work is large enough.
+// Blocks until done. `fn` must be safe to call concurrently for disjoint segments.
+template <class Fn>
+void for_each_segment(const BroadcastPlan& p, Fn fn) {
+  const int64_t inner = p.inner();
+  const int64_t rows = p.rows();
+  if (rows == 0) return;
+  const int last = p.rank - 1;
+  int64_t inner_strides[kMaxBroadcastInputs];
+  for (int k = 0; k < p.n_inputs; ++k) inner_strides[k] = p.strides[k][last];
+
+  // Split rows into chunks of about kChunk elements so that small outer counts still
+  // spread over threads.
+  constexpr int64_t kChunk = 16384;
+  const int64_t splits = std::max<int64_t>(1, std::min<int64_t>(inner / kChunk, 64));
+  const int64_t seg_len = (inner + splits - 1) / splits;
+  const int64_t total = rows * splits;
+  const bool parallel = p.numel >= 32768 && omp_get_max_threads() > 1;
+
+  auto body = [&](int64_t task) {
+    int64_t row = task / splits;
+    int64_t part = task % splits;
+    int64_t off[kMaxBroadcastInputs] = {};
+    int64_t rem = row;
+    for (int d = last - 1; d >= 0; --d) {
+      int64_t i = rem % p.dims[d];
+      rem /= p.dims[d];
+      for (int k = 0; k < p.n_inputs; ++k) off[k] += i * p.strides[k][d];
+    }
+    int64_t begin = part * seg_len;
+    int64_t len = std::min(inner, begin + seg_len) - begin;
+    if (len <= 0) return;
+    for (int k = 0; k < p.n_inputs; ++k) off[k] += begin * inner_strides[k];
+    fn(off, row * inner + begin, len, inner_strides);
+  };
+  if (parallel) {
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < total; ++t) body(t);
+  } else {
+    for (int64_t t = 0; t < total; ++t) body(t);
+  }
+}
+
+}  // namespace ge

@@ -1,0 +1,26 @@
+// Byte-level data movement shared by the layout kernels (Transpose, Slice, Expand, Pad,
+// Concat, Gather). Element size is all they need to know about the dtype.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor.h"
+
+namespace ge {
+
+// Copies the strided view of `src` described by `dims` (the view's shape) and
+// `src_strides` (element strides, may be 0 or negative) into dense row-major `dst`.
+// `elem` is the element size (1, 2, 4 or 8). Blocks; parallel on the calling thread's
+// OpenMP team when large. The view must stay inside `src`'s tensor (callers check).
+void strided_copy(uint8_t* dst, const uint8_t* src, const Shape& dims, const Shape& src_strides,
+                  size_t elem);
+
+// Like strided_copy, but the destination is strided too (element strides `dst_strides`).
+void strided_copy2(uint8_t* dst, const Shape& dst_strides, const uint8_t* src,
+                   const Shape& src_strides, const Shape& dims, size_t elem);
+
+// Fills `n` elements of `elem` bytes at dst with the element at `value`.
+void fill_elements(uint8_t* dst, int64_t n, const void* value, size_t elem);
+
+}  // namespace ge

@@ -1,0 +1,210 @@
+#include "kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+const std::vector<std::pair<std::string, KernelFactory>>& registry() {
+  static const std::vector<std::pair<std::string, KernelFactory>> table = {
+      {"Conv", make_conv},
+      {"MaxPool", make_pool},
+      {"AveragePool", make_pool},
+      {"GlobalAveragePool", make_pool},
+      {"GlobalMaxPool", make_pool},
+      {"Gemm", make_gemm},
+      {"MatMul", make_matmul},
+      {"Add", make_binary},
+      {"Sub", make_binary},
+      {"Mul", make_binary},
+      {"Div", make_binary},
+      {"Max", make_binary},
+      {"Min", make_binary},
+      {"Pow", make_binary},
+      {"Where", make_where},
+      {"Relu", make_unary},
+      {"Sigmoid", make_unary},
+      {"Tanh", make_unary},
+      {"Exp", make_unary},
+      {"Log", make_unary},
+      {"Sqrt", make_unary},
+      {"Abs", make_unary},
+      {"Neg", make_unary},
+      {"Erf", make_unary},
+      {"Gelu", make_unary},
+      {"LeakyRelu", make_unary},
+      {"Clip", make_unary},
+      {"HardSigmoid", make_unary},
+      {"HardSwish", make_unary},
+      {"Softplus", make_unary},
+      {"Reciprocal", make_unary},
+      {"Identity", make_unary},
+      {"Floor", make_unary},
+      {"Ceil", make_unary},
+      {"Softmax", make_softmax},
+      {"LogSoftmax", make_softmax},
+      {"LayerNormalization", make_layer_norm},
+      {"BatchNormalization", make_batch_norm},
+      {"ReduceMean", make_reduce},
+      {"ReduceSum", make_reduce},
+      {"ReduceMax", make_reduce},
+      {"Concat", make_concat},
+      {"Transpose", make_transpose},
+      {"Slice", make_slice},
+      {"Expand", make_expand},
+      {"Pad", make_pad},
+      {"Gather", make_gather},
+      {"Cast", make_cast},
+  };
+  return table;
+}
+
+const AttrValue* find_attr(const KernelArgs& a, const char* key) {
+  if (!a.attrs) return nullptr;
+  auto it = a.attrs->find(key);
+  return it == a.attrs->end() ? nullptr : &it->second;
+}
+
+}  // namespace
+
+KernelFactory find_kernel(const std::string& op) {
+  for (const auto& [name, factory] : registry()) {
+    if (name == op) return factory;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> supported_ops() {
+  std::vector<std::string> ops;
+  for (const auto& entry : registry()) ops.push_back(entry.first);
+  std::sort(ops.begin(), ops.end());
+  return ops;
+}
+
+const TensorInfo& KernelArgs::in(size_t i) const {
+  if (i >= inputs.size() || !inputs[i]) invalid("input ", i, " is required");
+  return *inputs[i];
+}
+
+const TensorInfo* KernelArgs::opt_in(size_t i) const {
+  return i < inputs.size() ? inputs[i] : nullptr;
+}
+
+const TensorInfo& KernelArgs::out(size_t i) const {
+  if (i >= outputs.size() || !outputs[i]) invalid("output ", i, " is required");
+  return *outputs[i];
+}
+
+void KernelArgs::expect_inputs(int min, int max) const {
+  int n = static_cast<int>(inputs.size());
+  if (n < min || (max >= 0 && n > max)) {
+    if (max < 0) invalid("expected at least ", min, " inputs, got ", n);
+    if (min == max) invalid("expected ", min, " inputs, got ", n);
+    invalid("expected ", min, " to ", max, " inputs, got ", n);
+  }
+}
+
+void KernelArgs::expect_outputs(int min, int max) const {
+  int n = static_cast<int>(outputs.size());
+  if (n < min || (max >= 0 && n > max)) {
+    if (min == max) invalid("expected ", min, " outputs, got ", n);
+    invalid("expected ", min, " to ", max, " outputs, got ", n);
+  }
+  for (int i = 0; i < min; ++i) {
+    if (!outputs[i]) invalid("output ", i, " is required");
+  }
+}
+
+void KernelArgs::expect_dtype(const TensorInfo& t, DType dt, const char* what) const {
+  if (t.dtype != dt) {
+    invalid(what, " '", t.name, "' must be ", dtype_name(dt), ", got ",
+            type_str(t.dtype, t.shape));
+  }
+}
+
+std::vector<int64_t> KernelArgs::const_ints(size_t i) const {
+  const TensorInfo& t = in(i);
+  if (!t.constant()) invalid("input ", i, " ('", t.name, "') must be a constant");
+  std::vector<int64_t> r(static_cast<size_t>(t.numel));
+  if (t.dtype == DType::kInt64) {
+    for (size_t k = 0; k < r.size(); ++k) r[k] = t.ptr<const int64_t>()[k];
+  } else if (t.dtype == DType::kInt32) {
+    for (size_t k = 0; k < r.size(); ++k) r[k] = t.ptr<const int32_t>()[k];
+  } else {
+    invalid("input ", i, " ('", t.name, "') must be int64 or int32, got ", type_str(t.dtype, t.shape));
+  }
+  return r;
+}
+
+double KernelArgs::const_float(size_t i) const {
+  const TensorInfo& t = in(i);
+  if (!t.constant()) invalid("input ", i, " ('", t.name, "') must be a constant");
+  if (t.numel != 1) invalid("input ", i, " ('", t.name, "') must have one element");
+  if (t.dtype == DType::kFloat32) return t.ptr<const float>()[0];
+  if (t.dtype == DType::kFloat64) return t.ptr<const double>()[0];
+  invalid("input ", i, " ('", t.name, "') must be float32 or float64, got ", type_str(t.dtype, t.shape));
+}
+
+bool KernelArgs::has_attr(const char* key) const { return find_attr(*this, key) != nullptr; }
+
+int64_t KernelArgs::attr_int(const char* key, int64_t def) const {
+  const AttrValue* v = find_attr(*this, key);
+  if (!v) return def;
+  if (auto* i = std::get_if<int64_t>(v)) return *i;
+  if (auto* d = std::get_if<double>(v)) {
+    if (std::floor(*d) == *d && std::fabs(*d) < 9e18) return static_cast<int64_t>(*d);
+  }
+  invalid("attribute '", key, "' must be an int");
+}
+
+double KernelArgs::attr_float(const char* key, double def) const {
+  const AttrValue* v = find_attr(*this, key);
+  if (!v) return def;
+  if (auto* d = std::get_if<double>(v)) return *d;
+  if (auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  invalid("attribute '", key, "' must be a float");
+}
+
+std::string KernelArgs::attr_str(const char* key, const std::string& def) const {
+  const AttrValue* v = find_attr(*this, key);
+  if (!v) return def;
+  if (auto* s = std::get_if<std::string>(v)) return *s;
+  invalid("attribute '", key, "' must be a string");
+}
+
+std::vector<int64_t> KernelArgs::attr_ints(const char* key,
+                                           const std::vector<int64_t>& def) const {
+  const AttrValue* v = find_attr(*this, key);
+  if (!v) return def;
+  if (auto* l = std::get_if<std::vector<int64_t>>(v)) return *l;
+  if (auto* i = std::get_if<int64_t>(v)) return {*i};
+  if (auto* l = std::get_if<std::vector<double>>(v)) {
+    std::vector<int64_t> r;
+    for (double d : *l) {
+      if (std::floor(d) != d || std::fabs(d) >= 9e18) {
+        invalid("attribute '", key, "' must be a list of ints");
+      }
+      r.push_back(static_cast<int64_t>(d));
+    }
+    return r;
+  }
+  invalid("attribute '", key, "' must be a list of ints");
+}
+
+std::vector<double> KernelArgs::attr_floats(const char* key,
+                                            const std::vector<double>& def) const {
+  const AttrValue* v = find_attr(*this, key);
+  if (!v) return def;
+  if (auto* l = std::get_if<std::vector<double>>(v)) return *l;
+  if (auto* l = std::get_if<std::vector<int64_t>>(v)) return {l->begin(), l->end()};
+  if (auto* d = std::get_if<double>(v)) return {*d};
+  if (auto* i = std::get_if<int64_t>(v)) return {static_cast<double>(*i)};
+  invalid("attribute '", key, "' must be a list of floats");
+}
+
+}  // namespace ge

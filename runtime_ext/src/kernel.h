@@ -1,0 +1,100 @@
+// Kernel: one prepared graph node of the device engine.
+//
+// A kernel is built once at load by its op's factory from KernelArgs (the node's tensors
+// and attributes). The factory validates everything it is given against ONNX rules and
+// prepares all the work it can (oneDNN primitives for the exact shapes, reordered copies
+// of constant weights). run() then only touches memory.
+//
+// Ownership: tensors (TensorInfo, their data) are borrowed from the Model and outlive the
+// kernel; everything else a kernel allocates it owns.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "device.h"
+#include "status.h"
+#include "stream.h"
+#include "tensor.h"
+
+namespace ge {
+
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
+using Attrs = std::map<std::string, AttrValue>;
+
+// Everything a factory may look at. Borrowed; valid only during the factory call (the
+// TensorInfo pointers themselves stay valid for the kernel's lifetime).
+//
+// The getters throw Error(InvalidArgument) naming what is wrong; the Model prefixes the
+// node ("node 'conv1' (Conv): ").
+struct KernelArgs {
+  std::string name;
+  std::string op;
+  std::vector<const TensorInfo*> inputs;  // nullptr for an omitted optional input
+  std::vector<const TensorInfo*> outputs;
+  const Attrs* attrs = nullptr;
+  const Device* device = nullptr;
+  // For load-time work (weight reorders). Factories run on the worker of the stream that
+  // will run the kernel, so this is that stream's oneDNN stream.
+  dnnl::stream* load_stream = nullptr;
+
+  // Input i, which must be present.
+  const TensorInfo& in(size_t i) const;
+  // Input i or nullptr when omitted or beyond the list.
+  const TensorInfo* opt_in(size_t i) const;
+  const TensorInfo& out(size_t i) const;
+
+  // Throws unless min <= count <= max (max < 0: unbounded).
+  void expect_inputs(int min, int max) const;
+  void expect_outputs(int min, int max) const;
+  // Throws unless t has dtype `dt`; `what` names the tensor's role ("input X").
+  void expect_dtype(const TensorInfo& t, DType dt, const char* what) const;
+
+  // Values of input i, which must be a constant (weight region) int64 or int32 tensor.
+  std::vector<int64_t> const_ints(size_t i) const;
+  // Value of input i, which must be a one-element constant float32/float64 tensor.
+  double const_float(size_t i) const;
+
+  bool has_attr(const char* key) const;
+  int64_t attr_int(const char* key, int64_t def) const;
+  double attr_float(const char* key, double def) const;
+  std::string attr_str(const char* key, const std::string& def) const;
+  // Missing -> `def`. A scalar int is accepted as a one-element list.
+  std::vector<int64_t> attr_ints(const char* key, const std::vector<int64_t>& def) const;
+  std::vector<double> attr_floats(const char* key, const std::vector<double>& def) const;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+
+  // Bytes of scratch the kernel needs while it runs. The stream provides it (shared by
+  // the stream's kernels, which never run concurrently).
+  virtual size_t workspace_bytes() const { return 0; }
+
+  // Called once at load, after construction, with workspace_bytes() of 64-byte aligned
+  // memory that is borrowed from the stream and never moves. Throws on oneDNN failure.
+  virtual void bind_workspace(uint8_t* /*workspace*/) {}
+
+  // Runs the node on the calling stream worker. Blocks until the outputs are written.
+  // Returns InvalidArgument for bad data found only at run time (e.g. an out-of-range
+  // Gather index), Internal for anything else. The message does not name the node: the
+  // caller prefixes it. May throw dnnl::error / std::bad_alloc; the caller catches them.
+  virtual Status run(ExecContext& ctx) = 0;
+};
+
+// Builds the kernel of one node. Throws Error for invalid nodes, dnnl::error if oneDNN
+// cannot prepare it.
+using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelArgs& args);
+
+// The factory for `op`, or nullptr if the device engine does not implement it.
+KernelFactory find_kernel(const std::string& op);
+
+// Names of all implemented ops, sorted.
+std::vector<std::string> supported_ops();
+
+}  // namespace ge

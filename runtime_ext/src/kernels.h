@@ -1,0 +1,38 @@
+// Factories of the device engine's kernels, one group per kernels_*.cc file.
+// Each follows the KernelFactory contract of kernel.h.
+#pragma once
+
+#include "kernel.h"
+
+namespace ge {
+
+// kernels_conv.cc
+std::unique_ptr<Kernel> make_conv(const KernelArgs& a);
+// kernels_pool.cc
+std::unique_ptr<Kernel> make_pool(const KernelArgs& a);  // MaxPool, AveragePool, Global*
+// kernels_matmul.cc
+std::unique_ptr<Kernel> make_gemm(const KernelArgs& a);
+std::unique_ptr<Kernel> make_matmul(const KernelArgs& a);
+// kernels_binary.cc
+std::unique_ptr<Kernel> make_binary(const KernelArgs& a);  // Add Sub Mul Div Max Min Pow
+std::unique_ptr<Kernel> make_where(const KernelArgs& a);
+// kernels_unary.cc
+std::unique_ptr<Kernel> make_unary(const KernelArgs& a);
+// kernels_norm.cc
+std::unique_ptr<Kernel> make_softmax(const KernelArgs& a);  // Softmax, LogSoftmax
+std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a);
+std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a);
+// kernels_reduce.cc
+std::unique_ptr<Kernel> make_reduce(const KernelArgs& a);  // ReduceMean, ReduceSum, ReduceMax
+// kernels_layout.cc
+std::unique_ptr<Kernel> make_concat(const KernelArgs& a);
+std::unique_ptr<Kernel> make_transpose(const KernelArgs& a);
+std::unique_ptr<Kernel> make_slice(const KernelArgs& a);
+std::unique_ptr<Kernel> make_expand(const KernelArgs& a);
+std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
+// kernels_gather.cc
+std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
+// kernels_cast.cc
+std::unique_ptr<Kernel> make_cast(const KernelArgs& a);
+
+}  // namespace ge

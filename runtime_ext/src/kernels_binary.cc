@@ -1,0 +1,259 @@
+// Elementwise binary ops (Add Sub Mul Div Max Min Pow) and Where, with full numpy
+// broadcasting. Plain loops over collapsed rows; the inner loop is specialised on the
+// (contiguous, broadcast) pattern of each operand so the compiler vectorises it.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "broadcast.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+
+template <BinOp op, class T>
+inline T apply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    // Wrap-around integer arithmetic (two's complement), never undefined behaviour.
+    using U = std::make_unsigned_t<T>;
+    if constexpr (op == BinOp::kAdd) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    if constexpr (op == BinOp::kSub) return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    if constexpr (op == BinOp::kMul) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    if constexpr (op == BinOp::kDiv) {  // the kernel rejects zero divisors before running
+      return b == -1 ? static_cast<T>(U(0) - static_cast<U>(a)) : a / b;
+    }
+  } else {
+    if constexpr (op == BinOp::kAdd) return a + b;
+    if constexpr (op == BinOp::kSub) return a - b;
+    if constexpr (op == BinOp::kMul) return a * b;
+    if constexpr (op == BinOp::kDiv) return a / b;
+  }
+  if constexpr (op == BinOp::kMax) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : (a > b ? a : b);
+    }
+    return a > b ? a : b;
+  }
+  if constexpr (op == BinOp::kMin) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return (a != a || b != b) ? std::numeric_limits<T>::quiet_NaN() : (a < b ? a : b);
+    }
+    return a < b ? a : b;
+  }
+  if constexpr (op == BinOp::kPow) return std::pow(a, b);
+  return a;
+}
+
+template <BinOp op, class T>
+void row(T* o, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i * sa], b[i * sb]);
+  }
+}
+
+// Pow with a constant scalar exponent: the common cases avoid std::pow.
+void pow_const_row(float* o, const float* a, int64_t sa, float e, int64_t n) {
+  if (e == 2.f && sa == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = a[i] * a[i];
+  } else if (e == 0.5f && sa == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = std::sqrt(a[i]);
+  } else if (e == 1.f && sa == 1) {
+    std::memcpy(o, a, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = std::pow(a[i * sa], e);
+  }
+}
+
+using RowFn = void (*)(void* o, const void* a, int64_t sa, const void* b, int64_t sb, int64_t n);
+
+template <BinOp op, class T>
+void row_erased(void* o, const void* a, int64_t sa, const void* b, int64_t sb, int64_t n) {
+  row<op, T>(static_cast<T*>(o), static_cast<const T*>(a), sa, static_cast<const T*>(b), sb, n);
+}
+
+template <class T>
+RowFn pick(BinOp op) {
+  switch (op) {
+    case BinOp::kAdd: return row_erased<BinOp::kAdd, T>;
+    case BinOp::kSub: return row_erased<BinOp::kSub, T>;
+    case BinOp::kMul: return row_erased<BinOp::kMul, T>;
+    case BinOp::kDiv: return row_erased<BinOp::kDiv, T>;
+    case BinOp::kMax: return row_erased<BinOp::kMax, T>;
+    case BinOp::kMin: return row_erased<BinOp::kMin, T>;
+    case BinOp::kPow:
+      if constexpr (std::is_floating_point_v<T>) return row_erased<BinOp::kPow, T>;
+      break;
+  }
+  return nullptr;
+}
+
+class BinaryKernel : public Kernel {
+ public:
+  explicit BinaryKernel(const KernelArgs& a);
+  Status run(ExecContext&) override;
+
+ private:
+  const TensorInfo* a_;
+  const TensorInfo* b_;
+  const TensorInfo* y_;
+  BinOp op_;
+  BroadcastPlan plan_;
+  RowFn fn_ = nullptr;
+  bool int_div_ = false;   // integer Div: check the divisor for zeros first
+  bool pow_const_ = false;  // Pow by a constant scalar exponent
+  float exponent_ = 0.f;
+};
+
+BinaryKernel::BinaryKernel(const KernelArgs& a) {
+  a.expect_inputs(2, 2);
+  a.expect_outputs(1, 1);
+  a_ = &a.in(0);
+  b_ = &a.in(1);
+  y_ = &a.out(0);
+  const std::string& name = a.op;
+  op_ = name == "Add" ? BinOp::kAdd : name == "Sub" ? BinOp::kSub : name == "Mul" ? BinOp::kMul
+      : name == "Div" ? BinOp::kDiv : name == "Max" ? BinOp::kMax : name == "Min" ? BinOp::kMin
+      : BinOp::kPow;
+  if (a_->dtype != b_->dtype || y_->dtype != a_->dtype) {
+    invalid("inputs and output must share a dtype, got ", type_str(a_->dtype, a_->shape), ", ",
+            type_str(b_->dtype, b_->shape), " -> ", type_str(y_->dtype, y_->shape));
+  }
+  Shape out;
+  if (!broadcast_shapes(a_->shape, b_->shape, &out)) {
+    invalid("shapes ", shape_str(a_->shape), " and ", shape_str(b_->shape), " do not broadcast");
+  }
+  if (out != y_->shape) {
+    invalid("output shape ", shape_str(y_->shape), " does not match broadcast shape ", shape_str(out));
+  }
+  plan_ = plan_broadcast(out, {&a_->shape, &b_->shape}, {"A", "B"});
+  switch (a_->dtype) {
+    case DType::kFloat32: fn_ = pick<float>(op_); break;
+    case DType::kFloat64: fn_ = pick<double>(op_); break;
+    case DType::kInt64: fn_ = op_ == BinOp::kPow ? nullptr : pick<int64_t>(op_); break;
+    case DType::kInt32: fn_ = op_ == BinOp::kPow ? nullptr : pick<int32_t>(op_); break;
+    default: break;
+  }
+  if (!fn_) invalid(a.op, " does not support ", dtype_name(a_->dtype));
+  int_div_ = op_ == BinOp::kDiv && (a_->dtype == DType::kInt64 || a_->dtype == DType::kInt32);
+  if (op_ == BinOp::kPow && a_->dtype == DType::kFloat32 && b_->constant() && b_->numel == 1) {
+    pow_const_ = true;
+    exponent_ = b_->ptr<const float>()[0];
+  }
+}
+
+template <class T>
+bool has_zero(const TensorInfo& t) {
+  const T* p = t.ptr<const T>();
+  for (int64_t i = 0; i < t.numel; ++i) {
+    if (p[i] == 0) return true;
+  }
+  return false;
+}
+
+Status BinaryKernel::run(ExecContext&) {
+  if (int_div_) {
+    bool zero = b_->dtype == DType::kInt64 ? has_zero<int64_t>(*b_) : has_zero<int32_t>(*b_);
+    if (zero) return Status::InvalidArgument("integer division by zero");
+  }
+  const size_t es = dtype_size(y_->dtype);
+  uint8_t* y = y_->data;
+  const uint8_t* pa = a_->data;
+  const uint8_t* pb = b_->data;
+  if (pow_const_) {
+    const float e = exponent_;
+    for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
+      pow_const_row(y_->ptr<float>() + o, a_->ptr<const float>() + off[0], st[0], e, n);
+    });
+    return Status::Ok();
+  }
+  RowFn fn = fn_;
+  for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
+    fn(y + o * es, pa + off[0] * es, st[0], pb + off[1] * es, st[1], n);
+  });
+  return Status::Ok();
+}
+
+// ---- Where ------------------------------------------------------------------------------
+
+template <class T>
+void where_row(T* o, const uint8_t* c, int64_t sc, const T* x, int64_t sx, const T* y, int64_t sy, int64_t n) {
+  if (sc == 1 && sx == 1 && sy == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+  }
+}
+
+class WhereKernel : public Kernel {
+ public:
+  explicit WhereKernel(const KernelArgs& a) {
+    a.expect_inputs(3, 3);
+    a.expect_outputs(1, 1);
+    c_ = &a.in(0);
+    x_ = &a.in(1);
+    y_ = &a.in(2);
+    o_ = &a.out(0);
+    a.expect_dtype(*c_, DType::kBool, "condition");
+    if (x_->dtype != y_->dtype || o_->dtype != x_->dtype) {
+      invalid("X, Y and the output must share a dtype, got ", type_str(x_->dtype, x_->shape), ", ",
+              type_str(y_->dtype, y_->shape), " -> ", type_str(o_->dtype, o_->shape));
+    }
+    Shape s1, out;
+    if (!broadcast_shapes(c_->shape, x_->shape, &s1) || !broadcast_shapes(s1, y_->shape, &out)) {
+      invalid("shapes ", shape_str(c_->shape), ", ", shape_str(x_->shape), ", ", shape_str(y_->shape),
+              " do not broadcast");
+    }
+    if (out != o_->shape) {
+      invalid("output shape ", shape_str(o_->shape), " does not match broadcast shape ", shape_str(out));
+    }
+    plan_ = plan_broadcast(out, {&c_->shape, &x_->shape, &y_->shape}, {"condition", "X", "Y"});
+  }
+
+  Status run(ExecContext&) override {
+    const size_t es = dtype_size(o_->dtype);
+    for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
+      const uint8_t* c = c_->data + off[0];
+      uint8_t* out = o_->data + o * es;
+      const uint8_t* x = x_->data + off[1] * es;
+      const uint8_t* y = y_->data + off[2] * es;
+      switch (es) {
+        case 1: where_row(out, c, st[0], x, st[1], y, st[2], n); break;
+        case 2:
+          where_row(reinterpret_cast<uint16_t*>(out), c, st[0], reinterpret_cast<const uint16_t*>(x), st[1],
+                    reinterpret_cast<const uint16_t*>(y), st[2], n);
+          break;
+        case 4:
+          where_row(reinterpret_cast<uint32_t*>(out), c, st[0], reinterpret_cast<const uint32_t*>(x), st[1],
+                    reinterpret_cast<const uint32_t*>(y), st[2], n);
+          break;
+        default:
+          where_row(reinterpret_cast<uint64_t*>(out), c, st[0], reinterpret_cast<const uint64_t*>(x), st[1],
+                    reinterpret_cast<const uint64_t*>(y), st[2], n);
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo *c_, *x_, *y_, *o_;
+  BroadcastPlan plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_binary(const KernelArgs& a) { return std::make_unique<BinaryKernel>(a); }
+std::unique_ptr<Kernel> make_where(const KernelArgs& a) { return std::make_unique<WhereKernel>(a); }
+
+}  // namespace ge

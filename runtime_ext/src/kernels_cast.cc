@@ -1,0 +1,152 @@
+// Cast between any two of the runtime's dtypes. Float -> integer truncates toward zero
+// and saturates (NaN -> 0) instead of invoking undefined behaviour; -> bool is "!= 0".
+#include <omp.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+struct Half {
+  uint16_t bits;
+};
+
+template <class T>
+using Wide = std::conditional_t<std::is_same_v<T, Half>, float, T>;
+
+template <class S>
+inline auto load(const S& v) {
+  if constexpr (std::is_same_v<S, Half>) {
+    return half_to_float(v.bits);
+  } else {
+    return v;
+  }
+}
+
+template <class D, class V>
+inline D convert(V v) {
+  if constexpr (std::is_same_v<D, Half>) {
+    return Half{float_to_half(static_cast<float>(v))};
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return v != V(0);
+  } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<V>) {
+    return float_to_int<D>(static_cast<double>(v));
+  } else {
+    return static_cast<D>(v);
+  }
+}
+
+template <class S, class D>
+void cast_loop(const void* src, void* dst, int64_t n) {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+#pragma omp parallel for schedule(static) if (n >= 65536)
+  for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(load(s[i]));
+}
+
+using CastFn = void (*)(const void*, void*, int64_t);
+
+template <class S>
+CastFn pick_dst(DType to) {
+  switch (to) {
+    case DType::kFloat32: return cast_loop<S, float>;
+    case DType::kFloat64: return cast_loop<S, double>;
+    case DType::kFloat16: return cast_loop<S, Half>;
+    case DType::kInt64: return cast_loop<S, int64_t>;
+    case DType::kInt32: return cast_loop<S, int32_t>;
+    case DType::kInt16: return cast_loop<S, int16_t>;
+    case DType::kInt8: return cast_loop<S, int8_t>;
+    case DType::kUInt8: return cast_loop<S, uint8_t>;
+    case DType::kBool: return cast_loop<S, bool>;
+  }
+  return nullptr;
+}
+
+CastFn pick(DType from, DType to) {
+  switch (from) {
+    case DType::kFloat32: return pick_dst<float>(to);
+    case DType::kFloat64: return pick_dst<double>(to);
+    case DType::kFloat16: return pick_dst<Half>(to);
+    case DType::kInt64: return pick_dst<int64_t>(to);
+    case DType::kInt32: return pick_dst<int32_t>(to);
+    case DType::kInt16: return pick_dst<int16_t>(to);
+    case DType::kInt8: return pick_dst<int8_t>(to);
+    case DType::kUInt8: return pick_dst<uint8_t>(to);
+    case DType::kBool: return pick_dst<bool>(to);
+  }
+  return nullptr;
+}
+
+// ONNX TensorProto.DataType codes, accepted as an alternative to a dtype name.
+bool onnx_dtype(int64_t code, DType* out) {
+  switch (code) {
+    case 1: *out = DType::kFloat32; return true;
+    case 2: *out = DType::kUInt8; return true;
+    case 3: *out = DType::kInt8; return true;
+    case 5: *out = DType::kInt16; return true;
+    case 6: *out = DType::kInt32; return true;
+    case 7: *out = DType::kInt64; return true;
+    case 9: *out = DType::kBool; return true;
+    case 10: *out = DType::kFloat16; return true;
+    case 11: *out = DType::kFloat64; return true;
+    default: return false;
+  }
+}
+
+class CastKernel : public Kernel {
+ public:
+  explicit CastKernel(const KernelArgs& a) {
+    a.expect_inputs(1, 1);
+    a.expect_outputs(1, 1);
+    x_ = &a.in(0);
+    y_ = &a.out(0);
+    DType to;
+    if (!a.has_attr("to")) invalid("attribute 'to' is required");
+    std::string name = a.attr_str("to", "");  // throws if not a string...
+    if (!parse_dtype(name, &to)) invalid("unknown dtype '", name, "' in attribute 'to'");
+    if (y_->dtype != to) invalid("output dtype ", dtype_name(y_->dtype), " differs from 'to' ", name);
+    if (x_->shape != y_->shape) {
+      invalid("output shape ", shape_str(y_->shape), " does not match input ", shape_str(x_->shape));
+    }
+    fn_ = pick(x_->dtype, to);
+  }
+
+  Status run(ExecContext&) override {
+    if (x_->dtype == y_->dtype) {
+      if (x_->data != y_->data) std::memmove(y_->data, x_->data, x_->nbytes);
+    } else {
+      fn_(x_->data, y_->data, x_->numel);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  CastFn fn_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cast(const KernelArgs& a) {
+  // "to" may also be an ONNX TensorProto code: translate it to a name first.
+  if (a.has_attr("to")) {
+    const AttrValue& v = a.attrs->at("to");
+    if (const int64_t* code = std::get_if<int64_t>(&v)) {
+      DType t;
+      if (!onnx_dtype(*code, &t)) invalid("unsupported ONNX dtype code ", *code, " in attribute 'to'");
+      Attrs attrs = *a.attrs;
+      attrs["to"] = std::string(dtype_name(t));
+      KernelArgs b = a;
+      b.attrs = &attrs;
+      return std::make_unique<CastKernel>(b);
+    }
+  }
+  return std::make_unique<CastKernel>(a);
+}
+
+}  // namespace ge

@@ -1,0 +1,330 @@
+// Data movement for any dtype: Concat, Transpose, Slice, Expand, Pad. Each reduces to
+// strided copies (copy.h) planned at load.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+int normalize_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+void same_dtype(const TensorInfo& x, const TensorInfo& y) {
+  if (x.dtype != y.dtype) {
+    invalid("output dtype ", dtype_name(y.dtype), " differs from input '", x.name, "' dtype ", dtype_name(x.dtype));
+  }
+}
+
+// ---- Concat -----------------------------------------------------------------------------
+
+class ConcatKernel : public Kernel {
+ public:
+  explicit ConcatKernel(const KernelArgs& a) {
+    a.expect_inputs(1, -1);
+    a.expect_outputs(1, 1);
+    y_ = &a.out(0);
+    const int rank = y_->rank();
+    if (rank < 1) invalid("Concat of scalars is not defined");
+    const int axis = normalize_axis(a.attr_int("axis", 0), rank);
+    const size_t es = dtype_size(y_->dtype);
+    int64_t sum = 0;
+    outer_ = 1;
+    for (int d = 0; d < axis; ++d) outer_ *= y_->shape[d];
+    int64_t inner = static_cast<int64_t>(es);
+    for (int d = axis + 1; d < rank; ++d) inner *= y_->shape[d];
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+      const TensorInfo& x = a.in(i);
+      same_dtype(x, *y_);
+      bool ok = x.rank() == rank;
+      for (int d = 0; ok && d < rank; ++d) ok = d == axis || x.shape[d] == y_->shape[d];
+      if (!ok) {
+        invalid("input '", x.name, "' shape ", shape_str(x.shape), " does not match output ", shape_str(y_->shape),
+                " outside axis ", axis);
+      }
+      parts_.push_back({&x, sum * inner, x.shape[axis] * inner});
+      sum = add_checked(sum, x.shape[axis]);
+    }
+    if (sum != y_->shape[axis]) {
+      invalid("output shape ", shape_str(y_->shape), " does not match the inputs' total ", sum, " on axis ", axis);
+    }
+    row_bytes_ = y_->shape[axis] * inner;
+  }
+
+  Status run(ExecContext&) override {
+    uint8_t* y = y_->data;
+    const bool parallel = static_cast<size_t>(y_->nbytes) >= (1u << 18) && omp_get_max_threads() > 1;
+    for (const Part& p : parts_) {
+      if (p.bytes == 0) continue;
+      const uint8_t* x = p.x->data;
+      if (parallel && outer_ > 1) {
+#pragma omp parallel for schedule(static)
+        for (int64_t o = 0; o < outer_; ++o) std::memcpy(y + o * row_bytes_ + p.at, x + o * p.bytes, p.bytes);
+      } else {
+        for (int64_t o = 0; o < outer_; ++o) std::memcpy(y + o * row_bytes_ + p.at, x + o * p.bytes, p.bytes);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Part {
+    const TensorInfo* x;
+    int64_t at;     // byte offset inside an output row
+    int64_t bytes;  // bytes per row
+  };
+  const TensorInfo* y_;
+  std::vector<Part> parts_;
+  int64_t outer_ = 1;
+  int64_t row_bytes_ = 0;
+};
+
+// ---- strided views: Transpose, Slice, Expand ------------------------------------------
+
+// Copies a strided view of the input, planned at load.
+class ViewKernel : public Kernel {
+ public:
+  ViewKernel(const TensorInfo* x, const TensorInfo* y, int64_t offset, Shape strides)
+      : x_(x), y_(y), offset_(offset), strides_(std::move(strides)) {}
+  Status run(ExecContext&) override {
+    const size_t es = dtype_size(x_->dtype);
+    strided_copy(y_->data, x_->data + offset_ * static_cast<int64_t>(es), y_->shape, strides_, es);
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  int64_t offset_;  // elements
+  Shape strides_;   // per output dim, elements
+};
+
+std::unique_ptr<Kernel> build_transpose(const KernelArgs& a) {
+  a.expect_inputs(1, 1);
+  a.expect_outputs(1, 1);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  same_dtype(x, y);
+  const int rank = x.rank();
+  std::vector<int64_t> perm = a.attr_ints("perm", {});
+  if (perm.empty()) {
+    for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
+  }
+  if (static_cast<int>(perm.size()) != rank) invalid("perm ", shape_str(perm), " does not match rank ", rank);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  Shape xs = dense_strides(x.shape), strides, out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank || seen[p]) invalid("perm ", shape_str(perm), " is not a permutation");
+    seen[p] = true;
+    out.push_back(x.shape[p]);
+    strides.push_back(xs[p]);
+  }
+  if (y.shape != out) invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(out));
+  return std::make_unique<ViewKernel>(&x, &y, 0, strides);
+}
+
+std::unique_ptr<Kernel> build_slice(const KernelArgs& a) {
+  a.expect_inputs(1, 5);
+  a.expect_outputs(1, 1);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  same_dtype(x, y);
+  const int rank = x.rank();
+  auto list = [&](const char* key, size_t input, const std::vector<int64_t>& def) {
+    if (a.opt_in(input)) return a.const_ints(input);
+    return a.attr_ints(key, def);
+  };
+  std::vector<int64_t> starts = list("starts", 1, {});
+  std::vector<int64_t> ends = list("ends", 2, {});
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  axes = list("axes", 3, axes);
+  std::vector<int64_t> steps = list("steps", 4, std::vector<int64_t>(starts.size(), 1));
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    invalid("starts, ends, axes and steps must have the same length");
+  }
+  Shape xs = dense_strides(x.shape);
+  Shape out = x.shape, strides = xs;
+  int64_t offset = 0;
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int d = normalize_axis(axes[i], rank);
+    if (seen[d]) invalid("axis ", axes[i], " appears twice");
+    seen[d] = true;
+    const int64_t dim = x.shape[d];
+    if (steps[i] == 0) invalid("steps must be non-zero");
+    // A step longer than the axis takes at most one element: clamping it keeps the
+    // arithmetic below in range without changing the result.
+    const int64_t step = std::clamp<int64_t>(steps[i], -std::max<int64_t>(dim, 1), std::max<int64_t>(dim, 1));
+    int64_t s = starts[i], e = ends[i];
+    if (s < 0) s += dim;
+    int64_t count;
+    if (step > 0) {
+      if (e < 0) e += dim;
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count = e > s ? (e - s - 1) / step + 1 : 0;
+    } else {
+      // Engine-normalised form: end -1 means "through index 0"; lower ends wrap as in ONNX.
+      if (e < -1) e += dim;
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count = s > e ? (s - e - 1) / (-step) + 1 : 0;
+    }
+    out[d] = count;
+    if (count > 0) offset += s * xs[d];
+    strides[d] = xs[d] * step;
+  }
+  if (y.shape != out) invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(out));
+  if (y.numel == 0) offset = 0;
+  return std::make_unique<ViewKernel>(&x, &y, offset, strides);
+}
+
+std::unique_ptr<Kernel> build_expand(const KernelArgs& a) {
+  a.expect_inputs(1, 2);
+  a.expect_outputs(1, 1);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  same_dtype(x, y);
+  const int r = y.rank(), rx = x.rank();
+  if (rx > r) invalid("input shape ", shape_str(x.shape), " cannot expand to ", shape_str(y.shape));
+  Shape xs = dense_strides(x.shape), strides(static_cast<size_t>(r), 0);
+  for (int i = 0; i < rx; ++i) {
+    const int d = i + r - rx;
+    if (x.shape[i] == y.shape[d]) {
+      strides[d] = x.shape[i] == 1 ? 0 : xs[i];
+    } else if (x.shape[i] == 1) {
+      strides[d] = 0;
+    } else {
+      invalid("input shape ", shape_str(x.shape), " cannot expand to ", shape_str(y.shape));
+    }
+  }
+  return std::make_unique<ViewKernel>(&x, &y, 0, strides);
+}
+
+// ---- Pad --------------------------------------------------------------------------------
+
+class PadKernel : public Kernel {
+ public:
+  explicit PadKernel(const KernelArgs& a);
+  Status run(ExecContext&) override {
+    const size_t es = dtype_size(y_->dtype);
+    fill_elements(y_->data, y_->numel, value_, es);
+    if (copy_numel_ > 0) {
+      strided_copy2(y_->data + dst_offset_ * static_cast<int64_t>(es), dense_strides(y_->shape),
+                    x_->data + src_offset_ * static_cast<int64_t>(es), dense_strides(x_->shape), copy_dims_, es);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  alignas(8) uint8_t value_[8] = {};
+  Shape copy_dims_;
+  int64_t copy_numel_ = 0;
+  int64_t src_offset_ = 0, dst_offset_ = 0;
+};
+
+template <class T>
+void store_value(double v, uint8_t* out) {
+  T t;
+  if constexpr (std::is_integral_v<T>) {
+    t = float_to_int<T>(v);
+  } else {
+    t = static_cast<T>(v);
+  }
+  std::memcpy(out, &t, sizeof(T));
+}
+
+PadKernel::PadKernel(const KernelArgs& a) {
+  a.expect_inputs(1, 4);
+  a.expect_outputs(1, 1);
+  x_ = &a.in(0);
+  y_ = &a.out(0);
+  same_dtype(*x_, *y_);
+  const int rank = x_->rank();
+  const std::string mode = a.attr_str("mode", "constant");
+  if (mode != "constant") invalid("only mode 'constant' is supported, got '", mode, "'");
+  std::vector<int64_t> pads = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("pads", {});
+  std::vector<int64_t> axes;
+  if (a.opt_in(3)) {
+    axes = a.const_ints(3);
+  } else {
+    for (int i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  if (pads.size() != 2 * axes.size()) invalid("pads ", shape_str(pads), " must have ", 2 * axes.size(), " values");
+  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int d = normalize_axis(axes[i], rank);
+    begin[d] = pads[i];
+    end[d] = pads[i + axes.size()];
+  }
+  double value = a.attr_float("value", 0.0);
+  if (a.opt_in(2)) {
+    const TensorInfo& v = a.in(2);
+    if (!v.constant() || v.numel != 1 || v.dtype != x_->dtype) {
+      invalid("constant_value must be a one-element constant of the data's dtype");
+    }
+    std::memcpy(value_, v.data, dtype_size(v.dtype));
+  } else {
+    switch (x_->dtype) {
+      case DType::kFloat32: store_value<float>(value, value_); break;
+      case DType::kFloat64: store_value<double>(value, value_); break;
+      case DType::kFloat16: {
+        uint16_t h = float_to_half(static_cast<float>(value));
+        std::memcpy(value_, &h, 2);
+        break;
+      }
+      case DType::kInt64: store_value<int64_t>(value, value_); break;
+      case DType::kInt32: store_value<int32_t>(value, value_); break;
+      case DType::kInt16: store_value<int16_t>(value, value_); break;
+      case DType::kInt8: store_value<int8_t>(value, value_); break;
+      case DType::kUInt8: store_value<uint8_t>(value, value_); break;
+      case DType::kBool: value_[0] = value != 0.0; break;
+    }
+  }
+  Shape out(static_cast<size_t>(rank));
+  Shape ys, xs = dense_strides(x_->shape);
+  copy_numel_ = 1;
+  for (int d = 0; d < rank; ++d) {
+    out[d] = add_checked(add_checked(x_->shape[d], begin[d]), end[d]);
+    if (out[d] < 0) invalid("pads ", shape_str(pads), " remove more than the input has on axis ", d);
+  }
+  if (y_->shape != out) invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(out));
+  ys = dense_strides(out);
+  for (int d = 0; d < rank; ++d) {
+    // Negative pads crop: skip that much of the input and start the output at 0.
+    const int64_t n = add_checked(add_checked(x_->shape[d], std::min<int64_t>(begin[d], 0)),
+                                  std::min<int64_t>(end[d], 0));
+    if (n <= 0) {  // nothing of the input survives: the output is all padding
+      copy_numel_ = 0;
+      return;
+    }
+    copy_dims_.push_back(n);
+    copy_numel_ *= n;
+  }
+  // Bounded now: 0 <= -begin < input dim and 0 <= begin < output dim.
+  for (int d = 0; d < rank; ++d) {
+    src_offset_ += std::max<int64_t>(-begin[d], 0) * xs[d];
+    dst_offset_ += std::max<int64_t>(begin[d], 0) * ys[d];
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_concat(const KernelArgs& a) { return std::make_unique<ConcatKernel>(a); }
+std::unique_ptr<Kernel> make_transpose(const KernelArgs& a) { return build_transpose(a); }
+std::unique_ptr<Kernel> make_slice(const KernelArgs& a) { return build_slice(a); }
+std::unique_ptr<Kernel> make_expand(const KernelArgs& a) { return build_expand(a); }
+std::unique_ptr<Kernel> make_pad(const KernelArgs& a) { return std::make_unique<PadKernel>(a); }
+
+}  // namespace ge

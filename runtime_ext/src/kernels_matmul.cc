@@ -1,0 +1,246 @@
+// Gemm and MatMul on the oneDNN matmul primitive.
+//
+// Constant right-hand sides are reordered once at load into oneDNN's preferred layout.
+// A residual (fusion attr sum=1) is placed in the output before the primitive runs and
+// added by a sum post-op; Gemm's C goes in as bias when alpha == beta == 1 and otherwise
+// is folded into that pre-filled output as beta * C.
+#include <cstring>
+
+#include "broadcast.h"
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+using dims = dnnl::memory::dims;
+
+// Shared by Gemm and MatMul: one matmul primitive with plain src/dst and optional
+// reordered constant weights, plus an optional pre-fill of the destination.
+class MatmulKernel : public Kernel {
+ public:
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, *dev_); }
+  Status run(ExecContext& ctx) override;
+
+  // Builds the primitive. `src`/`wei` describe A and B as stored (plain or strided).
+  void build(const KernelArgs& a, const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
+             const dnnl::memory::desc* bias, const dnnl::memory::desc& dst, const dnnl::post_ops& ops);
+
+  const Device* dev_ = nullptr;
+  const TensorInfo* a_ = nullptr;
+  const TensorInfo* b_ = nullptr;
+  const TensorInfo* bias_ = nullptr;
+  const TensorInfo* y_ = nullptr;
+  const TensorInfo* residual_ = nullptr;
+  // Pre-fill of Gemm's general path: y = beta * broadcast(C) (+ residual).
+  const TensorInfo* c_ = nullptr;
+  float beta_ = 0.f;
+  int64_t m_ = 0, n_ = 0, c_rows_ = 0, c_cols_ = 0;
+  BoundPrimitive prim_;
+  AlignedBuffer weights_;
+  WorkspacePlan plan_;
+};
+
+void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
+                         const dnnl::memory::desc* bias, const dnnl::memory::desc& dst,
+                         const dnnl::post_ops& ops) {
+  dev_ = a.device;
+  const dnnl::engine& eng = dev_->engine();
+  dnnl::primitive_attr attr = make_attr(ops);
+  dnnl::memory::desc wei_req = wei;
+  if (b_->constant()) wei_req = dnnl::memory::desc(wei.get_dims(), dt::f32, tag::any);
+  dnnl::matmul::primitive_desc pd = bias ? dnnl::matmul::primitive_desc(eng, src, wei_req, *bias, dst, attr)
+                                         : dnnl::matmul::primitive_desc(eng, src, wei_req, dst, attr);
+  prim_ = BoundPrimitive(pd);
+  const void* wptr = b_->data;
+  if (pd.weights_desc() != wei) {
+    weights_ = reorder_constant(a, wei, b_->data, pd.weights_desc());
+    wptr = weights_.data();
+  }
+  prim_.arg(DNNL_ARG_SRC, wrap(src, *dev_, a_->data));
+  prim_.arg(DNNL_ARG_WEIGHTS, wrap(pd.weights_desc(), *dev_, wptr));
+  if (bias) prim_.arg(DNNL_ARG_BIAS, wrap(*bias, *dev_, bias_->data));
+  prim_.arg(DNNL_ARG_DST, wrap(dst, *dev_, y_->data));
+  BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+}
+
+Status MatmulKernel::run(ExecContext& ctx) {
+  float* y = y_->ptr<float>();
+  if (c_) {
+    const float* c = c_->ptr<const float>();
+    const float* r = residual_ ? residual_->ptr<const float>() : nullptr;
+    for (int64_t i = 0; i < m_; ++i) {
+      const float* crow = c + (c_rows_ == 1 ? 0 : i) * c_cols_;
+      for (int64_t j = 0; j < n_; ++j) {
+        float v = beta_ * crow[c_cols_ == 1 ? 0 : j];
+        y[i * n_ + j] = r ? v + r[i * n_ + j] : v;
+      }
+    }
+  } else if (residual_ && residual_->data != y_->data) {
+    std::memmove(y_->data, residual_->data, y_->nbytes);
+  }
+  prim_.execute(ctx.dnnl_stream);
+  return Status::Ok();
+}
+
+// Splits off the residual input of sum=1 and checks it.
+const TensorInfo* take_residual(const KernelArgs& a, const Fusion& f, size_t* n_in) {
+  if (!f.sum) return nullptr;
+  if (*n_in < 3) invalid("sum=1 needs a residual as the last input");
+  const TensorInfo* r = &a.in(*n_in - 1);
+  --*n_in;
+  a.expect_dtype(*r, DType::kFloat32, "residual");
+  if (r->shape != a.out(0).shape) {
+    invalid("residual shape ", shape_str(r->shape), " does not match output ", shape_str(a.out(0).shape));
+  }
+  return r;
+}
+
+std::unique_ptr<Kernel> build_gemm(const KernelArgs& a) {
+  auto k = std::make_unique<MatmulKernel>();
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  size_t n_in = a.inputs.size();
+  k->residual_ = take_residual(a, fusion, &n_in);
+  if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (A, B, optional C), got ", n_in);
+  k->a_ = &a.in(0);
+  k->b_ = &a.in(1);
+  const TensorInfo* c = n_in == 3 ? a.opt_in(2) : nullptr;
+  k->y_ = &a.out(0);
+  for (const TensorInfo* t : {k->a_, k->b_, c, k->y_}) {
+    if (t) a.expect_dtype(*t, DType::kFloat32, "tensor");
+  }
+  const Shape& as = k->a_->shape;
+  const Shape& bs = k->b_->shape;
+  if (as.size() != 2 || bs.size() != 2) {
+    invalid("A and B must be 2-D, got ", shape_str(as), " and ", shape_str(bs));
+  }
+  const bool ta = a.attr_int("transA", 0) != 0, tb = a.attr_int("transB", 0) != 0;
+  const double alpha = a.attr_float("alpha", 1.0), beta = a.attr_float("beta", 1.0);
+  const int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1];
+  const int64_t KB = tb ? bs[1] : bs[0], N = tb ? bs[0] : bs[1];
+  if (K != KB) {
+    invalid("inner dimensions differ: A ", shape_str(as), (ta ? " (transposed)" : ""), " and B ",
+            shape_str(bs), (tb ? " (transposed)" : ""));
+  }
+  if (k->y_->shape != Shape{M, N}) {
+    invalid("output shape ", shape_str(k->y_->shape), " does not match computed [", M, ",", N, "]");
+  }
+  int64_t cr = 1, cc = 1;
+  if (c) {
+    const Shape& cs = c->shape;
+    if (cs.size() > 2) invalid("C shape ", shape_str(cs), " cannot broadcast to [", M, ",", N, "]");
+    if (cs.size() >= 1) cc = cs.back();
+    if (cs.size() == 2) cr = cs[0];
+    if ((cr != 1 && cr != M) || (cc != 1 && cc != N)) {
+      invalid("C shape ", shape_str(cs), " cannot broadcast to [", M, ",", N, "]");
+    }
+  }
+  // A as stored is [M,K] or [K,M]; describe it as logical [M,K] with strides.
+  dnnl::memory::desc src(dims{M, K}, dt::f32, ta ? dims{1, M} : dims{K, 1});
+  dnnl::memory::desc wei(dims{K, N}, dt::f32, tb ? dims{1, K} : dims{N, 1});
+  dnnl::memory::desc dst = plain_md(k->y_->shape);
+  dnnl::post_ops ops;
+  const bool use_bias = c && alpha == 1.0 && beta == 1.0;
+  dnnl::memory::desc bias_md;
+  if (use_bias) {
+    k->bias_ = c;
+    bias_md = dnnl::memory::desc(dims{cr, cc}, dt::f32, dims{cc, 1});
+  } else {
+    if (alpha != 1.0) ops.append_eltwise(dnnl::algorithm::eltwise_linear, static_cast<float>(alpha), 0.f);
+    if (c && beta != 0.0) {
+      k->c_ = c;
+      k->beta_ = static_cast<float>(beta);
+      k->m_ = M;
+      k->n_ = N;
+      k->c_rows_ = cr;
+      k->c_cols_ = cc;
+    }
+  }
+  if (k->c_ || k->residual_) ops.append_sum(1.f);
+  append_activation(fusion, &ops);
+  k->build(a, src, wei, use_bias ? &bias_md : nullptr, dst, ops);
+  return k;
+}
+
+std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
+  auto k = std::make_unique<MatmulKernel>();
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  size_t n_in = a.inputs.size();
+  k->residual_ = take_residual(a, fusion, &n_in);
+  const bool has_bias = a.attr_int("has_bias", 0) != 0;
+  const size_t want = has_bias ? 3 : 2;
+  if (n_in != want) invalid("expected ", want, " inputs (A, B", has_bias ? ", bias" : "", "), got ", n_in);
+  k->a_ = &a.in(0);
+  k->b_ = &a.in(1);
+  k->y_ = &a.out(0);
+  a.expect_dtype(*k->a_, DType::kFloat32, "input A");
+  a.expect_dtype(*k->b_, DType::kFloat32, "input B");
+  a.expect_dtype(*k->y_, DType::kFloat32, "output Y");
+  const Shape& as = k->a_->shape;
+  const Shape& bs = k->b_->shape;
+  if (as.empty() || bs.empty()) invalid("MatMul inputs must have rank >= 1, got ", shape_str(as), " and ", shape_str(bs));
+  Shape a2 = as.size() == 1 ? Shape{1, as[0]} : as;
+  Shape b2 = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+  const int64_t M = a2[a2.size() - 2], K = a2.back(), KB = b2[b2.size() - 2], N = b2.back();
+  if (K != KB) invalid("inner dimensions differ: A ", shape_str(as), " and B ", shape_str(bs));
+  Shape ba(a2.begin(), a2.end() - 2), bb(b2.begin(), b2.end() - 2), bo;
+  if (!broadcast_shapes(ba, bb, &bo)) {
+    invalid("batch dimensions of A ", shape_str(as), " and B ", shape_str(bs), " do not broadcast");
+  }
+  Shape expect = bo;
+  if (as.size() > 1) expect.push_back(M);
+  if (bs.size() > 1) expect.push_back(N);
+  if (k->y_->shape != expect) {
+    invalid("output shape ", shape_str(k->y_->shape), " does not match computed ", shape_str(expect));
+  }
+  if (bo.size() + 2 > DNNL_MAX_NDIMS) invalid("rank too large");
+
+  dims sd, wd, dd;
+  if (bb.empty() || shape_numel(bb) == 1) {
+    // B has no (real) batch: fold every batch dim of A into M for one large GEMM.
+    const int64_t rows = shape_numel(ba) * M;
+    sd = {rows, K};
+    wd = {K, N};
+    dd = {rows, N};
+  } else {
+    const size_t nd = bo.size() + 2;
+    auto pad = [&](const Shape& batch, int64_t r, int64_t c) {
+      dims d(nd - 2 - batch.size(), 1);
+      d.insert(d.end(), batch.begin(), batch.end());
+      d.push_back(r);
+      d.push_back(c);
+      return d;
+    };
+    sd = pad(ba, M, K);
+    wd = pad(bb, K, N);
+    dd = pad(bo, M, N);
+  }
+  auto dense = [](const dims& d) { return dnnl::memory::desc(d, dt::f32, dims(dense_strides(d))); };
+  dnnl::memory::desc bias_md;
+  if (has_bias) {
+    k->bias_ = &a.in(2);
+    a.expect_dtype(*k->bias_, DType::kFloat32, "bias");
+    if (k->bias_->numel != N || (k->bias_->rank() > 0 && k->bias_->shape.back() != N)) {
+      invalid("bias shape ", shape_str(k->bias_->shape), " must be [", N, "]");
+    }
+    dims bd(dd.size(), 1);
+    bd.back() = N;
+    bias_md = dense(bd);
+  }
+  dnnl::post_ops ops;
+  if (k->residual_) ops.append_sum(1.f);
+  append_activation(fusion, &ops);
+  k->build(a, dense(sd), dense(wd), has_bias ? &bias_md : nullptr, dense(dd), ops);
+  return k;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gemm(const KernelArgs& a) { return build_gemm(a); }
+std::unique_ptr<Kernel> make_matmul(const KernelArgs& a) { return build_matmul(a); }
+
+}  // namespace ge

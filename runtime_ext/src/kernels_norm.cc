@@ -1,0 +1,145 @@
+// Softmax / LogSoftmax, LayerNormalization and BatchNormalization (inference) on oneDNN.
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+using dims = dnnl::memory::dims;
+
+// One bound oneDNN primitive and nothing else to do at run time.
+class PrimitiveKernel : public Kernel {
+ public:
+  explicit PrimitiveKernel(const Device& dev) : dev_(dev) {}
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  Status run(ExecContext& ctx) override {
+    prim_.execute(ctx.dnnl_stream);
+    return Status::Ok();
+  }
+
+  const Device& dev_;
+  BoundPrimitive prim_;
+  WorkspacePlan plan_;
+};
+
+int normalize_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// Checks an optional trailing output is absent (LayerNorm Mean/InvStdDev, BatchNorm
+// running statistics).
+void only_first_output(const KernelArgs& a) {
+  for (size_t i = 1; i < a.outputs.size(); ++i) {
+    if (a.outputs[i]) invalid("only the first output is supported (output ", i, " is bound)");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
+  a.expect_inputs(1, 1);
+  a.expect_outputs(1, 1);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  a.expect_dtype(x, DType::kFloat32, "input X");
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
+  const int rank = std::max(1, x.rank());
+  const int axis = normalize_axis(a.attr_int("axis", -1), rank);
+  auto k = std::make_unique<PrimitiveKernel>(*a.device);
+  dnnl::memory::desc md = plain_md(x.shape);
+  dnnl::algorithm alg = a.op == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+  dnnl::softmax_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference, alg, md, md,
+                                           axis, make_attr());
+  k->prim_ = BoundPrimitive(pd);
+  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
+  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
+  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  return k;
+}
+
+std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
+  a.expect_inputs(2, 3);
+  a.expect_outputs(1, 3);
+  only_first_output(a);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& scale = a.in(1);
+  const TensorInfo* bias = a.opt_in(2);
+  const TensorInfo& y = a.out(0);
+  for (const TensorInfo* t : {&x, &scale, bias, &y}) {
+    if (t) a.expect_dtype(*t, DType::kFloat32, "tensor");
+  }
+  if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
+  if (x.rank() < 1) invalid("input X must have rank >= 1");
+  const int axis = normalize_axis(a.attr_int("axis", -1), x.rank());
+  const float eps = static_cast<float>(a.attr_float("epsilon", 1e-5));
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < x.rank(); ++i) (i < axis ? outer : inner) *= x.shape[i];
+  const Shape norm_shape(x.shape.begin() + axis, x.shape.end());
+  if (scale.numel != inner) {
+    invalid("Scale shape ", shape_str(scale.shape), " does not match normalized shape ", shape_str(norm_shape));
+  }
+  if (bias && bias->numel != inner) {
+    invalid("B shape ", shape_str(bias->shape), " does not match normalized shape ", shape_str(norm_shape));
+  }
+  auto k = std::make_unique<PrimitiveKernel>(*a.device);
+  dnnl::memory::desc md(dims{outer, inner}, dt::f32, tag::ab);
+  dnnl::memory::desc cmd(dims{inner}, dt::f32, tag::a);
+  auto flags = dnnl::normalization_flags::use_scale;
+  if (bias) flags = flags | dnnl::normalization_flags::use_shift;
+  dnnl::layer_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
+                                                       md, md, eps, flags, make_attr());
+  k->prim_ = BoundPrimitive(pd);
+  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
+  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
+  k->prim_.arg(DNNL_ARG_SCALE, wrap(cmd, *a.device, scale.data));
+  if (bias) k->prim_.arg(DNNL_ARG_SHIFT, wrap(cmd, *a.device, bias->data));
+  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  return k;
+}
+
+std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
+  a.expect_inputs(5, 5);
+  a.expect_outputs(1, 3);
+  only_first_output(a);
+  if (a.attr_int("training_mode", 0) != 0) invalid("training_mode is not supported");
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  a.expect_dtype(x, DType::kFloat32, "input X");
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
+  if (x.rank() < 2) invalid("input X must be N,C,... of rank >= 2, got ", shape_str(x.shape));
+  const int64_t C = x.shape[1];
+  const char* names[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (size_t i = 1; i < 5; ++i) {
+    const TensorInfo& t = a.in(i);
+    a.expect_dtype(t, DType::kFloat32, names[i]);
+    if (t.shape != Shape{C}) invalid(names[i], " shape ", shape_str(t.shape), " must be [", C, "]");
+  }
+  const float eps = static_cast<float>(a.attr_float("epsilon", 1e-5));
+  int64_t spatial = 1;
+  for (int i = 2; i < x.rank(); ++i) spatial *= x.shape[i];
+  // N, C, collapsed spatial: the same bytes as any NC... layout.
+  dims d = {x.shape[0], C, spatial};
+  dnnl::memory::desc md(d, dt::f32, x.channels_last() ? tag::nwc : tag::ncw);
+  dnnl::memory::desc cmd(dims{C}, dt::f32, tag::a);
+  auto k = std::make_unique<PrimitiveKernel>(*a.device);
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
+  dnnl::batch_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
+                                                       md, md, eps, flags, make_attr());
+  k->prim_ = BoundPrimitive(pd);
+  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
+  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
+  k->prim_.arg(DNNL_ARG_SCALE, wrap(cmd, *a.device, a.in(1).data));
+  k->prim_.arg(DNNL_ARG_SHIFT, wrap(cmd, *a.device, a.in(2).data));
+  k->prim_.arg(DNNL_ARG_MEAN, wrap(cmd, *a.device, a.in(3).data));
+  k->prim_.arg(DNNL_ARG_VARIANCE, wrap(cmd, *a.device, a.in(4).data));
+  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  return k;
+}
+
+}  // namespace ge

@@ -1,0 +1,169 @@
+// Elementwise unary ops. Most map onto oneDNN eltwise (vectorised exp/tanh/erf
+// approximations); Erf, Floor, Ceil and Identity are plain loops.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+class EltwiseKernel : public Kernel {
+ public:
+  EltwiseKernel(const KernelArgs& a, dnnl::algorithm alg, float alpha, float beta) : dev_(*a.device) {
+    const TensorInfo& x = a.in(0);
+    const TensorInfo& y = a.out(0);
+    dnnl::memory::desc md = plain_md(x.shape);
+    dnnl::eltwise_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, alg, md, md,
+                                             alpha, beta, make_attr());
+    prim_ = BoundPrimitive(pd);
+    prim_.arg(DNNL_ARG_SRC, wrap(md, dev_, x.data));
+    prim_.arg(DNNL_ARG_DST, wrap(md, dev_, y.data));
+    BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+  }
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  Status run(ExecContext& ctx) override {
+    prim_.execute(ctx.dnnl_stream);
+    return Status::Ok();
+  }
+
+ private:
+  const Device& dev_;
+  BoundPrimitive prim_;
+  WorkspacePlan plan_;
+};
+
+enum class LoopOp { kErf, kFloor, kCeil };
+
+class LoopKernel : public Kernel {
+ public:
+  LoopKernel(const KernelArgs& a, LoopOp op) : x_(&a.in(0)), y_(&a.out(0)), op_(op) {}
+  Status run(ExecContext&) override {
+    const float* x = x_->ptr<const float>();
+    float* y = y_->ptr<float>();
+    const int64_t n = x_->numel;
+    switch (op_) {
+      case LoopOp::kErf:
+#pragma omp parallel for schedule(static) if (n >= 16384)
+        for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+        break;
+      case LoopOp::kFloor:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::floor(x[i]);
+        break;
+      case LoopOp::kCeil:
+        for (int64_t i = 0; i < n; ++i) y[i] = std::ceil(x[i]);
+        break;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  LoopOp op_;
+};
+
+class IdentityKernel : public Kernel {
+ public:
+  explicit IdentityKernel(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {}
+  Status run(ExecContext&) override {
+    if (x_->data != y_->data) std::memmove(y_->data, x_->data, x_->nbytes);
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+};
+
+// Clip's bounds: attrs min/max, or (opset >= 11) constant inputs 1 and 2.
+void clip_bounds(const KernelArgs& a, float* lo, float* hi) {
+  const float inf = std::numeric_limits<float>::infinity();
+  *lo = static_cast<float>(a.attr_float("min", -inf));
+  *hi = static_cast<float>(a.attr_float("max", inf));
+  if (a.opt_in(1)) *lo = static_cast<float>(a.const_float(1));
+  if (a.opt_in(2)) *hi = static_cast<float>(a.const_float(2));
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
+  const std::string& op = a.op;
+  a.expect_inputs(1, op == "Clip" ? 3 : 1);
+  a.expect_outputs(1, 1);
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& y = a.out(0);
+  if (x.shape != y.shape) {
+    invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
+  }
+  if (op == "Identity") {
+    if (x.dtype != y.dtype) invalid("output dtype ", dtype_name(y.dtype), " differs from input ", dtype_name(x.dtype));
+    return std::make_unique<IdentityKernel>(a);
+  }
+  a.expect_dtype(x, DType::kFloat32, "input X");
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  if (op == "Erf") return std::make_unique<LoopKernel>(a, LoopOp::kErf);
+  if (op == "Floor") return std::make_unique<LoopKernel>(a, LoopOp::kFloor);
+  if (op == "Ceil") return std::make_unique<LoopKernel>(a, LoopOp::kCeil);
+
+  using alg = dnnl::algorithm;
+  alg f = alg::undef;
+  float alpha = 0.f, beta = 0.f;
+  if (op == "Relu") {
+    f = alg::eltwise_relu;
+  } else if (op == "LeakyRelu") {
+    f = alg::eltwise_relu;
+    alpha = static_cast<float>(a.attr_float("alpha", 0.01));
+  } else if (op == "Sigmoid") {
+    f = alg::eltwise_logistic;
+  } else if (op == "Tanh") {
+    f = alg::eltwise_tanh;
+  } else if (op == "Exp") {
+    f = alg::eltwise_exp;
+  } else if (op == "Log") {
+    f = alg::eltwise_log;
+  } else if (op == "Sqrt") {
+    f = alg::eltwise_sqrt;
+  } else if (op == "Abs") {
+    f = alg::eltwise_abs;
+  } else if (op == "Neg") {
+    f = alg::eltwise_linear;
+    alpha = -1.f;
+  } else if (op == "Gelu") {
+    std::string approx = a.attr_str("approximate", "none");
+    if (approx == "none") {
+      f = alg::eltwise_gelu_erf;
+    } else if (approx == "tanh") {
+      f = alg::eltwise_gelu_tanh;
+    } else {
+      invalid("unknown approximate '", approx, "'");
+    }
+  } else if (op == "Clip") {
+    f = alg::eltwise_clip_v2;
+    clip_bounds(a, &alpha, &beta);
+  } else if (op == "HardSigmoid") {
+    f = alg::eltwise_hardsigmoid;
+    alpha = static_cast<float>(a.attr_float("alpha", 0.2));
+    beta = static_cast<float>(a.attr_float("beta", 0.5));
+  } else if (op == "HardSwish") {
+    f = alg::eltwise_hardswish;
+    alpha = 1.f / 6.f;
+    beta = 0.5f;
+  } else if (op == "Softplus") {
+    f = alg::eltwise_soft_relu;
+    alpha = 1.f;
+  } else if (op == "Reciprocal") {
+    f = alg::eltwise_pow;
+    alpha = 1.f;
+    beta = -1.f;
+  } else {
+    invalid("not a unary op");
+  }
+  return std::make_unique<EltwiseKernel>(a, f, alpha, beta);
+}
+
+}  // namespace ge

@@ -1,0 +1,173 @@
+#include "layout.h"
+
+#include <numeric>
+#include <unordered_set>
+
+namespace ge {
+
+namespace {
+
+// True when NCHW and NHWC order the tensor's bytes identically.
+bool layout_invariant(const TensorInfo& t) {
+  return t.rank() != 4 || t.shape[1] == 1 || t.shape[2] * t.shape[3] == 1;
+}
+
+class UnionFind {
+ public:
+  explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), size_t{0}); }
+  size_t find(size_t i) {
+    while (parent_[i] != i) i = parent_[i] = parent_[parent_[i]];
+    return i;
+  }
+  void unite(size_t a, size_t b) { parent_[find(a)] = find(b); }
+
+ private:
+  std::vector<size_t> parent_;
+};
+
+}  // namespace
+
+LayoutRule layout_rule(const std::string& op) {
+  static const std::unordered_set<std::string> uniform = {
+      "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu", "LeakyRelu",
+      "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Identity", "Floor", "Ceil"};
+  static const std::unordered_set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Max",
+                                                              "Min", "Pow", "Where"};
+  if (op == "Conv") return LayoutRule::kAnyData;
+  if (uniform.count(op)) return LayoutRule::kUniform;
+  if (elementwise.count(op)) return LayoutRule::kElementwise;
+  return LayoutRule::kPlainOnly;
+}
+
+std::vector<Layout> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
+  const size_t n = tensors.size();
+  std::vector<Layout> result(n, Layout::kPlain);
+  if (!spec.channels_last) return result;
+  auto valid = [&](int64_t i) { return i >= 0 && static_cast<size_t>(i) < n; };
+
+  std::vector<char> blocked(n, 0), conv_edge(n, 0), written(n, 0), model_input(n, 0);
+  for (int64_t i : spec.inputs) {
+    if (valid(i)) blocked[i] = model_input[i] = 1;
+  }
+  for (int64_t i : spec.outputs) {
+    if (valid(i)) blocked[i] = 1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tensors[i].region != Region::kArena) blocked[i] = 1;
+  }
+  for (const TaskSpec& t : spec.tasks) {
+    for (int64_t o : t.outputs) {
+      if (valid(o)) written[o] = 1;
+    }
+  }
+  // A view (arena tensor no task writes, e.g. a Reshape resolved to an alias) reads some
+  // other tensor's bytes as plain: keep everything it overlaps plain.
+  for (size_t v = 0; v < n; ++v) {
+    const TensorInfo& tv = tensors[v];
+    if (tv.region != Region::kArena || written[v] || model_input[v] || tv.nbytes == 0) continue;
+    blocked[v] = 1;
+    for (size_t u = 0; u < n; ++u) {
+      const TensorInfo& tu = tensors[u];
+      if (tu.region == Region::kArena && tu.offset < tv.offset + tv.nbytes && tv.offset < tu.offset + tu.nbytes) {
+        blocked[u] = 1;
+      }
+    }
+  }
+
+  UnionFind groups(n);
+  auto block_all = [&](const TaskSpec& t) {
+    for (int64_t i : t.inputs) {
+      if (valid(i)) blocked[i] = 1;
+    }
+    for (int64_t o : t.outputs) {
+      if (valid(o)) blocked[o] = 1;
+    }
+  };
+  // Joins the layout-variant operands in `data` into one group; blocks every other operand.
+  auto join = [&](const TaskSpec& t, const std::vector<int64_t>& data) {
+    std::unordered_set<int64_t> in_data(data.begin(), data.end());
+    int64_t first = -1;
+    for (int64_t i : data) {
+      if (!valid(i) || layout_invariant(tensors[i])) continue;
+      if (first < 0) {
+        first = i;
+      } else {
+        groups.unite(static_cast<size_t>(i), static_cast<size_t>(first));
+      }
+    }
+    for (const auto* list : {&t.inputs, &t.outputs}) {
+      for (int64_t i : *list) {
+        if (valid(i) && !in_data.count(i)) blocked[i] = 1;
+      }
+    }
+  };
+  for (const TaskSpec& t : spec.tasks) {
+    if (t.kind == "copy") {
+      block_all(t);
+      continue;
+    }
+    if (t.kind != "kernel") continue;
+    const int64_t in0 = t.inputs.empty() ? -1 : t.inputs[0];
+    const int64_t out0 = t.outputs.empty() ? -1 : t.outputs[0];
+    switch (layout_rule(t.op)) {
+      case LayoutRule::kPlainOnly:
+        block_all(t);
+        break;
+      case LayoutRule::kAnyData: {
+        std::vector<int64_t> data = {in0, out0};
+        auto sum = t.attrs.find("sum");
+        if (sum != t.attrs.end() && std::holds_alternative<int64_t>(sum->second) &&
+            std::get<int64_t>(sum->second) != 0 && t.inputs.size() >= 3) {
+          data.push_back(t.inputs.back());
+        }
+        // Each data operand is its own group: the kernel converts between layouts.
+        std::unordered_set<int64_t> in_data(data.begin(), data.end());
+        for (int64_t i : data) {
+          if (valid(i)) conv_edge[i] = 1;
+        }
+        for (const auto* list : {&t.inputs, &t.outputs}) {
+          for (int64_t i : *list) {
+            if (valid(i) && !in_data.count(i)) blocked[i] = 1;
+          }
+        }
+        break;
+      }
+      case LayoutRule::kUniform:
+        join(t, {in0, out0});
+        break;
+      case LayoutRule::kElementwise: {
+        bool same = valid(out0);
+        std::vector<int64_t> data = {out0};
+        for (int64_t i : t.inputs) {
+          if (!valid(i) || !same) continue;
+          if (tensors[i].numel == 1) continue;  // scalar-like: no layout
+          same = tensors[i].shape == tensors[out0].shape;
+          data.push_back(i);
+        }
+        if (same) {
+          join(t, data);
+        } else {
+          block_all(t);
+        }
+        break;
+      }
+    }
+  }
+
+  std::vector<char> ok(n, 1), has_conv(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (layout_invariant(tensors[i])) continue;
+    size_t g = groups.find(i);
+    if (blocked[i] || tensors[i].dtype != DType::kFloat32) ok[g] = 0;
+    if (conv_edge[i]) has_conv[g] = 1;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (layout_invariant(tensors[i])) continue;
+    size_t g = groups.find(i);
+    if (ok[g] && has_conv[g]) result[i] = Layout::kChannelsLast;
+  }
+  return result;
+}
+
+}  // namespace ge

@@ -1,0 +1,53 @@
+// ModelSpec: a model as the Python engine describes it, in native form.
+//
+// module.cc converts the spec dict into these structs; Model::load validates them. Field
+// meanings follow the Python contract (see the _runtime docstring): tensors laid out in an
+// activation arena or a weight region, tasks in program order on streams, events for
+// cross-stream order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernel.h"
+#include "tensor.h"
+
+namespace ge {
+
+struct TensorSpec {
+  std::string name;
+  std::string dtype;
+  Shape shape;
+  std::string region;  // "arena" | "weight"
+  int64_t offset = 0;
+};
+
+struct TaskSpec {
+  std::string kind;  // "kernel" | "record" | "wait" | "copy"
+  std::string name;
+  std::string op;  // kernel only
+  int64_t stream = 0;
+  std::vector<int64_t> inputs;  // tensor indices, -1 = omitted optional input
+  std::vector<int64_t> outputs;
+  Attrs attrs;
+  int64_t event = -1;  // record / wait only
+};
+
+struct ModelSpec {
+  std::string name;
+  int64_t arena_bytes = 0;
+  const uint8_t* weights = nullptr;  // borrowed for the duration of load()
+  size_t weights_size = 0;
+  std::vector<TensorSpec> tensors;
+  int64_t num_streams = 1;
+  int64_t num_events = 0;
+  std::vector<TaskSpec> tasks;
+  std::vector<int64_t> inputs;
+  std::vector<int64_t> outputs;
+  // Let the runtime store intermediate 4-D activations channels-last (layout.h). The
+  // model's inputs and outputs are NCHW either way; false is for comparisons and tests.
+  bool channels_last = true;
+};
+
+}  // namespace ge

@@ -1,0 +1,136 @@
+"""The one place where exceptions become gRPC statuses.
+
+Servicers raise domain exceptions (graphengine.engine.errors) and never touch status
+codes; `ErrorInterceptor` wraps every RPC handler of the server and turns:
+
+- a `GraphEngineError` into the status named by its `ErrorCode` (the names are the gRPC
+  status names), with the exception's message as details and its context (graph, node,
+  tensor, stage, exception type) as trailing metadata the client SDK reads back;
+- a few built-in exceptions with an unambiguous meaning into their status (table below);
+- anything else into INTERNAL with a short message, after logging the method name and
+  the traceback, since it is a bug in the server rather than a fault of the request.
+
+An RPC a handler has already aborted with `context.abort()` passes through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from graphengine.engine.errors import ErrorCode, GraphEngineError
+
+from .logs import kv, log_event
+
+_log = logging.getLogger("graphengine.server.rpc")
+
+STATUS_BY_CODE: dict[ErrorCode, grpc.StatusCode] = {c: grpc.StatusCode[c.name] for c in ErrorCode}
+
+# Built-in exceptions whose meaning does not depend on where they were raised.
+_BUILTIN_STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (NotImplementedError, grpc.StatusCode.UNIMPLEMENTED),
+    (MemoryError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+)
+
+# Trailing-metadata keys carrying an error's context. Binary ("-bin") keys, because node
+# and tensor names come from user graphs and may hold any Unicode.
+META_TYPE = "graphengine-error-type-bin"
+META_FIELDS = {"graph": "graphengine-graph-bin", "node": "graphengine-node-bin",
+               "tensor": "graphengine-tensor-bin", "stage": "graphengine-stage-bin"}
+
+
+def status_for(exc: BaseException) -> grpc.StatusCode | None:
+    """The status an exception maps to, or None for an unexpected (internal) one."""
+    if isinstance(exc, GraphEngineError):
+        return STATUS_BY_CODE[exc.code]
+    for kind, status in _BUILTIN_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return None
+
+
+def error_metadata(exc: BaseException) -> tuple[tuple[str, bytes], ...]:
+    items = [(META_TYPE, type(exc).__name__.encode())]
+    for attr, key in META_FIELDS.items():
+        value = getattr(exc, attr, None)
+        if value:
+            items.append((key, str(value).encode("utf-8")))
+    return tuple(items)
+
+
+def _already_aborted(context: grpc.ServicerContext) -> bool:
+    code = context.code()
+    return code is not None and code != grpc.StatusCode.OK
+
+
+def abort_for(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
+    """Fail the RPC for `exc`; always raises (that is how gRPC aborts a handler)."""
+    if _already_aborted(context):
+        raise exc
+    status = status_for(exc)
+    if status is None:
+        # A correlation id ties the client's short message to the full traceback here.
+        ref = uuid.uuid4().hex[:12]
+        _log.error(kv("rpc_internal_error", method=method, ref=ref, type=type(exc).__name__),
+                   exc_info=exc)
+        context.abort(grpc.StatusCode.INTERNAL,
+                      f"internal error in {method.rsplit('/', 1)[-1]} "
+                      f"({type(exc).__name__}; server log ref {ref})")
+    log_event(_log, logging.INFO, "rpc_error", method=method, code=status.name,
+              error=type(exc).__name__, message=str(exc))
+    context.set_trailing_metadata(error_metadata(exc))
+    context.abort(status, str(exc))
+
+
+def _wrap_unary_response(fn: Callable, method: str) -> Callable:
+    def handler(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
+        start = time.perf_counter()
+        try:
+            response = fn(request_or_iterator, context)
+        except Exception as exc:
+            abort_for(exc, context, method)
+            raise  # unreachable: abort_for always raises
+        log_event(_log, logging.DEBUG, "rpc", method=method, code="OK",
+                  ms=f"{(time.perf_counter() - start) * 1e3:.2f}")
+        return response
+    return handler
+
+
+def _wrap_stream_response(fn: Callable, method: str) -> Callable:
+    def handler(request_or_iterator: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from fn(request_or_iterator, context)
+        except Exception as exc:
+            abort_for(exc, context, method)
+    return handler
+
+
+class ErrorInterceptor(grpc.ServerInterceptor):
+    """Applies the mapping above to every method of every service on the server."""
+
+    def intercept_service(self, continuation: Callable, handler_call_details: Any) -> Any:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        # Rebuilt through grpc's public factories rather than namedtuple internals.
+        codec = {"request_deserializer": handler.request_deserializer,
+                 "response_serializer": handler.response_serializer}
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                _wrap_unary_response(handler.unary_unary, method), **codec)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                _wrap_unary_response(handler.stream_unary, method), **codec)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                _wrap_stream_response(handler.unary_stream, method), **codec)
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                _wrap_stream_response(handler.stream_stream, method), **codec)
+        return handler

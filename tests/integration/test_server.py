@@ -1,0 +1,170 @@
+"""The real server process, driven through the client SDK and raw gRPC."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import numpy as np
+import pytest
+from graphengine.clients import Client
+from graphengine.clients import errors as ce
+from graphengine.engine.dtypes import DType
+from graphengine.engine.report import CompileReport
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from tests import zoo
+
+from .ge_models import mlp_onnx, ort_run, simple_expected, simple_graphdef
+
+RTOL, ATOL = 1e-3, 1e-4
+
+
+def test_health_is_serving(server: str) -> None:
+    with grpc.insecure_channel(server) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "graphengine.v1.GraphEngine"):
+            response = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert response.status == health_pb2.HealthCheckResponse.SERVING, service
+
+
+def test_reflection_lists_services(server: str) -> None:
+    with grpc.insecure_channel(server) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        response = next(stub.ServerReflectionInfo(iter([request]), timeout=10))
+    names = {s.name for s in response.list_services_response.service}
+    assert {"graphengine.v1.GraphEngine", "grpc.health.v1.Health"} <= names
+
+
+def test_onnx_mlp_matches_onnxruntime(server: str) -> None:
+    model = mlp_onnx(batch=2)
+    x = np.random.default_rng(7).standard_normal((2, 16)).astype(np.float32)
+    expected = ort_run(model, {"x": x})["y"]
+    with Client(server, timeout=60) as client, client.session() as sess:
+        gid = sess.add_graph(model.SerializeToString())
+        info = sess.graph_info(gid)
+        assert [t.name for t in info.inputs] == ["x"]
+        assert info.inputs[0].dtype is DType.FLOAT32
+        assert tuple(info.inputs[0].shape) == (2, 16)
+        assert [t.name for t in info.outputs] == ["y"]
+        assert info.num_nodes > 0
+
+        report = sess.compile_graph(gid)
+        assert isinstance(report, CompileReport)
+        assert report.nodes_before > 0 and report.passes
+        assert sess.graph_info(gid).compiled
+
+        out = sess.run_graph(gid, {"x": x})
+    assert list(out) == ["y"]
+    assert out["y"].shape == (2, 5) and out["y"].dtype == np.float32
+    np.testing.assert_allclose(out["y"], expected, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("form", ["path", "model_proto"])
+def test_add_graph_accepts_path_and_model_proto(server: str, tmp_path, form: str) -> None:
+    model = mlp_onnx(batch=1, seed=3)
+    if form == "path":
+        path = tmp_path / "mlp.onnx"
+        path.write_bytes(model.SerializeToString())
+        arg: object = str(path)
+    else:
+        arg = model
+    x = np.ones((1, 16), dtype=np.float32)
+    with Client(server, timeout=60) as client, client.session() as sess:
+        gid = sess.add_graph(arg, name="renamed")
+        assert sess.graph_info(gid).name == "renamed"
+        sess.compile_graph(gid)
+        out = sess.run_graph(gid, {"x": x})
+    np.testing.assert_allclose(out["y"], ort_run(model, {"x": x})["y"], rtol=RTOL, atol=ATOL)
+
+
+def test_symbolic_batch_compiles_for_given_shape(server: str) -> None:
+    model = mlp_onnx(batch="batch", seed=5)
+    x = np.random.default_rng(1).standard_normal((3, 16)).astype(np.float32)
+    with Client(server, timeout=60) as client, client.session() as sess:
+        gid = sess.add_graph(model)
+        assert sess.graph_info(gid).inputs[0].shape[0] == "batch"
+        report = sess.compile_graph(gid, input_shapes={"x": [3, 16]})
+        assert report.graph
+        out = sess.run_graph(gid, {"x": x})
+    assert out["y"].shape == (3, 5)
+    np.testing.assert_allclose(out["y"], ort_run(model, {"x": x})["y"], rtol=RTOL, atol=ATOL)
+
+
+def test_graphdef_flow(server: str) -> None:
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    expected = simple_expected(a, b)
+    with Client(server, timeout=60) as client, client.session({"max_streams": 2}) as sess:
+        gid = sess.add_graph(simple_graphdef())
+        info = sess.graph_info(gid)
+        assert info.name == "handmade"
+        assert [t.name for t in info.inputs] == ["input_a", "input_b"]
+        assert [t.name for t in info.outputs] == ["out", "sum"]
+        sess.compile_graph(gid)
+
+        out = sess.run_graph(gid, {"input_a": a, "input_b": b})
+        assert list(out) == ["out", "sum"]  # graph order
+        for name, want in expected.items():
+            np.testing.assert_allclose(out[name], want, rtol=RTOL, atol=ATOL)
+
+        picked = sess.run_graph(gid, {"input_a": a, "input_b": b}, output_names=["sum"])
+        assert list(picked) == ["sum"]
+        np.testing.assert_allclose(picked["sum"], expected["sum"], rtol=RTOL, atol=ATOL)
+
+        sess.remove_graph(gid)
+        with pytest.raises(ce.NotFound):
+            sess.graph_info(gid)
+
+
+def test_sessions_are_isolated(server: str) -> None:
+    with Client(server, timeout=60) as client:
+        with client.session() as first, client.session() as second:
+            gid = first.add_graph(simple_graphdef())
+            assert first.id != second.id
+            with pytest.raises(ce.NotFound):
+                second.graph_info(gid)
+        with pytest.raises(ce.NotFound, match=first.id):
+            client.attach(first.id).graph_info(gid)
+
+
+def test_config_file_is_applied(server_process, tmp_path) -> None:
+    config = tmp_path / "graphengine.yaml"
+    config.write_text("max_sessions: 1\nworker_threads: 2\nlog_level: DEBUG\n")
+    proc = server_process("--config", str(config))
+    with (Client(proc.address, timeout=30) as client, client.session(),
+          pytest.raises(ce.ResourceExhausted, match="1")):
+        client.session()
+    assert proc.terminate() == 0
+    assert "event=serving" in proc.logs() and "workers=2" in proc.logs()
+
+
+def test_sigterm_drains_and_exits_zero(server_process) -> None:
+    proc = server_process()
+    with Client(proc.address, timeout=30) as client:
+        sess = client.session()
+        sess.add_graph(simple_graphdef())  # left open: shutdown must close it
+        assert client.health() == "SERVING"
+    assert proc.terminate() == 0
+    logs = proc.logs()
+    for event in ("event=shutdown signal=SIGTERM", "event=drained", "event=stopped"):
+        assert event in logs, logs
+
+
+def test_concurrent_runs_of_a_conv_net(server: str) -> None:
+    """A small ResNet from the zoo, run from several threads on one session at once."""
+    model = zoo.resnet(depths=(1, 1), width=8, image=32, classes=10, batch=2)
+    feeds = [zoo.random_inputs(model, seed=s) for s in range(8)]
+    expected = [ort_run(model, f)["output"] for f in feeds]
+    with Client(server, timeout=120) as client, client.session() as sess:
+        gid = sess.add_graph(model)
+        sess.compile_graph(gid)
+        with ThreadPoolExecutor(4) as pool:
+            outs = list(pool.map(lambda f: sess.run_graph(gid, f)["output"], feeds))
+    for got, want in zip(outs, expected):
+        assert got.shape == (2, 10)
+        # Deeper float32 arithmetic than the MLP: a little more absolute slack.
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-3)

@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+
+from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import InvalidGraph
+from graphengine.engine.ir import Graph, TensorMeta
+
+F32 = DType.FLOAT32
+
+
+def small_graph() -> Graph:
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    w = g.add_constant("w", np.ones((3, 4), np.float32))
+    mm = g.add_node("MatMul", [x, w], outputs=["y"], name="mm")
+    relu = g.add_node("Relu", [mm.outputs[0]], outputs=["z"], name="relu")
+    g.outputs = [relu.outputs[0]]
+    return g
+
+
+def test_def_use_tracking_follows_set_inputs():
+    g = small_graph()
+    x, y = g.values["x"], g.values["y"]
+    relu = g.node("relu")
+    assert y.users == [relu] and x.users == [g.node("mm")]
+    relu.set_inputs([x])
+    assert y.users == [] and relu in x.users
+    g.lint()
+
+
+def test_replace_all_uses_updates_outputs_and_users():
+    g = small_graph()
+    y, z = g.values["y"], g.values["z"]
+    g.replace_all_uses(z, y)
+    assert g.outputs == [y]
+    g.remove_node(g.node("relu"))
+    assert "z" not in g.values
+    g.lint()
+
+
+def test_remove_node_refuses_while_used():
+    g = small_graph()
+    with pytest.raises(InvalidGraph, match="still used"):
+        g.remove_node(g.node("mm"))
+
+
+def test_toposort_orders_and_detects_cycles():
+    g = small_graph()
+    g.nodes.reverse()
+    with pytest.raises(InvalidGraph, match="before it is produced"):
+        g.lint()
+    g.toposort()
+    assert [n.name for n in g.nodes] == ["mm", "relu"]
+    g.lint()
+    # close a cycle: mm reads relu's output
+    g.node("mm").set_inputs([g.values["z"], g.values["w"]])
+    with pytest.raises(InvalidGraph, match="cycle: .*mm.*relu|cycle: .*relu.*mm"):
+        g.toposort()
+
+
+def test_duplicate_tensor_and_node_names_are_rejected():
+    g = small_graph()
+    with pytest.raises(InvalidGraph, match="defined more than once"):
+        g.add_input("x", TensorMeta(F32, (1,)))
+    with pytest.raises(InvalidGraph, match="used twice"):
+        g.add_node("Relu", [g.values["x"]], name="relu")
+
+
+def test_copy_is_independent_and_lints():
+    g = small_graph()
+    c = g.copy()
+    c.lint()
+    c.node("relu").set_inputs([c.values["x"]])
+    assert g.values["y"].users == [g.node("relu")]
+    assert c.values["w"].const is g.values["w"].const  # weights are shared, not copied
+
+
+def test_tensor_meta():
+    m = TensorMeta(F32, (2, "batch"))
+    assert not m.is_static and str(m) == "float32[2,batch]"
+    assert TensorMeta(F32, (2, 3)).nbytes == 24

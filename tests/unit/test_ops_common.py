@@ -1,0 +1,218 @@
+"""Shared helpers for the op tests (one-node ONNX models checked against onnxruntime or
+onnx.reference), plus tests of the registry and of infer_node / run_node themselves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from graphengine.engine import ops
+from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import ExecutionError, InvalidGraph, ShapeError
+from graphengine.engine.importers import import_onnx
+from graphengine.engine.ir import Graph, TensorMeta
+
+PRIORITY_1 = """Conv BatchNormalization Relu Clip Add Sub Mul Div Pow Sqrt Erf Tanh Sigmoid MaxPool
+AveragePool GlobalAveragePool Flatten Gemm MatMul Reshape Transpose Softmax LayerNormalization
+Gather Shape Unsqueeze Squeeze Concat Slice Cast Constant ConstantOfShape Expand Where Equal
+Identity Dropout ReduceMean Range Neg Exp Log Not Less Greater Split""".split()
+
+
+def make_model(op: str, inputs: Sequence[tuple[str, np.ndarray | None]],
+               attrs: dict[str, Any] | None = None, n_outputs: int = 1,
+               consts: Sequence[str] = (), opset: int = 17, domain: str = "",
+               dims: dict[str, Sequence[Any]] | None = None) -> onnx.ModelProto:
+    """A one-node model; inputs named in `consts` become initializers, a None array an
+    omitted optional input; `dims` overrides declared input shapes (symbols allowed)."""
+    names = [n if a is not None else "" for n, a in inputs]
+    outs = [f"y{k}" for k in range(n_outputs)]
+    node = helper.make_node(op, names, outs, domain=domain, **(attrs or {}))
+    graph_inputs, inits = [], []
+    for name, arr in inputs:
+        if arr is None:
+            continue
+        if name in consts:
+            inits.append(numpy_helper.from_array(arr, name))
+            continue
+        elem = helper.np_dtype_to_tensor_dtype(arr.dtype)
+        shape = list((dims or {}).get(name, arr.shape))
+        graph_inputs.append(helper.make_tensor_value_info(name, elem, shape))
+    graph = helper.make_graph([node], f"test_{op.lower()}", graph_inputs,
+                              [helper.make_empty_tensor_value_info(o) for o in outs],
+                              initializer=inits)
+    opsets = [helper.make_opsetid("", opset)]
+    if domain:
+        opsets.append(helper.make_opsetid(domain, 1))
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8 if opset <= 17 else 10
+    return model
+
+
+def infer_graph(g: Graph) -> None:
+    for node in g.nodes:
+        for value, meta in zip(node.outputs, ops.infer_node(node)):
+            value.meta = meta
+
+
+def run_graph(g: Graph, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    env: dict[str, Any] = {v.name: v.const for v in g.constants()}
+    env.update(feeds)
+    for node in g.nodes:
+        outs = ops.run_node(node, [env[v.name] if v is not None else None for v in node.inputs])
+        for value, arr in zip(node.outputs, outs):
+            env[value.name] = arr
+    return [env[v.name] for v in g.outputs]
+
+
+def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], engine: str
+              ) -> list[np.ndarray]:
+    if engine == "ort":
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    return list(ReferenceEvaluator(model).run(None, feeds))
+
+
+def assert_matches_meta(meta: TensorMeta, arr: np.ndarray) -> None:
+    want = DType.STRING if arr.dtype == object else DType.from_numpy(arr.dtype)
+    assert meta.dtype is want, f"inferred {meta}, computed {arr.dtype}{list(arr.shape)}"
+    assert meta.shape is not None and len(meta.shape) == arr.ndim, (meta, arr.shape)
+    for d, n in zip(meta.shape, arr.shape):
+        assert not isinstance(d, int) or d == n, f"inferred {meta}, computed {arr.shape}"
+
+
+def check(op: str, inputs: Sequence[tuple[str, np.ndarray | None]],
+          attrs: dict[str, Any] | None = None, *, n_outputs: int = 1,
+          consts: Sequence[str] = (), opset: int = 17, engine: str = "ort",
+          rtol: float = 1e-5, atol: float = 1e-6, exact_shapes: bool = True
+          ) -> tuple[Graph, list[np.ndarray]]:
+    """Import a one-node model, infer and run it, and compare with the reference engine."""
+    model = make_model(op, inputs, attrs, n_outputs, consts, opset)
+    g = import_onnx(model)
+    g.lint()
+    infer_graph(g)
+    feeds = {n: a for n, a in inputs if a is not None and n not in consts}
+    got = run_graph(g, feeds)
+    want = reference(model, feeds, engine)
+    assert len(got) == len(want) == n_outputs
+    for k, (value, g_arr, w_arr) in enumerate(zip(g.outputs, got, want)):
+        w_arr = np.asarray(w_arr)
+        if w_arr.dtype.kind in "US":
+            w_arr = w_arr.astype(object)
+        assert g_arr.dtype == w_arr.dtype, f"output {k}: {g_arr.dtype} vs {w_arr.dtype}"
+        assert g_arr.shape == w_arr.shape, f"output {k}: {g_arr.shape} vs {w_arr.shape}"
+        if exact_shapes:
+            assert value.meta is not None and value.meta.shape == w_arr.shape, value.meta
+        assert_matches_meta(value.meta, g_arr)
+        if w_arr.dtype.kind in "fc":
+            np.testing.assert_allclose(g_arr, w_arr, rtol=rtol, atol=atol, err_msg=f"out {k}")
+        else:
+            np.testing.assert_array_equal(g_arr, w_arr, err_msg=f"output {k}")
+    return g, got
+
+
+def symbolic(op: str, dims: dict[str, Sequence[Any]],
+             inputs: Sequence[tuple[str, np.ndarray | None]],
+             attrs: dict[str, Any] | None = None, consts: Sequence[str] = (),
+             n_outputs: int = 1, opset: int = 17) -> list[TensorMeta]:
+    """Inferred output metas with symbolic input dims."""
+    g = import_onnx(make_model(op, inputs, attrs, n_outputs, consts, opset, dims=dims))
+    infer_graph(g)
+    return [v.meta for v in g.outputs]
+
+
+def rand(*shape: int, dtype: Any = np.float32, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ---- tests of the registry and the node entry points -----------------------------------
+def test_priority_one_ops_are_registered() -> None:
+    missing = [op for op in PRIORITY_1 if not ops.has(op)]
+    assert not missing
+    assert len(ops.all_ops()) > 150
+
+
+@pytest.mark.parametrize("op", PRIORITY_1)
+def test_every_schema_has_infer_and_compute(op: str) -> None:
+    schema = ops.get(op)
+    assert schema.name == op and callable(schema.infer) and callable(schema.compute)
+
+
+def test_unknown_op_names_the_node() -> None:
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (2,)))
+    node = g.add_node("NoSuchOp", [x], name="weird")
+    with pytest.raises(InvalidGraph, match="weird.*NoSuchOp"):
+        ops.infer_node(node)
+
+
+def test_arity_and_attribute_errors() -> None:
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (2,)))
+    with pytest.raises(InvalidGraph, match="expected 2 inputs, got 1"):
+        ops.infer_node(g.add_node("Add", [x], name="add1"))
+    with pytest.raises(InvalidGraph, match="unknown attribute 'bogus'"):
+        ops.infer_node(g.add_node("Relu", [x], name="relu1", attrs={"bogus": 1}))
+    with pytest.raises(InvalidGraph, match="missing required attribute 'axis'"):
+        ops.infer_node(g.add_node("Concat", [x, x], name="cat"))
+
+
+def test_shape_error_names_node_and_inputs() -> None:
+    g = Graph()
+    a = g.add_input("a", TensorMeta(DType.FLOAT32, (2, 3)))
+    b = g.add_input("b", TensorMeta(DType.FLOAT32, (4,)))
+    node = g.add_node("Add", [a, b], name="bad_add")
+    with pytest.raises(ShapeError) as info:
+        ops.infer_node(node)
+    msg = str(info.value)
+    assert "bad_add" in msg and "broadcast" in msg and "float32[2,3]" in msg
+    assert info.value.node == "bad_add"
+
+
+def test_dtype_error_names_expected_dtype() -> None:
+    g = Graph()
+    a = g.add_input("a", TensorMeta(DType.FLOAT32, (2,)))
+    b = g.add_input("b", TensorMeta(DType.INT64, (2,)))
+    with pytest.raises(ShapeError, match="int64, expected float32"):
+        ops.infer_node(g.add_node("Mul", [a, b], name="mixed"))
+
+
+def test_run_node_wraps_kernel_failures() -> None:
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (2, 3)))
+    shape = g.add_constant("s", np.array([7], np.int64))
+    node = g.add_node("Reshape", [x, shape], name="r")
+    with pytest.raises(ExecutionError, match="node 'r' \\(Reshape\\)"):
+        ops.run_node(node, [np.zeros((2, 3), np.float32), np.array([7], np.int64)])
+
+
+def test_unknown_rank_propagates() -> None:
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, None))
+    y = g.add_input("y", TensorMeta(DType.FLOAT32, (3,)))
+    for op, ins in (("Relu", [x]), ("Add", [x, y]), ("Softmax", [x])):
+        (meta,) = ops.infer_node(g.add_node(op, ins))
+        assert meta == TensorMeta(DType.FLOAT32, None)
+
+
+def test_value_propagation_through_shape_chain() -> None:
+    """Reshape(x, Concat(Shape(x)[0], [-1])) keeps the batch symbol without folding."""
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, ("batch", 4, 5)))
+    shape = g.add_node("Shape", [x]).outputs[0]
+    idx = g.add_constant("i0", np.array([0], np.int64))
+    first = g.add_node("Gather", [shape, idx], attrs={"axis": 0}).outputs[0]
+    minus = g.add_constant("m1", np.array([-1], np.int64))
+    target = g.add_node("Concat", [first, minus], attrs={"axis": 0}).outputs[0]
+    reshape = g.add_node("Reshape", [x, target])
+    for node in g.nodes:
+        for value, meta in zip(node.outputs, ops.infer_node(node)):
+            value.meta = meta
+    assert reshape.outputs[0].meta == TensorMeta(DType.FLOAT32, ("batch", 20))

@@ -1,0 +1,838 @@
+"""Tests of graphengine._runtime, the native device runtime (host backend).
+
+Specs are built by hand with SpecBuilder; every kernel is compared against a numpy
+reference.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import pytest
+
+from graphengine import _runtime as rt
+
+RNG = np.random.default_rng(0)
+
+
+# ---- spec building -----------------------------------------------------------------------
+
+
+def _align(n: int, a: int = 64) -> int:
+    return (n + a - 1) // a * a
+
+
+class SpecBuilder:
+    """Lays tensors out in an arena / weight region and collects tasks."""
+
+    def __init__(self, name: str = "m", num_streams: int = 1, num_events: int = 0) -> None:
+        self.name = name
+        self.num_streams = num_streams
+        self.num_events = num_events
+        self.tensors: list[dict] = []
+        self.tasks: list[dict] = []
+        self.weights = bytearray()
+        self.arena = 0
+        self.inputs: list[int] = []
+        self.outputs: list[int] = []
+
+    def tensor(self, name: str, dtype: str, shape, offset: int | None = None) -> int:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if offset is None:
+            offset = _align(self.arena)
+        self.arena = max(self.arena, offset + nbytes)
+        self.tensors.append(
+            {"name": name, "dtype": dtype, "shape": list(shape), "region": "arena", "offset": offset}
+        )
+        return len(self.tensors) - 1
+
+    def const(self, name: str, value: np.ndarray) -> int:
+        value = np.ascontiguousarray(value)
+        offset = _align(len(self.weights))
+        self.weights.extend(b"\0" * (offset - len(self.weights)))
+        self.weights.extend(value.tobytes())
+        self.tensors.append(
+            {"name": name, "dtype": value.dtype.name, "shape": list(value.shape),
+             "region": "weight", "offset": offset}
+        )
+        return len(self.tensors) - 1
+
+    def input(self, name: str, dtype: str, shape) -> int:
+        t = self.tensor(name, dtype, shape)
+        self.inputs.append(t)
+        return t
+
+    def kernel(self, op: str, inputs, outputs, name: str | None = None, stream: int = 0,
+               **attrs) -> None:
+        self.tasks.append({
+            "kind": "kernel", "name": name or f"{op.lower()}{len(self.tasks)}", "op": op,
+            "stream": stream, "inputs": list(inputs), "outputs": list(outputs), "attrs": attrs,
+        })
+
+    def record(self, event: int, stream: int) -> None:
+        self.tasks.append({"kind": "record", "name": f"record{len(self.tasks)}",
+                           "stream": stream, "event": event})
+
+    def wait(self, event: int, stream: int) -> None:
+        self.tasks.append({"kind": "wait", "name": f"wait{len(self.tasks)}",
+                           "stream": stream, "event": event})
+
+    def spec(self) -> dict:
+        return {
+            "name": self.name,
+            "arena_bytes": _align(self.arena),
+            "weights": np.frombuffer(bytes(self.weights), dtype=np.uint8),
+            "tensors": self.tensors,
+            "num_streams": self.num_streams,
+            "num_events": self.num_events,
+            "tasks": self.tasks,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+        }
+
+    def load(self, device: rt.Device | None = None) -> rt.Model:
+        return rt.Model(device or DEVICE, self.spec())
+
+
+DEVICE = rt.Device()
+
+
+class Const:
+    """Marks a run_op input as a constant in the weight region."""
+
+    def __init__(self, value: np.ndarray) -> None:
+        self.value = np.asarray(value)
+
+
+def run_op(op: str, inputs, out_shape, out_dtype: str = "float32", n_outputs: int = 1,
+           **attrs):
+    """Runs one node; inputs are arrays (model inputs), Const (weights) or None (omitted)."""
+    b = SpecBuilder(op)
+    idx, feeds = [], []
+    for i, x in enumerate(inputs):
+        if x is None:
+            idx.append(-1)
+        elif isinstance(x, Const):
+            idx.append(b.const(f"c{i}", x.value))
+        else:
+            x = np.asarray(x)
+            idx.append(b.input(f"x{i}", x.dtype.name, x.shape))
+            feeds.append(x)
+    shapes = out_shape if n_outputs > 1 else [out_shape]
+    dtypes = out_dtype if n_outputs > 1 else [out_dtype]
+    outs = [b.tensor(f"y{k}", dt, s) for k, (s, dt) in enumerate(zip(shapes, dtypes))]
+    b.outputs = outs
+    b.kernel(op, idx, outs, **attrs)
+    result = b.load().execute(feeds)
+    return result if n_outputs > 1 else result[0]
+
+
+def randn(*shape) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def close(a, b, rtol=1e-4, atol=1e-5) -> None:
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+# ---- numpy references --------------------------------------------------------------------
+
+
+def conv_ref(x, w, b=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1), group=1):
+    n, c, h, wd = x.shape
+    m, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dilations[0] - 1) // strides[0] + 1
+    ow = (wd + pads[1] + pads[3] - (kw - 1) * dilations[1] - 1) // strides[1] + 1
+    out = np.zeros((n, m, oh, ow), np.float64)
+    mg = m // group
+    for g in range(group):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        ws = w[g * mg:(g + 1) * mg]
+        for i in range(kh):
+            for j in range(kw):
+                hi, wj = i * dilations[0], j * dilations[1]
+                patch = xs[:, :, hi:hi + strides[0] * (oh - 1) + 1:strides[0],
+                           wj:wj + strides[1] * (ow - 1) + 1:strides[1]]
+                out[:, g * mg:(g + 1) * mg] += np.einsum("nchw,mc->nmhw", patch, ws[:, :, i, j])
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out.astype(np.float32)
+
+
+def pool_ref(x, kernel, strides, pads, out_hw, mode, count_include_pad=0):
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    out = np.zeros((n, c, oh, ow), np.float32)
+    for i in range(oh):
+        for j in range(ow):
+            h0, w0 = i * strides[0] - pads[0], j * strides[1] - pads[1]
+            h1, w1 = h0 + kernel[0], w0 + kernel[1]
+            hs, ws = max(h0, 0), max(w0, 0)
+            he, we = min(h1, h), min(w1, w)
+            win = x[:, :, hs:he, ws:we]
+            if mode == "max":
+                out[:, :, i, j] = win.max(axis=(2, 3))
+            else:
+                if count_include_pad:
+                    cnt = (min(h1, h + pads[2]) - h0) * (min(w1, w + pads[3]) - w0)
+                else:
+                    cnt = (he - hs) * (we - ws)
+                out[:, :, i, j] = win.sum(axis=(2, 3)) / cnt
+    return out
+
+
+ERF = np.vectorize(math.erf, otypes=[np.float32])
+
+
+# ---- basics ------------------------------------------------------------------------------
+
+
+def test_module_surface():
+    assert issubclass(rt.InvalidArgument, rt.Error)
+    assert issubclass(rt.Error, RuntimeError)
+    ops = rt.supported_ops()
+    for op in ("Conv", "MatMul", "Gemm", "Gather", "LayerNormalization", "Softmax", "Where"):
+        assert op in ops
+    assert rt.dnnl_version().startswith("3.")
+    d = rt.Device(threads=1)
+    assert d.name == "host" and d.threads == 1
+    assert rt.Device().threads >= 1
+
+
+def test_model_properties_and_stats():
+    b = SpecBuilder("props")
+    x = b.input("x", "float32", [2, 3])
+    y = b.tensor("y", "float32", [2, 3])
+    b.kernel("Relu", [x], [y])
+    b.outputs = [y]
+    m = b.load()
+    assert m.name == "props" and m.num_tasks == 1 and m.num_streams == 1
+    xv = randn(2, 3)
+    for _ in range(3):
+        close(m.execute([xv])[0], np.maximum(xv, 0))
+    s = m.stats()
+    assert s["runs"] == 3 and s["seconds"] > 0 and s["streams"] == 1 and s["tasks"] == 1
+    assert s["arena_bytes"] >= 2 * 24 and s["weight_bytes"] == 0
+    assert s["bytes_copied"] == 3 * 2 * 24
+
+
+def test_outputs_are_fresh_arrays_and_noncontiguous_inputs_accepted():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [3, 4])
+    y = b.tensor("y", "float32", [3, 4])
+    b.kernel("Neg", [x], [y])
+    b.outputs = [y]
+    m = b.load()
+    base = randn(4, 3)
+    r1 = m.execute([base.T])[0]  # a transposed (non C-contiguous) view
+    close(r1, -base.T)
+    r2 = m.execute([np.zeros((3, 4), np.float32)])[0]
+    close(r1, -base.T)  # r1 owns its memory: not overwritten by the next run
+    assert r1.flags.owndata or r1.base is not None
+    assert r1.flags.c_contiguous and np.all(r2 == 0)
+
+
+# ---- Conv --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(c=4, m=6, hw=(9, 9), k=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1), group=1),
+        dict(c=4, m=8, hw=(10, 7), k=(3, 2), strides=(2, 1), pads=(0, 1, 1, 0), group=2),
+        dict(c=3, m=5, hw=(11, 11), k=(3, 3), strides=(1, 1), pads=(2, 2, 2, 2), group=1,
+             dilations=(2, 2)),
+        dict(c=16, m=16, hw=(12, 12), k=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1), group=16),
+        dict(c=32, m=64, hw=(7, 7), k=(1, 1), strides=(1, 1), pads=(0, 0, 0, 0), group=1),
+    ],
+)
+def test_conv_matches_reference(cfg):
+    c, m, (h, w), k, group = cfg["c"], cfg["m"], cfg["hw"], cfg["k"], cfg["group"]
+    dil = cfg.get("dilations", (1, 1))
+    x = randn(2, c, h, w)
+    wt = randn(m, c // group, *k)
+    bias = randn(m)
+    ref = conv_ref(x, wt, bias, cfg["strides"], cfg["pads"], dil, group)
+    out = run_op("Conv", [x, Const(wt), Const(bias)], ref.shape, strides=list(cfg["strides"]),
+                 pads=list(cfg["pads"]), dilations=list(dil), group=group,
+                 kernel_shape=list(k))
+    close(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_fused_activation_residual_and_runtime_weights():
+    x = randn(1, 8, 6, 6)
+    wt = randn(8, 8, 3, 3) * 0.2
+    res = randn(1, 8, 6, 6)
+    ref = np.maximum(conv_ref(x, wt, None, pads=(1, 1, 1, 1)) + res, 0)
+    # Weights as a model input (arena): reordered on every run; bias omitted (-1).
+    out = run_op("Conv", [x, wt, None, res], ref.shape, pads=[1, 1, 1, 1], activation="Relu",
+                 sum=1)
+    close(out, ref, atol=1e-4)
+    # Depthwise + Clip (ReLU6), as in mobilenetv2.
+    wd = randn(8, 1, 3, 3)
+    ref = np.clip(conv_ref(x, wd, None, pads=(1, 1, 1, 1), group=8), 0, 6)
+    out = run_op("Conv", [x, Const(wd)], ref.shape, pads=[1, 1, 1, 1], group=8,
+                 activation="Clip", activation_alpha=0.0, activation_beta=6.0)
+    close(out, ref, atol=1e-4)
+
+
+def test_conv_1d():
+    x = randn(2, 3, 10)
+    wt = randn(4, 3, 3)
+    ref = conv_ref(x[:, :, None, :], wt[:, :, None, :], None, pads=(0, 1, 0, 1))[:, :, 0, :]
+    out = run_op("Conv", [x, Const(wt)], ref.shape, pads=[1, 1])
+    close(out, ref, atol=1e-4)
+
+
+def test_conv_shape_errors_name_the_node():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, 4, 8, 8])
+    w = b.const("w", randn(64, 3, 7, 7))
+    y = b.tensor("y", "float32", [1, 64, 2, 2])
+    b.kernel("Conv", [x, w], [y], name="conv1")
+    b.outputs = [y]
+    with pytest.raises(rt.InvalidArgument,
+                       match=r"^node 'conv1' \(Conv\): weight shape \[64,3,7,7\] does not match "
+                             r"input channels 4"):
+        b.load()
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, 3, 8, 8])
+    w = b.const("w", randn(4, 3, 3, 3))
+    y = b.tensor("y", "float32", [1, 4, 8, 8])  # no padding -> should be 6x6
+    b.kernel("Conv", [x, w], [y], name="c2")
+    b.outputs = [y]
+    with pytest.raises(rt.InvalidArgument, match=r"node 'c2' \(Conv\): output shape"):
+        b.load()
+
+
+# ---- pooling -----------------------------------------------------------------------------
+
+
+def test_max_and_average_pool():
+    x = randn(2, 3, 9, 9)
+    ref = pool_ref(x, (3, 3), (2, 2), (1, 1, 1, 1), (5, 5), "max")
+    close(run_op("MaxPool", [x], ref.shape, kernel_shape=[3, 3], strides=[2, 2],
+                 pads=[1, 1, 1, 1]), ref)
+    for cip in (0, 1):
+        ref = pool_ref(x, (3, 3), (2, 2), (1, 1, 1, 1), (5, 5), "avg", cip)
+        close(run_op("AveragePool", [x], ref.shape, kernel_shape=[3, 3], strides=[2, 2],
+                     pads=[1, 1, 1, 1], count_include_pad=cip), ref)
+    # ceil_mode: 8 -> ceil((8-3)/2)+1 = 4 windows, the last one partial.
+    x = randn(1, 2, 8, 8)
+    ref = pool_ref(x, (3, 3), (2, 2), (0, 0, 0, 0), (4, 4), "max")
+    close(run_op("MaxPool", [x], ref.shape, kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+          ref)
+    ref = pool_ref(x, (3, 3), (2, 2), (0, 0, 0, 0), (4, 4), "avg")
+    close(run_op("AveragePool", [x], ref.shape, kernel_shape=[3, 3], strides=[2, 2],
+                 ceil_mode=1), ref)
+
+
+def test_global_pools():
+    x = randn(2, 5, 7, 6)
+    close(run_op("GlobalAveragePool", [x], [2, 5, 1, 1]), x.mean(axis=(2, 3), keepdims=True))
+    close(run_op("GlobalMaxPool", [x], [2, 5, 1, 1]), x.max(axis=(2, 3), keepdims=True))
+
+
+# ---- Gemm / MatMul -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_gemm_transposes_and_bias(ta, tb):
+    a, b, c = randn(5, 7), randn(7, 3), randn(3)
+    av = a.T.copy() if ta else a
+    bv = b.T.copy() if tb else b
+    out = run_op("Gemm", [av, Const(bv), Const(c)], [5, 3], transA=ta, transB=tb)
+    close(out, a @ b + c)
+
+
+def test_gemm_alpha_beta_broadcast_activation_residual():
+    a, b = randn(4, 6), randn(6, 5)
+    for cshape in ([4, 5], [4, 1], [1, 5], []):
+        c = randn(*cshape)
+        out = run_op("Gemm", [a, b, c], [4, 5], alpha=0.5, beta=2.0)
+        close(out, 0.5 * (a @ b) + 2.0 * c)
+        out = run_op("Gemm", [a, Const(b), Const(c)], [4, 5])
+        close(out, a @ b + c)
+    r = randn(4, 5)
+    c = randn(5)
+    out = run_op("Gemm", [a, Const(b), Const(c), r], [4, 5], activation="Tanh", sum=1)
+    close(out, np.tanh(a @ b + c + r))
+    out = run_op("Gemm", [a, Const(b), None, r], [4, 5], alpha=2.0, activation="Relu", sum=1)
+    close(out, np.maximum(2 * (a @ b) + r, 0))
+
+
+@pytest.mark.parametrize(
+    "sa,sb",
+    [([3, 4], [4, 5]), ([2, 3, 4], [4, 5]), ([2, 1, 3, 4], [5, 4, 2]), ([4], [4, 5]),
+     ([3, 4], [4]), ([4], [4]), ([2, 3, 4], [2, 4, 5])],
+)
+def test_matmul_numpy_semantics(sa, sb):
+    a, b = randn(*sa), randn(*sb)
+    ref = np.matmul(a, b)
+    close(run_op("MatMul", [a, b], ref.shape), ref, atol=1e-4)
+    close(run_op("MatMul", [a, Const(b)], ref.shape), ref, atol=1e-4)
+
+
+def test_matmul_bias_gelu_residual():
+    a, b, bias, r = randn(2, 8, 16), randn(16, 12), randn(12), randn(2, 8, 12)
+    h = a @ b + bias
+    gelu = 0.5 * h * (1 + ERF(h / np.sqrt(2)))
+    out = run_op("MatMul", [a, Const(b), Const(bias)], [2, 8, 12], has_bias=1, activation="Gelu")
+    close(out, gelu, atol=1e-4)
+    out = run_op("MatMul", [a, Const(b), Const(bias), r], [2, 8, 12], has_bias=1, sum=1)
+    close(out, h + r, atol=1e-4)
+
+
+def test_matmul_shape_error():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [3, 4])
+    w = b.const("w", randn(5, 6))
+    y = b.tensor("y", "float32", [3, 6])
+    b.kernel("MatMul", [x, w], [y], name="fc")
+    with pytest.raises(rt.InvalidArgument, match=r"node 'fc' \(MatMul\): inner dimensions"):
+        b.load()
+
+
+# ---- elementwise -------------------------------------------------------------------------
+
+BINARY = {
+    "Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide,
+    "Max": np.maximum, "Min": np.minimum, "Pow": np.power,
+}
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+@pytest.mark.parametrize(
+    "sa,sb",
+    [([2, 3, 4], [2, 3, 4]), ([2, 3, 4], [4]), ([2, 1, 4], [3, 1]), ([], [5, 2]),
+     ([1, 3, 1, 5, 1, 2], [4, 1, 6, 1, 7, 2]), ([6, 40000], [6, 1])],
+)
+def test_binary_broadcasting(op, sa, sb):
+    a, b = randn(*sa), randn(*sb)
+    if op == "Pow":
+        a = np.abs(a) + 0.5
+    if op == "Div":
+        b = np.where(np.abs(b) < 0.1, 1.0, b).astype(np.float32)
+    ref = BINARY[op](a, b)
+    close(run_op(op, [a, b], ref.shape), ref, rtol=2e-4, atol=1e-5)
+
+
+def test_binary_int64_and_const_pow():
+    a = RNG.integers(-100, 100, (3, 4)).astype(np.int64)
+    b = RNG.integers(-100, 100, (4,)).astype(np.int64)
+    for op in ("Add", "Sub", "Mul", "Max", "Min"):
+        out = run_op(op, [a, b], [3, 4], "int64")
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out, BINARY[op](a, b))
+    x = randn(4, 5)
+    close(run_op("Pow", [x, Const(np.array(2.0, np.float32))], [4, 5]), x * x)
+    close(run_op("Pow", [np.abs(x), Const(np.array(0.5, np.float32))], [4, 5]),
+          np.sqrt(np.abs(x)))
+
+
+def test_binary_errors():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [2, 3])
+    z = b.input("z", "float32", [4])
+    y = b.tensor("y", "float32", [2, 3])
+    b.kernel("Add", [x, z], [y], name="add")
+    with pytest.raises(rt.InvalidArgument, match=r"node 'add' \(Add\): shapes \[2,3\] and \[4\]"):
+        b.load()
+
+
+def _np_unary(op: str, x: np.ndarray, attrs: dict) -> np.ndarray:
+    if op == "Gelu":
+        if attrs.get("approximate") == "tanh":
+            return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+        return 0.5 * x * (1 + ERF(x / np.sqrt(2)))
+    table = {
+        "Relu": lambda v: np.maximum(v, 0),
+        "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+        "Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Abs": np.abs,
+        "Neg": np.negative, "Erf": ERF, "Floor": np.floor, "Ceil": np.ceil,
+        "Identity": lambda v: v, "Reciprocal": lambda v: 1 / v,
+        "Softplus": lambda v: np.log1p(np.exp(v)),
+        "LeakyRelu": lambda v: np.where(v > 0, v, attrs.get("alpha", 0.01) * v),
+        "Clip": lambda v: np.clip(v, attrs.get("min", -np.inf), attrs.get("max", np.inf)),
+        "HardSigmoid": lambda v: np.clip(attrs.get("alpha", 0.2) * v + attrs.get("beta", 0.5),
+                                         0, 1),
+        "HardSwish": lambda v: v * np.clip(v / 6 + 0.5, 0, 1),
+    }
+    return table[op](x)
+
+
+@pytest.mark.parametrize(
+    "op,attrs",
+    [("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("Exp", {}), ("Log", {}), ("Sqrt", {}),
+     ("Abs", {}), ("Neg", {}), ("Erf", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"}),
+     ("LeakyRelu", {"alpha": 0.2}), ("Clip", {"min": -0.5, "max": 0.7}),
+     ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}), ("HardSwish", {}), ("Softplus", {}),
+     ("Reciprocal", {}), ("Identity", {}), ("Floor", {}), ("Ceil", {})],
+)
+def test_unary(op, attrs):
+    x = randn(3, 70) * 2
+    if op in ("Log", "Sqrt", "Reciprocal"):
+        x = np.abs(x) + 0.1
+    ref = _np_unary(op, x.astype(np.float64), attrs)
+    close(run_op(op, [x], x.shape, **attrs), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_clip_bounds_from_constant_inputs():
+    x = randn(10)
+    out = run_op("Clip", [x, Const(np.array(-0.1, np.float32)), Const(np.array(0.2, np.float32))],
+                 [10])
+    close(out, np.clip(x, -0.1, 0.2))
+
+
+# ---- normalisation -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1, -3])
+def test_softmax_and_log_softmax(axis):
+    x = randn(3, 4, 5)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    sm = e / e.sum(axis=axis, keepdims=True)
+    close(run_op("Softmax", [x], x.shape, axis=axis), sm)
+    close(run_op("LogSoftmax", [x], x.shape, axis=axis), np.log(sm), atol=1e-5)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm(axis):
+    x, eps = randn(2, 3, 8), 1e-5
+    norm_shape = x.shape[axis:] if axis >= 0 else x.shape[axis:]
+    scale, bias = randn(*norm_shape), randn(*norm_shape)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    ref = (x - mu) / np.sqrt(var + eps) * scale + bias
+    close(run_op("LayerNormalization", [x, Const(scale), Const(bias)], x.shape, axis=axis,
+                 epsilon=eps), ref, atol=1e-4)
+    close(run_op("LayerNormalization", [x, Const(scale)], x.shape, axis=axis, epsilon=eps),
+          ref - bias, atol=1e-4)
+
+
+def test_batch_norm():
+    x = randn(2, 4, 5, 3)
+    s, b, mean = randn(4), randn(4), randn(4)
+    var = np.abs(randn(4)) + 0.5
+    r = lambda v: v.reshape(1, 4, 1, 1)  # noqa: E731
+    ref = (x - r(mean)) / np.sqrt(r(var) + 1e-3) * r(s) + r(b)
+    out = run_op("BatchNormalization", [x, Const(s), Const(b), Const(mean), Const(var)],
+                 x.shape, epsilon=1e-3)
+    close(out, ref, atol=1e-4)
+
+
+# ---- reductions --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op,fn", [("ReduceMean", np.mean), ("ReduceSum", np.sum),
+                                   ("ReduceMax", np.max)])
+def test_reduce(op, fn):
+    x = randn(3, 4, 5)
+    for axes, keep in (([1], 1), ([0, 2], 0), ([-1], 1), ([], 0)):
+        ref = fn(x, axis=tuple(axes) if axes else None, keepdims=bool(keep))
+        out = run_op(op, [x], np.shape(ref), axes=axes, keepdims=keep)
+        close(out, ref, atol=1e-5)
+    # Axes as a constant second input (opset 18).
+    ref = fn(x, axis=(1,), keepdims=True)
+    close(run_op(op, [x, Const(np.array([1], np.int64))], ref.shape), ref, atol=1e-5)
+    # noop_with_empty_axes: identity.
+    close(run_op(op, [x], x.shape, axes=[], noop_with_empty_axes=1), x)
+
+
+# ---- data movement -----------------------------------------------------------------------
+
+
+def test_concat_any_dtype():
+    a, b = randn(2, 3, 4), randn(2, 5, 4)
+    close(run_op("Concat", [a, b], [2, 8, 4], axis=1), np.concatenate([a, b], axis=1))
+    ia = RNG.integers(0, 9, (3, 2)).astype(np.int64)
+    ib = RNG.integers(0, 9, (3, 1)).astype(np.int64)
+    out = run_op("Concat", [ia, ib, ia], [3, 5], "int64", axis=-1)
+    np.testing.assert_array_equal(out, np.concatenate([ia, ib, ia], axis=-1))
+
+
+@pytest.mark.parametrize("perm", [[0, 2, 1, 3], [0, 2, 3, 1], [3, 2, 1, 0], None])
+def test_transpose(perm):
+    x = randn(2, 3, 4, 5)
+    ref = np.transpose(x, perm)
+    attrs = {} if perm is None else {"perm": perm}
+    close(run_op("Transpose", [x], ref.shape, **attrs), ref)
+    xi = x.astype(np.int8)
+    np.testing.assert_array_equal(run_op("Transpose", [xi], ref.shape, "int8", **attrs),
+                                  np.transpose(xi, perm))
+
+
+def test_gather():
+    data = randn(10, 4)
+    idx = np.array([[0, 9], [-1, 3]], np.int64)
+    close(run_op("Gather", [data, idx], [2, 2, 4]), data[idx])
+    cols = np.array([3, -4, 1], np.int32)
+    close(run_op("Gather", [data, cols], [10, 3], axis=1), np.take(data, cols, axis=1))
+    ids = np.array([3, -2], np.int64)
+    out = run_op("Gather", [Const(np.arange(20, dtype=np.int64).reshape(5, 4)), ids], [2, 4],
+                 "int64")
+    np.testing.assert_array_equal(out, np.arange(20).reshape(5, 4)[ids])
+
+
+def test_slice():
+    x = randn(6, 7, 8)
+    close(run_op("Slice", [x], [2, 7, 3], starts=[1, 2], ends=[5, 8], axes=[0, 2], steps=[2, 2]),
+          x[1:5:2, :, 2:8:2])
+    # Negative step, engine-normalised: end -1 means "through index 0".
+    close(run_op("Slice", [x], [6, 7, 8], starts=[5], ends=[-1], axes=[0], steps=[-1]),
+          x[::-1])
+    close(run_op("Slice", [x], [6, 3, 8], starts=[6], ends=[0], axes=[1], steps=[-2]),
+          x[:, 6:0:-2])
+    # Clamped and empty slices.
+    close(run_op("Slice", [x], [6, 7, 2], starts=[6], ends=[100], axes=[-1]), x[..., 6:])
+    assert run_op("Slice", [x], [0, 7, 8], starts=[4], ends=[2], axes=[0]).shape == (0, 7, 8)
+
+
+def test_where_cast_expand_pad():
+    c = RNG.random((3, 1, 5)) > 0.5
+    x, y = randn(4, 5), randn(3, 4, 1)
+    close(run_op("Where", [c, x, y], [3, 4, 5]), np.where(c, x, y))
+    xi = RNG.integers(-5, 5, (4, 5)).astype(np.int64)
+    np.testing.assert_array_equal(
+        run_op("Where", [c, xi, np.int64(7)], [3, 4, 5], "int64"), np.where(c, xi, 7))
+
+    f = (randn(4, 6) * 100).astype(np.float32)
+    f[0, 0] = 3.99
+    f[0, 1] = -3.99
+    for to in ("int64", "int32", "float16", "float64", "bool", "uint8", "int8"):
+        out = run_op("Cast", [f], f.shape, to, to=to)
+        assert out.dtype == np.dtype(to)
+        if to in ("uint8", "int8"):  # out-of-range saturates instead of wrapping
+            info = np.iinfo(to)
+            np.testing.assert_array_equal(out, np.clip(np.trunc(f), info.min, info.max).astype(to))
+        else:
+            np.testing.assert_array_equal(out, f.astype(to))
+    h = randn(50).astype(np.float16)
+    np.testing.assert_array_equal(run_op("Cast", [h], [50], "float32", to="float32"),
+                                  h.astype(np.float32))
+    np.testing.assert_array_equal(run_op("Cast", [f], f.shape, "int64", to=7), f.astype(np.int64))
+
+    e = randn(3, 1)
+    close(run_op("Expand", [e], [2, 3, 4]), np.broadcast_to(e, (2, 3, 4)))
+
+    p = randn(2, 3, 4)
+    ref = np.pad(p, ((0, 0), (1, 2), (3, 0)), constant_values=1.5)
+    close(run_op("Pad", [p], ref.shape, pads=[0, 1, 3, 0, 2, 0], value=1.5), ref)
+    # Negative pads crop.
+    close(run_op("Pad", [p], [2, 2, 5], pads=[0, -1, 1, 0, 0, 0]),
+          np.pad(p[:, 1:, :], ((0, 0), (0, 0), (1, 0))))
+
+
+# ---- aliasing and copies -----------------------------------------------------------------
+
+
+def test_reshape_alias_and_copy_task():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [2, 6])
+    y = b.tensor("y", "float32", [2, 6])
+    # "r" aliases y (same bytes, different shape): a Reshape the engine resolved to an alias.
+    r = b.tensor("r", "float32", [3, 4], offset=b.tensors[y]["offset"])
+    c = b.tensor("c", "float32", [12])
+    z = b.tensor("z", "float32", [3, 4])
+    b.kernel("Relu", [x], [y])
+    b.tasks.append({"kind": "copy", "name": "flatten", "stream": 0, "inputs": [r],
+                    "outputs": [c]})
+    b.kernel("Neg", [r], [z])
+    b.outputs = [c, z]
+    m = b.load()
+    xv = randn(2, 6)
+    c_out, z_out = m.execute([xv])
+    close(c_out, np.maximum(xv, 0).reshape(12))
+    close(z_out, -np.maximum(xv, 0).reshape(3, 4))
+
+
+# ---- streams and events ------------------------------------------------------------------
+
+
+def _two_stream_model():
+    """x -> [s0: a = Relu(x)] ; [s1: b = Neg(x)] ; s0 waits b: out = a + b, then s1
+    waits out: o2 = Mul(out, b). Events carry both cross-stream edges."""
+    b = SpecBuilder("twostream", num_streams=2, num_events=2)
+    x = b.input("x", "float32", [64, 256])
+    a = b.tensor("a", "float32", [64, 256])
+    nb = b.tensor("nb", "float32", [64, 256])
+    t = b.tensor("t", "float32", [64, 256])
+    o = b.tensor("o", "float32", [64, 256])
+    o2 = b.tensor("o2", "float32", [64, 256])
+    b.kernel("Exp", [x], [a], stream=0)
+    b.kernel("Tanh", [x], [nb], stream=1)
+    b.kernel("Mul", [nb, nb], [t], stream=1)
+    b.record(0, stream=1)
+    b.wait(0, stream=0)
+    b.kernel("Add", [a, t], [o], stream=0)
+    b.record(1, stream=0)
+    b.wait(1, stream=1)
+    b.kernel("Sub", [o, nb], [o2], stream=1)
+    b.outputs = [o, o2]
+    return b
+
+
+def test_multi_stream_events_many_runs():
+    m = _two_stream_model().load()
+    assert m.num_streams == 2
+    for _ in range(200):
+        xv = randn(64, 256)
+        o, o2 = m.execute([xv])
+        ref = np.exp(xv) + np.tanh(xv) ** 2
+        close(o, ref, atol=1e-5)
+        close(o2, ref - np.tanh(xv), atol=1e-5)
+    assert m.stats()["runs"] == 200
+
+
+def test_event_errors():
+    b = SpecBuilder(num_streams=2, num_events=1)
+    x = b.input("x", "float32", [4])
+    y = b.tensor("y", "float32", [4])
+    b.wait(0, stream=1)
+    b.kernel("Relu", [x], [y], stream=1)
+    b.outputs = [y]
+    with pytest.raises(rt.InvalidArgument, match=r"node 'wait0' \(wait\): waits on event 0 before"):
+        b.load()
+    b.tasks[0]["event"] = 5
+    with pytest.raises(rt.InvalidArgument, match="event 5 out of range"):
+        b.load()
+    b.tasks[0] = {"kind": "record", "name": "r", "stream": 2, "event": 0}
+    with pytest.raises(rt.InvalidArgument, match=r"node 'r' \(record\): stream 2 out of range"):
+        b.load()
+
+
+# ---- failures ----------------------------------------------------------------------------
+
+
+def _gather_model(num_streams: int = 1):
+    """ids -> Gather(emb) on stream 0; stream 1 waits for it (if 2 streams)."""
+    b = SpecBuilder("emb", num_streams=num_streams, num_events=1)
+    ids = b.input("ids", "int64", [4])
+    table = b.const("table", np.arange(30522 * 2, dtype=np.float32).reshape(30522, 2))
+    g = b.tensor("g", "float32", [4, 2])
+    out = b.tensor("out", "float32", [4, 2])
+    b.kernel("Gather", [table, ids], [g], name="emb", axis=0)
+    if num_streams == 2:
+        b.record(0, stream=0)
+        b.wait(0, stream=1)
+    b.kernel("Relu", [g], [out], stream=num_streams - 1, name="relu")
+    b.outputs = [out]
+    return b.load()
+
+
+@pytest.mark.parametrize("num_streams", [1, 2])
+def test_failing_task_raises_with_node_name_and_model_recovers(num_streams):
+    m = _gather_model(num_streams)
+    good = np.array([0, 5, -1, 30521], np.int64)
+    table = np.arange(30522 * 2, dtype=np.float32).reshape(30522, 2)
+    close(m.execute([good])[0], table[good])
+    with pytest.raises(rt.InvalidArgument,
+                       match=r"^node 'emb' \(Gather\): index 30522 out of range \[-30522, 30521\] "
+                             r"on axis 0$"):
+        m.execute([np.array([1, 30522, 2, 3], np.int64)])
+    with pytest.raises(rt.InvalidArgument, match=r"index -30523 out of range"):
+        m.execute([np.array([-30523, 0, 0, 0], np.int64)])
+    for _ in range(3):  # the model stays usable
+        close(m.execute([good])[0], table[good])
+    assert m.stats()["runs"] == 4
+
+
+def test_input_validation():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, 3, 224, 224])
+    y = b.tensor("y", "float32", [1, 3, 224, 224])
+    b.kernel("Relu", [x], [y])
+    b.outputs = [y]
+    m = b.load()
+    with pytest.raises(rt.InvalidArgument,
+                       match=r"input 'x': expected float32\[1,3,224,224\], got float32\[1,3,224,225\]"):
+        m.execute([np.zeros((1, 3, 224, 225), np.float32)])
+    with pytest.raises(rt.InvalidArgument, match=r"input 'x': expected float32\[1,3,224,224\], "
+                                                 r"got float64\[1,3,224,224\]"):
+        m.execute([np.zeros((1, 3, 224, 224))])
+    with pytest.raises(rt.InvalidArgument, match=r"got complex64"):
+        m.execute([np.zeros((1, 3, 224, 224), np.complex64)])
+    with pytest.raises(rt.InvalidArgument, match="expects 1 inputs, got 2"):
+        m.execute([np.zeros((1, 3, 224, 224), np.float32)] * 2)
+    assert m.execute([np.ones((1, 3, 224, 224), np.float32)])[0].sum() == 3 * 224 * 224
+
+
+def test_spec_errors():
+    def base():
+        b = SpecBuilder()
+        x = b.input("x", "float32", [4, 4])
+        y = b.tensor("y", "float32", [4, 4])
+        b.kernel("Relu", [x], [y], name="act")
+        b.outputs = [y]
+        return b
+
+    b = base()
+    b.tensors[1]["offset"] = b.spec()["arena_bytes"]
+    with pytest.raises(rt.InvalidArgument, match=r"tensor 'y': bytes \[\d+, \d+\) exceed the arena"):
+        b.load()
+    b = base()
+    b.tasks[0]["inputs"] = [7]
+    with pytest.raises(rt.InvalidArgument, match=r"node 'act' \(Relu\): input tensor index 7 out"):
+        b.load()
+    b = base()
+    b.inputs = [9]
+    with pytest.raises(rt.InvalidArgument, match="model input tensor index 9 out of range"):
+        b.load()
+    b = base()
+    b.tasks[0]["op"] = "FancyOp"
+    with pytest.raises(rt.InvalidArgument, match=r"node 'act' \(FancyOp\): unsupported op"):
+        b.load()
+    b = base()
+    b.tensors[0]["dtype"] = "complex64"
+    with pytest.raises(rt.InvalidArgument, match="unknown dtype"):
+        b.load()
+    b = base()
+    del b.tasks[0]["name"]
+    with pytest.raises(rt.InvalidArgument, match=r"tasks\[0\]: missing key 'name'"):
+        b.load()
+    b = base()
+    b.tasks[0]["attrs"] = {"alpha": "x"}
+    b.tasks[0]["op"] = "LeakyRelu"
+    with pytest.raises(rt.InvalidArgument, match="attribute 'alpha' must be a float"):
+        b.load()
+    b = base()
+    w = b.const("w", randn(4, 4))
+    b.tasks[0]["outputs"] = [w]
+    with pytest.raises(rt.InvalidArgument, match="must be in the arena"):
+        b.load()
+    spec = base().spec()
+    spec["num_streams"] = 0
+    with pytest.raises(rt.InvalidArgument, match="num_streams"):
+        rt.Model(DEVICE, spec)
+
+
+# ---- concurrency -------------------------------------------------------------------------
+
+
+def test_concurrent_execute_from_threads():
+    m = _two_stream_model().load(rt.Device(threads=2))
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(40):
+                xv = rng.standard_normal((64, 256)).astype(np.float32)
+                o, o2 = m.execute([xv])
+                ref = np.exp(xv) + np.tanh(xv) ** 2
+                np.testing.assert_allclose(o, ref, rtol=1e-4, atol=1e-5)
+                np.testing.assert_allclose(o2, ref - np.tanh(xv), rtol=1e-4, atol=1e-5)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert m.stats()["runs"] == 160

@@ -1,0 +1,122 @@
+"""The in-process API: graphengine.Session, as embedded users call it."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import graphengine
+from graphengine.engine.errors import (
+    ErrorCode,
+    GraphEngineError,
+    InvalidGraph,
+    InvalidInput,
+    InvalidModel,
+    NotFound,
+    ResourceExhausted,
+)
+from tests import zoo
+
+
+def tiny(nodes, inputs=(("x", [2, 3]),), outputs=(("y", [2, 3]),), inits=()):
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_session_flow_matches_onnxruntime(tmp_path):
+    model = zoo.mlp(sizes=(32, 64, 10))
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    x = zoo.random_inputs(model, seed=3)
+    ref = ort.InferenceSession(str(path)).run(None, x)[0]
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(str(path))
+        report = sess.compile_graph(gid)
+        assert report.partitions and report.passes
+        out = sess.run_graph(gid, x)
+        info = sess.graph_info(gid)
+        assert info.compiled and info.inputs[0].name == "input"
+        np.testing.assert_allclose(out[info.outputs[0].name], ref, rtol=1e-4, atol=1e-5)
+        sess.remove_graph(gid)
+        with pytest.raises(NotFound, match=f"graph {gid} not found"):
+            sess.run_graph(gid, x)
+
+
+def test_bytes_and_symbolic_batch():
+    model = zoo.mlp(sizes=(8, 16, 4), symbolic_batch=True)
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model.SerializeToString())
+        sess.compile_graph(gid)  # symbolic: validated now, compiled per signature on run
+        for batch in (1, 3, 3, 7):
+            x = np.ones((batch, 8), np.float32)
+            (out,) = sess.run_graph(gid, {"input": x}).values()
+            assert out.shape == (batch, 4)
+
+
+@pytest.mark.parametrize("nodes, match", [
+    ([helper.make_node("Relu", ["y"], ["z"], name="a"),
+      helper.make_node("Relu", ["z"], ["y"], name="b")], "cycle"),
+    ([helper.make_node("FancyOp", ["x"], ["y"], name="fancy")], "fancy.*unknown op type"),
+    ([helper.make_node("Add", ["x", "nowhere"], ["y"], name="adder")], "adder.*nowhere"),
+])
+def test_malformed_graphs_name_the_node(nodes, match):
+    with graphengine.Session() as sess:
+        with pytest.raises(InvalidGraph, match=match) as err:
+            sess.add_graph(tiny(nodes))
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_not_a_model():
+    with graphengine.Session() as sess, pytest.raises(InvalidModel, match="not an ONNX model"):
+        sess.add_graph(b"\x00\x01garbage bytes")
+
+
+def test_bad_runs_name_the_tensor_and_session_keeps_working():
+    model = tiny([helper.make_node("Relu", ["x"], ["y"])])
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model)
+        good = {"x": np.ones((2, 3), np.float32)}
+        with pytest.raises(InvalidInput, match="missing input 'x'"):
+            sess.run_graph(gid, {})
+        with pytest.raises(InvalidInput, match=r"input 'x': expected shape float32\[2,3\]"):
+            sess.run_graph(gid, {"x": np.ones((2, 4), np.float32)})
+        with pytest.raises(InvalidInput, match="input 'x': expected dtype float32"):
+            sess.run_graph(gid, {"x": np.ones((2, 3), np.float64)})
+        with pytest.raises(NotFound):
+            sess.run_graph(gid + 100, good)
+        np.testing.assert_array_equal(sess.run_graph(gid, good)["y"], good["x"])
+
+
+def test_gather_out_of_range_is_an_error_not_a_crash():
+    data = helper.make_tensor("table", TensorProto.FLOAT, [4, 2], np.arange(8.0).tolist())
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "idx"], ["y"], name="emb")], "gather",
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2])], [data])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model)
+        ok = sess.run_graph(gid, {"idx": np.array([0, 3, -1])})["y"]
+        np.testing.assert_array_equal(ok, np.array([[0, 1], [6, 7], [6, 7]], np.float32))
+        with pytest.raises(GraphEngineError, match="emb") as err:
+            sess.run_graph(gid, {"idx": np.array([0, 4, 1])})
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
+        assert sess.run_graph(gid, {"idx": np.array([1, 1, 1])})["y"].shape == (3, 2)
+
+
+def test_memory_limit_is_checked_before_load():
+    model = zoo.mlp(sizes=(256, 512, 10))
+    with graphengine.Session({"memory_limit_bytes": 4096}) as sess:
+        gid = sess.add_graph(model)
+        with pytest.raises(ResourceExhausted, match=r"needs \d+ bytes.*4096 byte limit"):
+            sess.compile_graph(gid)
+
+
+def test_unknown_compile_option_is_rejected():
+    with pytest.raises(InvalidInput, match="unknown compile option 'bogus'"):
+        graphengine.Session({"options": {"bogus": "1"}})
