@@ -28,7 +28,9 @@ class DType(enum.Enum):
         if self is DType.STRING:
             return np.dtype(object)
         if self is DType.BFLOAT16:
-            raise TypeError("bfloat16 has no numpy dtype")
+            import ml_dtypes  # shipped with onnx; numpy itself has no bfloat16
+
+            return np.dtype(ml_dtypes.bfloat16)
         return np.dtype(self.value)
 
     @property
@@ -46,6 +48,8 @@ class DType(enum.Enum):
         dt = np.dtype(dtype)
         if dt == np.dtype(object) or dt.kind in "US":
             return cls.STRING
+        if dt.name == "bfloat16":
+            return cls.BFLOAT16
         try:
             return cls(dt.name)
         except ValueError:
