@@ -34,6 +34,7 @@ run: install examples/models/mlp.onnx
 	$(VENV)/bin/graphengine serve --port $(PORT)
 
 test: install
+	$(PY) -m ruff check engine server clients runtime_ext/python tests benchmarks examples
 	$(PY) -m pytest -q tests
 
 lint: install

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import MODEL_NAMES, model_path, ort_run, random_inputs  # noqa: E402
+from common import MODEL_NAMES, model_path, ort_run, random_inputs
 
 RTOL, ATOL = 1e-3, 1e-4
 

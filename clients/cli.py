@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
 from graphengine.clients.errors import ClientError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -86,7 +87,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _timed(timings, "add"):
             graph_id = session.add_graph(model)
         with _timed(timings, "compile"):
-            report = session.compile_graph(graph_id)
+            # Compile for the shapes being run, so symbolic dims are bound now.
+            report = session.compile_graph(graph_id, {k: v.shape for k, v in inputs.items()})
         if args.report:
             print(report.render())
         with _timed(timings, "run"):

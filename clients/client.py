@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import numpy as np
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from graphengine.engine.report import CompileReport
 from graphengine.server import convert
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .errors import ClientError, from_rpc_error
 

@@ -111,7 +111,7 @@ class LoadedModel:
 
     def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray]) -> None:
         native = self.natives[prog.index]
-        args = [np.ascontiguousarray(env[n]) for n in prog.input_names]
+        args = [np.asarray(env[n], order="C") for n in prog.input_names]
         try:
             outs = native.execute(args)
         except _runtime.InvalidArgument as exc:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import NotFound
 from graphengine.engine.report import CompileReport, MemoryRecord, PassRecord
@@ -37,7 +38,7 @@ class ServerProcess:
 
     def __init__(self, *args: str) -> None:
         # Kept open for the process's lifetime (closed in cleanup), hence no `with`.
-        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115
+        self.log = tempfile.NamedTemporaryFile(
             prefix="graphengine-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "graphengine.clients.cli", "serve", "--port", "0", *args],
@@ -60,7 +61,8 @@ class ServerProcess:
                 line = self._lines.get(timeout=START_TIMEOUT)
             except queue.Empty:
                 self.kill()
-                raise RuntimeError(f"server not ready after {START_TIMEOUT}s\n{self.logs()}")
+                raise RuntimeError(
+                    f"server not ready after {START_TIMEOUT}s\n{self.logs()}") from None
             if line is None:
                 code = self.proc.wait()
                 raise RuntimeError(f"server exited with {code} before ready\n{self.logs()}")

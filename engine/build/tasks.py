@@ -62,11 +62,11 @@ class _Layout:
 
     def weight(self, v: Value) -> int:
         if v not in self.index:
-            arr = np.ascontiguousarray(v.const)
+            arr = np.asarray(v.const, order="C")  # keeps 0-d scalars 0-d
             self.index[v] = len(self.slots)
             self.slots.append(TensorSlot(v.name, arr.dtype.name, list(arr.shape), "weight",
                                          self.weight_bytes))
-            raw = arr.view(np.uint8).reshape(-1)
+            raw = arr.reshape(-1).view(np.uint8)
             pad = align(raw.nbytes) - raw.nbytes
             self.weights.append(raw)
             if pad:

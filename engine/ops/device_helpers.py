@@ -14,6 +14,8 @@ from .registry import DeviceKernel
 F32 = frozenset({DType.FLOAT32})
 F32_I64 = frozenset({DType.FLOAT32, DType.INT64})
 F32_I64_I32 = frozenset({DType.FLOAT32, DType.INT64, DType.INT32})
+# Views and copies move bytes; the runtime handles them for every fixed-size dtype.
+ANY_FIXED = frozenset(d for d in DType if d not in (DType.STRING,))
 
 
 def reject(node: Node, dtypes: Iterable[DType] = F32,
@@ -55,7 +57,7 @@ def const_scalar(node: Node, i: int) -> float | None:
 
 def view(node: Node, attrs: dict[str, Any]) -> DeviceKernel | str:
     """Lowering of pure view ops (Reshape, Flatten, Squeeze...): a Copy the planner aliases."""
-    why = reject(node, F32, data_inputs=(0,))
+    why = reject(node, ANY_FIXED, data_inputs=(0,))
     if why:
         return why
     return kernel("Copy", {}, (0,))

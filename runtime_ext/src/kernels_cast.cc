@@ -15,13 +15,18 @@ struct Half {
   uint16_t bits;
 };
 
-template <class T>
-using Wide = std::conditional_t<std::is_same_v<T, Half>, float, T>;
+// A bool tensor's byte, read as a byte: any non-zero value is true (reading it through a
+// bool* would be undefined behaviour for values other than 0 and 1).
+struct BoolByte {
+  uint8_t byte;
+};
 
 template <class S>
 inline auto load(const S& v) {
   if constexpr (std::is_same_v<S, Half>) {
     return half_to_float(v.bits);
+  } else if constexpr (std::is_same_v<S, BoolByte>) {
+    return static_cast<uint8_t>(v.byte != 0);
   } else {
     return v;
   }
@@ -76,7 +81,7 @@ CastFn pick(DType from, DType to) {
     case DType::kInt16: return pick_dst<int16_t>(to);
     case DType::kInt8: return pick_dst<int8_t>(to);
     case DType::kUInt8: return pick_dst<uint8_t>(to);
-    case DType::kBool: return pick_dst<bool>(to);
+    case DType::kBool: return pick_dst<BoolByte>(to);
   }
   return nullptr;
 }

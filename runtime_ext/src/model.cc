@@ -138,6 +138,10 @@ void Model::load_tensors(const ModelSpec& spec) {
       invalid("tensor '", ts.name, "': bytes [", ts.offset, ", ", ts.offset + static_cast<int64_t>(t.nbytes),
               ") exceed the ", ts.region, " region of ", region_size, " bytes");
     }
+    if (ts.offset % static_cast<int64_t>(dtype_size(t.dtype)) != 0) {
+      invalid("tensor '", ts.name, "': offset ", ts.offset, " is not a multiple of the ", dtype_name(t.dtype),
+              " element size ", dtype_size(t.dtype));
+    }
     t.offset = static_cast<size_t>(ts.offset);
     t.data = (t.region == Region::kArena ? arena_.data() : weights_.data()) + t.offset;
   }

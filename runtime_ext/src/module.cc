@@ -214,16 +214,22 @@ nb::dlpack::dtype to_dlpack(ge::DType t) {
   return mk(C::Float, 32);
 }
 
-// A C-contiguous view of `obj` (a copy only if it is not already C-contiguous). `keep`
-// receives the object that owns the memory. Returns false if the array's dtype is not
-// one the runtime knows (e.g. object or complex); `h` then only carries names for the
-// error message.
+// Fills `h` with a C-contiguous, native-byte-order view of `obj` (copying only if it is
+// not one already); `keep` receives the object that owns the memory. If the dtype is not
+// one the runtime knows (e.g. complex), `h->dtype` stays empty and `h` only carries the
+// names for the error message.
 void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h) {
   nb::object np = nb::module_::import_("numpy");
   nb::object arr = np.attr("asarray")(obj, "order"_a = "C");
-  *keep = arr;
   CpuArray view;
-  if (!nb::try_cast(arr, view) || !from_dlpack(view.dtype(), &h->dtype.emplace())) {
+  bool ok = nb::try_cast(arr, view);
+  if (!ok && !nb::cast<bool>(arr.attr("dtype").attr("isnative"))) {
+    // Non-native byte order: DLPack cannot describe it; convert once.
+    arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
+    ok = nb::try_cast(arr, view);
+  }
+  *keep = arr;
+  if (!ok || !from_dlpack(view.dtype(), &h->dtype.emplace())) {
     h->dtype.reset();
     h->type_name = nb::cast<std::string>(nb::str(arr.attr("dtype").attr("name")));
     for (nb::handle d : nb::borrow<nb::tuple>(arr.attr("shape"))) {
@@ -287,6 +293,9 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
 }
 
 nb::list model_execute(PyModel& self, nb::handle inputs) {
+  if (!is_sequence(inputs)) {
+    raise_status(ge::Status::InvalidArgument("execute() takes a list of numpy arrays"));
+  }
   std::vector<nb::object> objs = items(inputs, "inputs");
   std::vector<nb::object> keep(objs.size());
   std::vector<ge::HostTensor> host(objs.size());

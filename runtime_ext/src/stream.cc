@@ -5,15 +5,14 @@
 #include <omp.h>
 
 #include <cstdlib>
-#include <string>
 #include <cstring>
 
 namespace ge {
 
 void Stream::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
-Stream::Stream(const Device& device, int index, int omp_threads, bool spin)
-    : device_(device), index_(index), omp_threads_(omp_threads < 1 ? 1 : omp_threads), spin_(spin) {
+Stream::Stream(const Device& device, int index, int omp_threads, bool spin_sync)
+    : device_(device), index_(index), omp_threads_(omp_threads < 1 ? 1 : omp_threads), spin_sync_(spin_sync) {
   thread_ = std::thread([this] { worker_main(); });
 }
 
@@ -49,10 +48,7 @@ void Stream::submit(const Item* items, size_t n) {
 void Stream::synchronize() {
   // Only the submitting thread calls synchronize, so submitted_fast_ is current here.
   const uint64_t target = submitted_fast_.load(std::memory_order_acquire);
-  static const char* mode_env = std::getenv("GE_SPIN_TMP");
-  const std::string mode = mode_env ? mode_env : "";
-  bool sync_spin = mode == "all" ? true : mode == "none" || mode == "worker" ? false : spin_;
-  if (sync_spin &&
+  if (spin_sync_ &&
       spin_until([&] { return completed_fast_.load(std::memory_order_acquire) >= target; }, kSpinWait)) {
     return;
   }
@@ -68,10 +64,8 @@ void Stream::worker_main() {
   ExecContext ec{dnnl_stream, index_};
   std::vector<Item> batch;
   for (;;) {
-    static const char* mode_env = std::getenv("GE_SPIN_TMP");
-    const std::string mode = mode_env ? mode_env : "";
-    bool worker_spin = mode == "all" || mode == "worker" ? true : mode == "none" ? false : spin_;
-    if (worker_spin)
+    // Poll briefly for the next items (the gap between runs is often short); yields, so
+    // it never holds a core another thread wants.
     spin_until([&] { return submitted_fast_.load(std::memory_order_acquire) > completed_fast_.load(std::memory_order_relaxed); },
                kSpinWork);
     {

@@ -38,11 +38,10 @@ class Stream {
   };
 
   // Non-blocking: starts the worker thread. `device` is borrowed and must outlive the
-  // Stream. `spin`: the worker (waiting for items) and synchronize() poll briefly before
-  // they sleep. Only worth it when the model's OpenMP teams leave a core free: otherwise
-  // the poll steals time from the team (or from the thread that feeds the stream).
-  // Throws std::system_error if the thread cannot be started.
-  Stream(const Device& device, int index, int omp_threads, bool spin);
+  // Stream. `spin_sync`: synchronize() polls briefly before it sleeps. Only worth it when
+  // the model's OpenMP teams leave the caller a core: otherwise the poll steals time from
+  // the very team it waits for. Throws std::system_error if the thread cannot be started.
+  Stream(const Device& device, int index, int omp_threads, bool spin_sync);
 
   // Blocks: lets the worker finish every submitted item, then joins it.
   ~Stream();
@@ -75,7 +74,7 @@ class Stream {
   const Device& device_;
   const int index_;
   const int omp_threads_;
-  const bool spin_;
+  const bool spin_sync_;
   std::unique_ptr<uint8_t, FreeDeleter> workspace_;
   size_t workspace_bytes_ = 0;
 

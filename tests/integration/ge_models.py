@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from graphengine.engine import wire
 from graphengine.v1 import graph_pb2 as pb
-from onnx import TensorProto, helper, numpy_helper
 
 
 def mlp_onnx(batch: int | str = 2, features: int = 16, hidden: int = 32, classes: int = 5,

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 import grpc
 import numpy as np
 import pytest
+
 from graphengine.clients import Client, RemoteSession
 from graphengine.clients import errors as ce
 from graphengine.engine import wire

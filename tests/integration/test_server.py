@@ -7,13 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
 from graphengine.clients import Client
 from graphengine.clients import errors as ce
 from graphengine.engine.dtypes import DType
 from graphengine.engine.report import CompileReport
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-
 from tests import zoo
 
 from .ge_models import mlp_onnx, ort_run, simple_expected, simple_graphdef

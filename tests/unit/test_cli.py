@@ -6,6 +6,7 @@ import pathlib
 
 import numpy as np
 import pytest
+
 from graphengine.clients import cli
 from graphengine.engine.errors import InvalidInput
 

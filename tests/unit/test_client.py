@@ -8,13 +8,14 @@ import grpc
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper
+
 from graphengine.clients import Client, ClientError
 from graphengine.clients import errors as ce
 from graphengine.clients.client import model_fields
 from graphengine.engine.errors import InvalidGraph, NotFound
 from graphengine.engine.report import CompileReport
 from graphengine.v1 import graph_pb2
-from onnx import TensorProto, helper
 
 
 def tiny_onnx() -> onnx.ModelProto:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from graphengine.server.config import ConfigError, ServerConfig, format_address, load_config
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput
 from graphengine.engine.report import (

@@ -62,8 +62,8 @@ def test_memory_plan_reuses_activations():
     compiled, _ = run_ours(model, zoo.random_inputs(model))
     mem = compiled.report.memory
     assert mem.lower_bound_bytes <= mem.arena_bytes <= 1.25 * mem.lower_bound_bytes
-    total = sum(int(np.prod(s.shape)) * 4 for p in compiled.programs for s in getattr(p, "tensors", [])
-                if s.region == "arena")
+    total = sum(int(np.prod(s.shape)) * 4 for p in compiled.programs
+                for s in getattr(p, "tensors", []) if s.region == "arena")
     assert mem.arena_bytes < total / 2  # reuse, not one slot per tensor
 
 

@@ -43,9 +43,8 @@ class SpecBuilder:
         if offset is None:
             offset = _align(self.arena)
         self.arena = max(self.arena, offset + nbytes)
-        self.tensors.append(
-            {"name": name, "dtype": dtype, "shape": list(shape), "region": "arena", "offset": offset}
-        )
+        self.tensors.append({"name": name, "dtype": dtype, "shape": list(shape),
+                             "region": "arena", "offset": offset})
         return len(self.tensors) - 1
 
     def const(self, name: str, value: np.ndarray) -> int:
@@ -233,6 +232,26 @@ def test_outputs_are_fresh_arrays_and_noncontiguous_inputs_accepted():
     close(r1, -base.T)  # r1 owns its memory: not overwritten by the next run
     assert r1.flags.owndata or r1.base is not None
     assert r1.flags.c_contiguous and np.all(r2 == 0)
+    big_endian = np.arange(12, dtype=">f4").reshape(3, 4)
+    close(m.execute([big_endian])[0], -np.arange(12, dtype=np.float32).reshape(3, 4))
+    with pytest.raises(rt.InvalidArgument, match="takes a list"):
+        m.execute("not a list")
+
+
+def test_scalar_tensors_and_bool_bytes():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [])
+    y = b.tensor("y", "float32", [])
+    b.kernel("Neg", [x], [y])
+    c = b.input("c", "bool", [3])
+    f = b.tensor("f", "float32", [3])
+    b.kernel("Cast", [c], [f], to="float32")
+    b.outputs = [y, f]
+    m = b.load()
+    cond = np.array([0, 1, 2], np.uint8).view(np.bool_)  # a non-canonical "true" byte
+    y_out, f_out = m.execute([np.float32(3), cond])
+    assert y_out.shape == () and y_out == -3
+    np.testing.assert_array_equal(f_out, [0, 1, 1])
 
 
 # ---- Conv --------------------------------------------------------------------------------
@@ -650,6 +669,86 @@ def test_reshape_alias_and_copy_task():
     close(z_out, -np.maximum(xv, 0).reshape(3, 4))
 
 
+# ---- channels-last layout assignment -----------------------------------------------------
+
+
+def _cnn(b: SpecBuilder):
+    """conv -> relu -> maxpool -> conv(+residual) -> add -> conv -> GAP -> view -> Gemm.
+    Returns the weights for the numpy reference."""
+    rng = np.random.default_rng(3)
+    w = {k: (rng.standard_normal(s) * 0.2).astype(np.float32) for k, s in
+         {"w1": (8, 3, 3, 3), "w2": (8, 8, 3, 3), "w3": (16, 8, 1, 1), "fc": (5, 16)}.items()}
+    x = b.input("x", "float32", [2, 3, 12, 12])
+    c1 = b.tensor("c1", "float32", [2, 8, 12, 12])
+    b.kernel("Conv", [x, b.const("w1", w["w1"])], [c1], pads=[1, 1, 1, 1])
+    r1 = b.tensor("r1", "float32", [2, 8, 12, 12])
+    b.kernel("Relu", [c1], [r1])
+    p1 = b.tensor("p1", "float32", [2, 8, 6, 6])
+    b.kernel("MaxPool", [r1], [p1], kernel_shape=[2, 2], strides=[2, 2])
+    c2 = b.tensor("c2", "float32", [2, 8, 6, 6])
+    b.kernel("Conv", [p1, b.const("w2", w["w2"]), -1, p1], [c2], pads=[1, 1, 1, 1], sum=1,
+             activation="Relu")
+    a2 = b.tensor("a2", "float32", [2, 8, 6, 6])
+    b.kernel("Add", [c2, p1], [a2])
+    c3 = b.tensor("c3", "float32", [2, 16, 6, 6])
+    b.kernel("Conv", [a2, b.const("w3", w["w3"])], [c3])
+    g = b.tensor("g", "float32", [2, 16, 1, 1])
+    b.kernel("GlobalAveragePool", [c3], [g])
+    flat = b.tensor("flat", "float32", [2, 16], offset=b.tensors[g]["offset"])
+    out = b.tensor("out", "float32", [2, 5])
+    b.kernel("Gemm", [flat, b.const("fc", w["fc"])], [out], transB=1)
+    b.outputs = [out, c3]
+    return w
+
+
+def _cnn_ref(x, w):
+    r1 = np.maximum(conv_ref(x, w["w1"], pads=(1, 1, 1, 1)), 0)
+    p1 = r1.reshape(2, 8, 6, 2, 6, 2).max(axis=(3, 5))
+    c2 = np.maximum(conv_ref(p1, w["w2"], pads=(1, 1, 1, 1)) + p1, 0)
+    c3 = conv_ref(c2 + p1, w["w3"])
+    return c3.mean(axis=(2, 3)) @ w["fc"].T, c3
+
+
+def test_channels_last_assignment_is_internal_and_exact():
+    b = SpecBuilder("cnn")
+    w = _cnn(b)
+    x = randn(2, 3, 12, 12)
+    ref_out, ref_c3 = _cnn_ref(x, w)
+    m = b.load()
+    # Intermediates between convs go NHWC; model inputs/outputs never do.
+    assert set(m.channels_last) == {"c1", "r1", "p1", "c2", "a2"}
+    out, c3 = m.execute([x])
+    close(out, ref_out, atol=1e-4)
+    close(c3, ref_c3, atol=1e-4)
+    spec = b.spec()
+    spec["channels_last"] = False
+    plain = rt.Model(DEVICE, spec)
+    assert plain.channels_last == []
+    out2, c32 = plain.execute([x])
+    close(out2, out, atol=1e-5)
+    close(c32, c3, atol=1e-5)
+
+
+def test_channels_last_blocked_by_views_copies_and_plain_ops():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, 4, 6, 6])
+    c1 = b.tensor("c1", "float32", [1, 4, 6, 6])
+    b.kernel("Conv", [x, b.const("w", randn(4, 4, 1, 1))], [c1])
+    v = b.tensor("v", "float32", [1, 4, 36], offset=b.tensors[c1]["offset"])  # a view of c1
+    s = b.tensor("s", "float32", [1, 4, 36])
+    b.kernel("Softmax", [v], [s], axis=-1)
+    c2 = b.tensor("c2", "float32", [1, 4, 6, 6])
+    b.kernel("Conv", [x, b.const("w2", randn(4, 4, 1, 1))], [c2])
+    t = b.tensor("t", "float32", [1, 6, 6, 4])
+    b.kernel("Transpose", [c2], [t], perm=[0, 2, 3, 1])  # a plain-only op
+    b.outputs = [s, t]
+    m = b.load()
+    assert m.channels_last == []
+    s_out, t_out = m.execute([randn(1, 4, 6, 6)])
+    assert s_out.shape == (1, 4, 36) and t_out.shape == (1, 6, 6, 4)
+    close(s_out.sum(axis=-1), np.ones((1, 4)))
+
+
 # ---- streams and events ------------------------------------------------------------------
 
 
@@ -748,8 +847,8 @@ def test_input_validation():
     b.kernel("Relu", [x], [y])
     b.outputs = [y]
     m = b.load()
-    with pytest.raises(rt.InvalidArgument,
-                       match=r"input 'x': expected float32\[1,3,224,224\], got float32\[1,3,224,225\]"):
+    with pytest.raises(rt.InvalidArgument, match=r"input 'x': expected float32\[1,3,224,224\], "
+                                                 r"got float32\[1,3,224,225\]"):
         m.execute([np.zeros((1, 3, 224, 225), np.float32)])
     with pytest.raises(rt.InvalidArgument, match=r"input 'x': expected float32\[1,3,224,224\], "
                                                  r"got float64\[1,3,224,224\]"):
@@ -772,7 +871,8 @@ def test_spec_errors():
 
     b = base()
     b.tensors[1]["offset"] = b.spec()["arena_bytes"]
-    with pytest.raises(rt.InvalidArgument, match=r"tensor 'y': bytes \[\d+, \d+\) exceed the arena"):
+    with pytest.raises(rt.InvalidArgument,
+                       match=r"tensor 'y': bytes \[\d+, \d+\) exceed the arena"):
         b.load()
     b = base()
     b.tasks[0]["inputs"] = [7]
@@ -810,6 +910,20 @@ def test_spec_errors():
         rt.Model(DEVICE, spec)
 
 
+def test_load_reports_first_bad_node_in_program_order_across_streams():
+    # Kernels are built on their streams' workers concurrently; the error must still be
+    # the first bad node in program order, whichever stream finishes first.
+    b = SpecBuilder(num_streams=2)
+    x = b.input("x", "float32", [4])
+    y = b.tensor("y", "float32", [5])
+    z = b.tensor("z", "float32", [6])
+    b.kernel("Relu", [x], [y], name="first", stream=1)
+    b.kernel("Relu", [x], [z], name="second", stream=0)
+    b.outputs = [y]
+    with pytest.raises(rt.InvalidArgument, match=r"^node 'first' \(Relu\): output shape \[5\]"):
+        b.load()
+
+
 # ---- concurrency -------------------------------------------------------------------------
 
 
@@ -826,7 +940,7 @@ def test_concurrent_execute_from_threads():
                 ref = np.exp(xv) + np.tanh(xv) ** 2
                 np.testing.assert_allclose(o, ref, rtol=1e-4, atol=1e-5)
                 np.testing.assert_allclose(o2, ref - np.tanh(xv), rtol=1e-4, atol=1e-5)
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
@@ -836,3 +950,34 @@ def test_concurrent_execute_from_threads():
         t.join()
     assert not errors, errors[0]
     assert m.stats()["runs"] == 160
+
+
+def test_concurrent_failing_and_good_runs_do_not_interfere():
+    m = _gather_model(num_streams=2)
+    table = np.arange(30522 * 2, dtype=np.float32).reshape(30522, 2)
+    errors: list[BaseException] = []
+    failures: list[int] = []  # list.append is atomic under the GIL
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for i in range(60):
+                ids = rng.integers(-30522, 30522, 4).astype(np.int64)
+                if (i + seed) % 3 == 0:
+                    ids[2] = 40000
+                    with pytest.raises(rt.InvalidArgument, match=r"node 'emb' .* index 40000"):
+                        m.execute([ids])
+                    failures.append(seed)
+                else:
+                    np.testing.assert_array_equal(m.execute([ids])[0], table[ids])
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert len(failures) == 80
+    assert m.stats()["runs"] == 240 - len(failures)

@@ -10,6 +10,7 @@ from concurrent import futures
 import grpc
 import numpy as np
 import pytest
+
 from graphengine.engine import errors as ge
 from graphengine.engine import wire
 from graphengine.server.errors import STATUS_BY_CODE, ErrorInterceptor, status_for

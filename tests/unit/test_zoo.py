@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests import zoo
+from tests import zoo  # noqa: E402
 
 ort = pytest.importorskip("onnxruntime")
 
