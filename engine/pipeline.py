@@ -10,7 +10,7 @@ from . import ops  # noqa: F401  (registers every op schema)
 from .build import build_programs
 from .errors import InvalidGraph, InvalidInput
 from .ir import Graph, TensorMeta, ValueKind
-from .model import CompiledModel, TensorSig
+from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import fuse
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, Stage
@@ -128,11 +128,13 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     for stage in stages(options):
         g = pm.run_stage(stage, g)
     t0 = time.perf_counter()
-    programs, memory, ntasks = build_programs(g)
+    programs, memory, ntasks = build_programs(g, options.max_streams)
     pm.records.append(_record("build", "plan_memory+generate_tasks", t0, memory))
     report = CompileReport(
         graph=graph.name, passes=pm.records, fusions=list(getattr(g, "fusions", [])),
-        memory=memory, streams=1 if programs else 0, events=0, tasks=ntasks,
+        memory=memory, tasks=ntasks,
+        streams=max((p.num_streams for p in programs if isinstance(p, DeviceProgram)), default=0),
+        events=sum(p.num_events for p in programs if isinstance(p, DeviceProgram)),
         nodes_before=len(graph.nodes), nodes_after=len(g.nodes))
     for part in collect_partitions(g):
         report.partitions.append(PartitionRecord(

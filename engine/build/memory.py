@@ -1,13 +1,18 @@
 """Memory planning: a pure function from buffer lifetimes to offsets in one arena.
 
 Lifetimes are inclusive step intervals of a schedule. Two strategies run and the smaller
-arena wins; both are reported next to the lower bound (peak bytes live at any step).
+arena wins; the result is reported next to the lower bound (peak bytes live at any step
+of the program order). With several streams, "may these two share bytes" is no longer
+interval overlap: the caller passes a `conflict` predicate built from the streams'
+happens-before relation, and the same placement runs with it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+from .streams import START, StreamSchedule
 
 ALIGN = 64
 
@@ -48,13 +53,20 @@ def lower_bound(buffers: Sequence[Buffer]) -> int:
     return peak
 
 
-def _place(order: Sequence[Buffer]) -> dict[int, int]:
-    """Best-fit: each buffer takes the smallest gap between live neighbours that fits."""
+Conflict = Callable[[Buffer, Buffer], bool]
+
+
+def _overlap(a: Buffer, b: Buffer) -> bool:
+    return a.overlaps(b)
+
+
+def _place(order: Sequence[Buffer], conflict: Conflict = _overlap) -> dict[int, int]:
+    """Best-fit: each buffer takes the smallest gap between conflicting ones that fits."""
     placed: list[tuple[int, Buffer]] = []
     offsets: dict[int, int] = {}
     for b in order:
         size = align(b.size)
-        busy = sorted((off, align(o.size)) for off, o in placed if o.overlaps(b))
+        busy = sorted((off, align(o.size)) for off, o in placed if conflict(o, b))
         best_off, best_gap, cursor = None, None, 0
         for off, sz in busy:
             gap = off - cursor
@@ -68,25 +80,25 @@ def _place(order: Sequence[Buffer]) -> dict[int, int]:
     return offsets
 
 
-def _by_size(buffers: Sequence[Buffer]) -> dict[int, int]:
-    return _place(sorted(buffers, key=lambda b: (-b.size, b.start, b.id)))
+def _by_size(buffers: Sequence[Buffer], conflict: Conflict) -> dict[int, int]:
+    return _place(sorted(buffers, key=lambda b: (-b.size, b.start, b.id)), conflict)
 
 
-def _by_start(buffers: Sequence[Buffer]) -> dict[int, int]:
-    return _place(sorted(buffers, key=lambda b: (b.start, -b.size, b.id)))
+def _by_start(buffers: Sequence[Buffer], conflict: Conflict) -> dict[int, int]:
+    return _place(sorted(buffers, key=lambda b: (b.start, -b.size, b.id)), conflict)
 
 
-STRATEGIES: dict[str, Callable[[Sequence[Buffer]], dict[int, int]]] = {
+STRATEGIES: dict[str, Callable[[Sequence[Buffer], Conflict], dict[int, int]]] = {
     "greedy_by_size": _by_size,
     "greedy_by_start": _by_start,
 }
 
 
-def plan_memory(buffers: Sequence[Buffer]) -> MemoryPlan:
+def plan_memory(buffers: Sequence[Buffer], conflict: Conflict | None = None) -> MemoryPlan:
     bound = lower_bound(buffers)
     best: MemoryPlan | None = None
     for name, strategy in STRATEGIES.items():
-        offsets = strategy(buffers)
+        offsets = strategy(buffers, conflict or _overlap)
         arena = max((offsets[b.id] + align(b.size) for b in buffers), default=0)
         if best is None or arena < best.arena_bytes:
             best = MemoryPlan(offsets, arena, bound, name)
@@ -94,12 +106,43 @@ def plan_memory(buffers: Sequence[Buffer]) -> MemoryPlan:
     return best
 
 
-def check_plan(buffers: Sequence[Buffer], plan: MemoryPlan) -> None:
-    """Raise AssertionError if two buffers live at the same time share bytes."""
+def plan_storages(sizes: Sequence[int], defined: Mapping[int, int],
+                  uses: Mapping[int, set[int]], sched: StreamSchedule) -> MemoryPlan:
+    """Plan storages of a stream schedule: storage i has `sizes[i]` bytes, is written by
+    step `defined[i]` (START for inputs) and read by `uses[i]` (sched.end: copied out).
+
+    Two storages may share bytes only if every read of one happens before the write of
+    the other, on every interleaving the streams and events allow.
+    """
+    def order(step: int) -> int:  # program-order position, for intervals and the bound
+        return 0 if step == START else step + 1
+
+    buffers, first_def, all_uses = [], {}, {}
+    for sid, size in enumerate(sizes):
+        d = defined.get(sid, START)
+        u = uses.get(sid) or {d}
+        first_def[sid], all_uses[sid] = d, u
+        buffers.append(Buffer(sid, size, order(d), max(order(x) for x in u)))
+    if sched.num_streams <= 1:
+        return plan_memory(buffers)
+
+    def done_before(a: int, b: int) -> bool:
+        return all(sched.happens_before(x, first_def[b]) for x in all_uses[a])
+
+    def conflict(a: Buffer, b: Buffer) -> bool:
+        return not (done_before(a.id, b.id) or done_before(b.id, a.id))
+
+    return plan_memory(buffers, conflict)
+
+
+def check_plan(buffers: Sequence[Buffer], plan: MemoryPlan,
+               conflict: Conflict | None = None) -> None:
+    """Raise AssertionError if two conflicting buffers share bytes."""
+    conflict = conflict or _overlap
     for i, a in enumerate(buffers):
         oa = plan.offsets[a.id]
         assert oa % ALIGN == 0 and oa + a.size <= plan.arena_bytes
         for b in buffers[i + 1:]:
-            if a.overlaps(b):
+            if conflict(a, b):
                 ob = plan.offsets[b.id]
                 assert oa + a.size <= ob or ob + b.size <= oa, (a, b, oa, ob)

@@ -12,17 +12,19 @@ from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
 from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
-from .memory import Buffer, align, plan_memory
+from .memory import align, plan_storages
+from .streams import START, assign_streams
 
 
-def build_programs(graph: Graph) -> tuple[list[Program], MemoryRecord, int]:
+def build_programs(graph: Graph, max_streams: int = 1
+                   ) -> tuple[list[Program], MemoryRecord, int]:
     """Compile every partition; returns the programs, the memory summary and task count."""
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
     tasks = 0
     for part in collect_partitions(graph):
         if part.engine is Engine.DEVICE:
-            prog, plan_bound, strategy = _build_device(graph, part)
+            prog, plan_bound, strategy = _build_device(graph, part, max_streams)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
             memory.weight_bytes += int(prog.weights.nbytes)
@@ -114,15 +116,39 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     return Task("kernel", node.name, 0, kernel.op, inputs, list(outs), attrs)
 
 
-def _build_device(graph: Graph, part: Partition) -> tuple[DeviceProgram, int, str]:
+def _cost(node: Node) -> float:
+    """A rough FLOP count, to balance streams; only ratios matter."""
+    out = node.outputs[0].meta
+    n = float(out.numel) if out is not None and out.is_static else 1.0
+    w = node.input(1)
+    if node.op_type == "Conv" and w is not None and w.meta is not None and w.meta.is_static:
+        return 2.0 * n * float(np.prod(w.meta.shape[1:]))
+    if node.op_type in ("MatMul", "Gemm"):
+        a = node.input(0)
+        if a is not None and a.meta is not None and a.meta.is_static and a.meta.shape:
+            k = a.meta.shape[0] if node.attrs.get("transA") else a.meta.shape[-1]
+            return 2.0 * n * float(k)
+    return max(n, 1.0)
+
+
+class _Step:
+    """One task-producing node of a device partition (views produce no task)."""
+
+    def __init__(self, node: Node, ins: list[int], outs: list[int], copy: bool) -> None:
+        self.node, self.ins, self.outs, self.copy = node, ins, outs, copy
+        self.deps: set[int] = set()
+
+
+def _build_device(graph: Graph, part: Partition, max_streams: int = 1
+                  ) -> tuple[DeviceProgram, int, str]:
     layout = _Layout()
     for v in part.inputs:
         layout.activation(v)
-    tasks: list[Task] = []
-    first: dict[int, int] = {layout.storage[v]: 0 for v in part.inputs}
-    last: dict[int, int] = dict(first)
-    for step, node in enumerate(part.nodes, start=1):
-        ins = []
+    steps: list[_Step] = []
+    defined: dict[int, int] = {layout.storage[v]: START for v in part.inputs}  # storage -> step
+    uses: dict[int, set[int]] = {}
+    for node in part.nodes:
+        ins, reads = [], []
         for v in node.inputs:
             if v is None:
                 ins.append(-1)
@@ -130,34 +156,45 @@ def _build_device(graph: Graph, part: Partition) -> tuple[DeviceProgram, int, st
                 ins.append(layout.weight(v))
             else:
                 ins.append(layout.activation(v))
-                last[layout.storage[v]] = step
+                reads.append(layout.storage[v])
         schema = ops.get(node.op_type, node)
         src = node.input(schema.alias[0]) if 0 in schema.alias else None
-        view = src is not None and not src.is_constant and len(node.outputs) >= 1
-        outs = []
-        for i, out in enumerate(node.outputs):
-            outs.append(layout.activation(out, alias_of=src if view and i == 0 else None))
-            sid = layout.storage[out]
-            first.setdefault(sid, step)
-            last[sid] = max(last.get(sid, step), step)
+        view = src is not None and not src.is_constant
+        outs = [layout.activation(out, alias_of=src if view and i == 0 else None)
+                for i, out in enumerate(node.outputs)]
         if view:
             continue  # the output is the input's bytes under another shape: no task
-        if 0 in schema.alias:
-            tasks.append(Task("copy", node.name, 0, "", ins[:1], outs[:1], {}))
+        step = _Step(node, ins, outs, copy=0 in schema.alias)
+        index = len(steps)
+        for sid in reads:
+            step.deps.add(defined[sid])
+            uses.setdefault(sid, set()).add(index)
+        for out in node.outputs:
+            defined[layout.storage[out]] = index
+        steps.append(step)
+    sched = assign_streams([sorted(s.deps) for s in steps], [_cost(s.node) for s in steps],
+                           max_streams)
+    tasks: list[Task] = []
+    for i, step in enumerate(steps):
+        stream = sched.stream[i]
+        tasks += [Task("wait", step.node.name, stream, event=e) for e in sched.waits[i]]
+        if step.copy:
+            tasks.append(Task("copy", step.node.name, stream, "", step.ins[:1], step.outs[:1]))
         else:
-            tasks.append(_kernel_task(node, layout, ins, outs))
-    end = len(part.nodes) + 1
+            task = _kernel_task(step.node, layout, step.ins, step.outs)
+            task.stream = stream
+            tasks.append(task)
+        tasks += [Task("record", step.node.name, stream, event=e) for e in sched.records[i]]
     for v in part.outputs:
-        last[layout.storage[v]] = end  # live until copied out
-    buffers = [Buffer(sid, layout.storage_size[sid], first.get(sid, 0), last.get(sid, 0))
-               for sid in range(len(layout.storage_size))]
-    plan = plan_memory(buffers)
+        uses.setdefault(layout.storage[v], set()).add(sched.end)  # live until copied out
+    plan = plan_storages(layout.storage_size, defined, uses, sched)
     for v, idx in layout.index.items():
         if layout.slots[idx].region == "arena":
             layout.slots[idx].offset = plan.offsets[layout.storage[v]]
     prog = DeviceProgram(
         index=part.index, tensors=layout.slots, weights=layout.blob(),
-        arena_bytes=plan.arena_bytes, num_streams=1, num_events=0, tasks=tasks,
+        arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,
+        num_events=sched.num_events, tasks=tasks,
         inputs=[layout.index[v] for v in part.inputs],
         outputs=[layout.index[v] for v in part.outputs])
     return prog, plan.lower_bound, plan.strategy
