@@ -15,6 +15,8 @@ from .optimize import fuse
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, Stage
 from .prepare import (
+    deduplicate_constants,
+    eliminate_common_subexpressions,
     eliminate_dead_nodes,
     eliminate_identities,
     fold_constants,
@@ -63,7 +65,7 @@ def prepare_stage(options: CompileOptions) -> Stage:
     passes = [infer_shapes, eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)
-    passes.append(eliminate_dead_nodes)
+    passes += [deduplicate_constants, eliminate_common_subexpressions, eliminate_dead_nodes]
     return Stage("prepare", passes, repeat_until_stable=True)
 
 

@@ -1,9 +1,17 @@
 """Stage 1, prepare & whole-graph optimize: validate, infer, fold, simplify."""
 
+from .cse import deduplicate_constants, eliminate_common_subexpressions
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
 from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
 
-__all__ = ["validate", "infer_shapes", "fold_constants", "eliminate_dead_nodes",
-           "eliminate_identities"]
+__all__ = [
+    "deduplicate_constants",
+    "eliminate_common_subexpressions",
+    "eliminate_dead_nodes",
+    "eliminate_identities",
+    "fold_constants",
+    "infer_shapes",
+    "validate",
+]

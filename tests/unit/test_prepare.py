@@ -1,0 +1,107 @@
+"""Stage 1 passes, each on a small IR graph, linted after the pass."""
+
+import numpy as np
+import pytest
+
+from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import InvalidGraph, ShapeError
+from graphengine.engine.ir import Graph, TensorMeta
+from graphengine.engine.prepare import (
+    deduplicate_constants,
+    eliminate_common_subexpressions,
+    eliminate_dead_nodes,
+    eliminate_identities,
+    fold_constants,
+    infer_shapes,
+    validate,
+)
+
+F32 = DType.FLOAT32
+
+
+def graph_with_x(shape=(2, 3)) -> tuple[Graph, object]:
+    g = Graph("t")
+    return g, g.add_input("x", TensorMeta(F32, shape))
+
+
+def test_infer_shapes_handles_symbolic_dims_and_broadcasting():
+    g, x = graph_with_x(("batch", 3))
+    b = g.add_constant("b", np.ones((1, 3), np.float32))
+    add = g.add_node("Add", [x, b], name="add")
+    g.outputs = add.outputs
+    infer_shapes(g)
+    assert add.outputs[0].meta == TensorMeta(F32, ("batch", 3))
+
+
+def test_infer_shapes_names_the_node_on_mismatch():
+    g, x = graph_with_x((2, 3))
+    b = g.add_constant("b", np.ones((4,), np.float32))
+    g.outputs = g.add_node("Add", [x, b], name="bad_add").outputs
+    with pytest.raises(ShapeError, match="bad_add"):
+        infer_shapes(g)
+
+
+def test_validate_rejects_unknown_ops_and_bad_attribute_types():
+    g, x = graph_with_x()
+    g.outputs = g.add_node("Softmax", [x], attrs={"axis": "one"}, name="sm").outputs
+    with pytest.raises(InvalidGraph, match="'sm'.*axis.*int"):
+        validate(g)
+    g2, x2 = graph_with_x()
+    g2.outputs = g2.add_node("Nope", [x2], name="n").outputs
+    with pytest.raises(InvalidGraph, match="unknown op type 'Nope'"):
+        validate(g2)
+
+
+def test_fold_constants_and_shape_of_static_tensor():
+    g, x = graph_with_x((2, 3))
+    shape = g.add_node("Shape", [x], name="shape")
+    c = g.add_constant("c", np.array([1.0, 2.0], np.float32))
+    neg = g.add_node("Neg", [c], name="neg")
+    g.outputs = [shape.outputs[0], neg.outputs[0]]
+    infer_shapes(g)
+    result = fold_constants(g)
+    g.lint()
+    assert result.changed and not g.nodes
+    np.testing.assert_array_equal(g.outputs[0].const, [2, 3])
+    np.testing.assert_array_equal(g.outputs[1].const, [-1.0, -2.0])
+
+
+def test_dead_nodes_and_identities_go_but_outputs_keep_their_names():
+    g, x = graph_with_x()
+    ident = g.add_node("Identity", [x], name="id")
+    relu = g.add_node("Relu", [ident.outputs[0]], outputs=["y"], name="relu")
+    g.add_node("Sigmoid", [x], name="dead")
+    g.outputs = relu.outputs
+    eliminate_identities(g)
+    eliminate_dead_nodes(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == ["relu"] and g.outputs[0].name == "y"
+    assert g.node("relu").inputs[0] is x
+
+
+def test_cse_merges_equal_nodes_only():
+    g, x = graph_with_x()
+    a = g.add_node("Softmax", [x], attrs={"axis": 1}, name="a")
+    b = g.add_node("Softmax", [x], attrs={"axis": 1}, name="b")
+    c = g.add_node("Softmax", [x], attrs={"axis": 0}, name="c")
+    s = g.add_node("Sum", [a.outputs[0], b.outputs[0], c.outputs[0]], name="s")
+    g.outputs = s.outputs
+    result = eliminate_common_subexpressions(g)
+    g.lint()
+    assert result.changed and {n.name for n in g.nodes} == {"a", "c", "s"}
+    assert g.node("s").inputs[0] is g.node("s").inputs[1]
+
+
+def test_constant_dedup():
+    g, x = graph_with_x()
+    c1 = g.add_constant("c1", np.arange(3, dtype=np.float32))
+    c2 = g.add_constant("c2", np.arange(3, dtype=np.float32))
+    c3 = g.add_constant("c3", np.arange(3, dtype=np.float32) + 1)
+    n1 = g.add_node("Add", [x, c1], name="n1")
+    n2 = g.add_node("Add", [n1.outputs[0], c2], name="n2")
+    n3 = g.add_node("Add", [n2.outputs[0], c3], name="n3")
+    g.outputs = n3.outputs
+    deduplicate_constants(g)
+    g.lint()
+    assert n1.inputs[1] is n2.inputs[1] and n3.inputs[1] is c3
+    assert "c2" not in g.values
