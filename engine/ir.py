@@ -75,10 +75,12 @@ class NodeMeta:
 
 
 class Value:
-    __slots__ = ("name", "kind", "producer", "index", "users", "meta", "const")
+    __slots__ = ("name", "kind", "producer", "index", "users", "meta", "const", "format")
 
     def __init__(self, name: str, kind: ValueKind, meta: TensorMeta | None = None,
                  const: np.ndarray | None = None) -> None:
+        # Physical layout chosen by layout assignment ("nhwc"...); "" = plain row-major.
+        self.format = ""
         self.name = name
         self.kind = kind
         self.producer: Node | None = None

@@ -33,6 +33,7 @@ class TensorSlot:
     shape: list[int]
     region: str  # "arena" | "weight"
     offset: int
+    format: str = ""  # "" = let the runtime choose; else "nchw" (plain) / "nhwc" ...
 
 
 @dataclasses.dataclass
@@ -75,13 +76,20 @@ class DeviceProgram:
             "name": f"{name}#{self.index}",
             "arena_bytes": self.arena_bytes,
             "weights": self.weights,
-            "tensors": [dataclasses.asdict(t) for t in self.tensors],
+            "tensors": [_slot_spec(t) for t in self.tensors],
             "num_streams": self.num_streams,
             "num_events": self.num_events,
             "tasks": [dataclasses.asdict(t) for t in self.tasks],
             "inputs": list(self.inputs),
             "outputs": list(self.outputs),
         }
+
+
+def _slot_spec(slot: TensorSlot) -> dict:
+    spec = dataclasses.asdict(slot)
+    if not spec["format"]:
+        del spec["format"]
+    return spec
 
 
 @dataclasses.dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping, Sequence
 
@@ -11,7 +12,7 @@ from .build import build_programs
 from .errors import InvalidGraph, InvalidInput
 from .ir import Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
-from .optimize import fuse
+from .optimize import assign_layouts, fuse
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, Stage
 from .prepare import (
@@ -31,6 +32,7 @@ class CompileOptions:
     max_streams: int = 1
     fold_constants: bool = True
     fuse: bool = True
+    layouts: bool = True  # keep activations channels-last between TransData nodes
     lint: bool = False  # lint the graph after every pass (tests turn it on)
 
     @classmethod
@@ -74,7 +76,8 @@ def stages(options: CompileOptions) -> list[Stage]:
         Stage("validate", [validate]),
         prepare_stage(options),
         Stage("partition", [place_nodes, partition_graph]),
-        Stage("optimize", [fuse] if options.fuse else []),
+        Stage("optimize", ([fuse] if options.fuse else [])
+              + [functools.partial(assign_layouts, enabled=options.layouts)]),
     ]
 
 

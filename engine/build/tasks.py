@@ -54,7 +54,8 @@ def _build_host(part: Partition) -> HostProgram:
 class _Layout:
     """Assigns tensor slots: activations share storages (views alias), weights pack."""
 
-    def __init__(self) -> None:
+    def __init__(self, formats: bool = False) -> None:
+        self.formats = formats  # layout assignment ran: every slot states its format
         self.slots: list[TensorSlot] = []
         self.index: dict[Value, int] = {}
         self.storage: dict[Value, int] = {}  # value -> storage id (activations only)
@@ -67,7 +68,7 @@ class _Layout:
             arr = np.asarray(v.const, order="C")  # keeps 0-d scalars 0-d
             self.index[v] = len(self.slots)
             self.slots.append(TensorSlot(v.name, arr.dtype.name, list(arr.shape), "weight",
-                                         self.weight_bytes))
+                                         self.weight_bytes, "nchw" if self.formats else ""))
             raw = arr.reshape(-1).view(np.uint8)
             pad = align(raw.nbytes) - raw.nbytes
             self.weights.append(raw)
@@ -87,8 +88,9 @@ class _Layout:
                 self.storage[v] = len(self.storage_size)
                 self.storage_size.append(v.meta.nbytes)
             self.index[v] = len(self.slots)
+            fmt = (v.format or "nchw") if self.formats else ""
             self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
-                                         "arena", -1))
+                                         "arena", -1, fmt))
         return self.index[v]
 
     def blob(self) -> np.ndarray:
@@ -141,7 +143,7 @@ class _Step:
 
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1
                   ) -> tuple[DeviceProgram, int, str]:
-    layout = _Layout()
+    layout = _Layout(formats=bool(getattr(graph, "layouts_assigned", False)))
     for v in part.inputs:
         layout.activation(v)
     steps: list[_Step] = []

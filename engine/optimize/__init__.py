@@ -1,5 +1,6 @@
-"""Stage 3, subgraph optimize: per-engine rewrites (fusion) inside partitions."""
+"""Stage 3, subgraph optimize: per-engine rewrites inside partitions."""
 
 from .fusion import FUSIONS, fuse
+from .layout import assign_layouts
 
-__all__ = ["fuse", "FUSIONS"]
+__all__ = ["FUSIONS", "assign_layouts", "fuse"]
