@@ -94,7 +94,12 @@ class _Layout:
         return self.index[v]
 
     def blob(self) -> np.ndarray:
-        return np.concatenate(self.weights) if self.weights else np.zeros(0, np.uint8)
+        out = np.empty(self.weight_bytes, np.uint8)
+        pos = 0
+        for part in self.weights:
+            out[pos:pos + part.nbytes] = part
+            pos += part.nbytes
+        return out
 
 
 def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence[int]) -> Task:
