@@ -71,8 +71,8 @@ class CompileReport:
             lines.append(f"   {mark} {p.stage:<10} {p.name:<28} {p.seconds * 1e3:8.2f} ms{detail}")
         lines.append("  partitions:")
         for part in self.partitions:
-            lines.append(f"    #{part.index} {part.engine:<7} {len(part.nodes)} nodes, "
-                         f"inputs {part.inputs[:4]}{'...' if len(part.inputs) > 4 else ''}")
+            lines.append(f"    #{part.index} {part.engine:<7} {len(part.nodes)} nodes; "
+                         f"PlaceHolder {_few(part.inputs)}; End {_few(part.outputs)}")
         hosted = [p for p in self.placements if p.engine != "device"]
         for p in hosted:
             lines.append(f"    {p.node} ({p.op_type}) on {p.engine}: {'; '.join(p.rejections)}")
@@ -84,3 +84,7 @@ class CompileReport:
                      f"strategy {m.strategy}), weights {m.weight_bytes} B")
         lines.append(f"  streams {self.streams}, events {self.events}, tasks {self.tasks}")
         return "\n".join(lines)
+
+
+def _few(names: list[str], n: int = 3) -> str:
+    return "[" + ", ".join(names[:n]) + (f", ... +{len(names) - n}" if len(names) > n else "") + "]"
