@@ -22,45 +22,64 @@ class DType(enum.Enum):
     UINT64 = "uint64"
     BOOL = "bool"
     STRING = "string"
+    # Low-precision types (ONNX 1.14+). numpy has none of them; ml_dtypes (shipped with
+    # onnx) provides them, one element per byte in memory. Values are ml_dtypes' names.
+    FLOAT8E4M3FN = "float8_e4m3fn"
+    FLOAT8E4M3FNUZ = "float8_e4m3fnuz"
+    FLOAT8E5M2 = "float8_e5m2"
+    FLOAT8E5M2FNUZ = "float8_e5m2fnuz"
+    FLOAT8E8M0 = "float8_e8m0fnu"
+    FLOAT4E2M1 = "float4_e2m1fn"
+    INT4 = "int4"
+    UINT4 = "uint4"
+    INT2 = "int2"
+    UINT2 = "uint2"
 
     @property
     def numpy(self) -> np.dtype:
         if self is DType.STRING:
             return np.dtype(object)
-        if self is DType.BFLOAT16:
-            import ml_dtypes  # shipped with onnx; numpy itself has no bfloat16
+        if self in ML_DTYPES:
+            import ml_dtypes
 
-            return np.dtype(ml_dtypes.bfloat16)
+            return np.dtype(getattr(ml_dtypes, self.value))
         return np.dtype(self.value)
 
     @property
     def itemsize(self) -> int:
-        if self is DType.BFLOAT16:
-            return 2
+        """Bytes per element in memory (the sub-byte types take one byte each)."""
         return self.numpy.itemsize
 
     @property
     def is_float(self) -> bool:
-        return self in (DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.BFLOAT16)
+        return self in (DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.BFLOAT16) or \
+            self in LOW_PRECISION_FLOATS
 
     @classmethod
     def from_numpy(cls, dtype) -> DType:
         dt = np.dtype(dtype)
         if dt == np.dtype(object) or dt.kind in "US":
             return cls.STRING
-        if dt.name == "bfloat16":
-            return cls.BFLOAT16
         try:
             return cls(dt.name)
         except ValueError:
             raise TypeError(f"unsupported numpy dtype {dt}") from None
 
 
+LOW_PRECISION_FLOATS = frozenset({
+    DType.FLOAT8E4M3FN, DType.FLOAT8E4M3FNUZ, DType.FLOAT8E5M2, DType.FLOAT8E5M2FNUZ,
+    DType.FLOAT8E8M0, DType.FLOAT4E2M1})
+SUB_BYTE_INTS = frozenset({DType.INT4, DType.UINT4, DType.INT2, DType.UINT2})
+ML_DTYPES = LOW_PRECISION_FLOATS | SUB_BYTE_INTS | {DType.BFLOAT16}
+
 # ONNX TensorProto.DataType numbers (a fact of the ONNX format).
 _ONNX = {
     1: DType.FLOAT32, 2: DType.UINT8, 3: DType.INT8, 4: DType.UINT16, 5: DType.INT16,
     6: DType.INT32, 7: DType.INT64, 8: DType.STRING, 9: DType.BOOL, 10: DType.FLOAT16,
     11: DType.FLOAT64, 12: DType.UINT32, 13: DType.UINT64, 16: DType.BFLOAT16,
+    17: DType.FLOAT8E4M3FN, 18: DType.FLOAT8E4M3FNUZ, 19: DType.FLOAT8E5M2,
+    20: DType.FLOAT8E5M2FNUZ, 21: DType.UINT4, 22: DType.INT4, 23: DType.FLOAT4E2M1,
+    24: DType.FLOAT8E8M0, 25: DType.UINT2, 26: DType.INT2,
 }
 _ONNX_INV = {v: k for k, v in _ONNX.items()}
 

@@ -38,12 +38,24 @@ class Stage:
     max_rounds: int = 8
 
 
+# on_pass(stage, record): called with record=None when a stage starts, then per pass.
+ProgressHook = Callable[[str, "PassRecord | None"], None]
+
+
 class PassManager:
-    def __init__(self, *, lint: bool = False) -> None:
+    def __init__(self, *, lint: bool = False, on_pass: ProgressHook | None = None) -> None:
         self.lint = lint
+        self.on_pass = on_pass
         self.records: list[PassRecord] = []
 
+    def record(self, record: PassRecord) -> None:
+        self.records.append(record)
+        if self.on_pass:
+            self.on_pass(record.stage, record)
+
     def run_stage(self, stage: Stage, graph: Graph) -> Graph:
+        if self.on_pass:
+            self.on_pass(stage.name, None)
         for _ in range(stage.max_rounds if stage.repeat_until_stable else 1):
             changed_any = False
             for p in stage.passes:
@@ -68,6 +80,6 @@ class PassManager:
         except Exception as exc:  # a bug in a pass: still say where it happened
             raise InvalidGraph(f"pass {name} failed: {type(exc).__name__}: {exc}",
                                graph=graph.name, stage=stage) from exc
-        self.records.append(PassRecord(stage, name, time.perf_counter() - start,
-                                       result.changed, result.detail))
+        self.record(PassRecord(stage, name, time.perf_counter() - start, result.changed,
+                               result.detail))
         return result.graph, result.changed

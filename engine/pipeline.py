@@ -14,7 +14,7 @@ from .ir import Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import assign_layouts, fuse
 from .partition import collect_partitions, partition_graph, place_nodes
-from .passes import PassManager, Stage
+from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
     deduplicate_constants,
     eliminate_common_subexpressions,
@@ -119,8 +119,13 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
 
 
 def compile_graph(graph: Graph, options: CompileOptions | None = None,
-                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
-    """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched."""
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  on_pass: ProgressHook | None = None) -> CompiledModel:
+    """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched.
+
+    `on_pass(stage, record)` is called as each stage starts (record None) and after every
+    pass, for progress displays.
+    """
     options = options or CompileOptions()
     start = time.perf_counter()
     output_names = [v.name for v in graph.outputs]
@@ -129,12 +134,14 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         if v.meta is None or not v.meta.is_static:
             raise InvalidInput(f"input '{v.name}' has symbolic shape {v.meta}: give a concrete "
                                f"shape to compile", graph=g.name, tensor=v.name)
-    pm = PassManager(lint=options.lint)
+    pm = PassManager(lint=options.lint, on_pass=on_pass)
     for stage in stages(options):
         g = pm.run_stage(stage, g)
+    if on_pass:
+        on_pass("build", None)
     t0 = time.perf_counter()
     programs, memory, ntasks = build_programs(g, options.max_streams)
-    pm.records.append(_record("build", "plan_memory+generate_tasks", t0, memory))
+    pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
     report = CompileReport(
         graph=graph.name, passes=pm.records, fusions=list(getattr(g, "fusions", [])),
         memory=memory, tasks=ntasks,

@@ -1,9 +1,9 @@
 """Stream assignment: independent branches on separate streams, events on cut edges.
 
 Input: the steps of a device partition in program order, each with the earlier steps it
-reads from, and a cost estimate. A step continues on the stream of one of its producers
-(the least loaded one) when it has producers, else it starts on the least loaded stream;
-at most `max_streams` streams are used. Every cross-stream data edge gets an event
+reads from, and a cost estimate. A step continues a chain (the stream whose last step is
+one of its producers, the least loaded if several) when it can, else it starts on the
+least loaded stream; at most `max_streams` streams are used. Every cross-stream data edge gets an event
 (record after the producer, wait before the consumer) unless the consumer's stream
 already knows the producer finished: vector clocks prune redundant waits.
 
@@ -52,16 +52,19 @@ def assign_streams(deps: Sequence[Sequence[int]], costs: Sequence[float],
     max_streams = max(1, max_streams)
     load = [0.0] * max_streams
     count = [0] * max_streams
+    tail = [-1] * max_streams  # last step on each stream
     clocks = [[0] * max_streams for _ in range(max_streams)]  # clocks[s][t]
     sched = StreamSchedule([], [], [], [], [], 0, 0)
     event_at: dict[tuple[int, int], int] = {}  # (stream, completed count) -> event id
     pending_records: dict[int, list[int]] = {}
     for step in range(n):
         producers = sorted({d for d in deps[step] if d != START})
-        if producers:
-            s = min({sched.stream[p] for p in producers}, key=lambda t: (load[t], t))
-        else:
-            s = min(range(max_streams), key=lambda t: (load[t], t))
+        # Continue a chain: a stream whose last step is one of our producers. At a fork
+        # the first consumer continues the chain and the others start on the least
+        # loaded streams.
+        chains = {sched.stream[p] for p in producers if tail[sched.stream[p]] == p}
+        pool = chains or range(max_streams)
+        s = min(pool, key=lambda t: (load[t], t))
         # Per producing stream only its latest producer matters: in-order streams.
         latest: dict[int, int] = {}
         for p in producers:
@@ -90,6 +93,7 @@ def assign_streams(deps: Sequence[Sequence[int]], costs: Sequence[float],
         sched.records.append([])
         sched.clock.append(tuple(clocks[s]))
         count[s] += 1
+        tail[s] = step
         load[s] += costs[step]
     for p, events in pending_records.items():
         sched.records[p] = events

@@ -9,9 +9,32 @@ import numpy as np
 
 from graphengine.v1 import graph_pb2 as pb
 
+from ..dtypes import DType
 from ..errors import InvalidGraph, InvalidInput
 from ..ir import Graph, TensorMeta, Value
-from ..wire import desc_to_pb, dtype_from_pb, shape_from_pb, tensor_from_pb, tensor_to_pb
+from ..wire import (
+    desc_to_pb,
+    dtype_from_pb,
+    dtype_to_pb,
+    shape_from_pb,
+    tensor_from_pb,
+    tensor_to_pb,
+)
+
+
+def _wire_dtypes() -> frozenset[DType]:
+    """The dtypes the GraphDef contract has a code for (not float8, int4 and the like)."""
+    ok = set()
+    for dtype in DType:
+        try:
+            dtype_to_pb(dtype)
+        except KeyError:
+            continue
+        ok.add(dtype)
+    return frozenset(ok)
+
+
+WIRE_DTYPES = _wire_dtypes()
 
 # The canonical op forms the schemas implement are those of the newest ONNX opset.
 CANONICAL_OPSET = 28
@@ -60,6 +83,11 @@ def import_graphdef(gd: pb.GraphDef) -> Graph:
 
 
 def export_graphdef(graph: Graph) -> pb.GraphDef:
+    for v in graph.values.values():
+        if v.meta is not None and v.meta.dtype not in WIRE_DTYPES:
+            raise InvalidGraph(f"tensor '{v.name}' has dtype {v.meta.dtype.value}, which the "
+                               f"GraphDef wire format cannot carry", graph=graph.name,
+                               tensor=v.name)
     gd = pb.GraphDef(name=graph.name)
     gd.inputs.extend(desc_to_pb(v.name, v.meta) for v in graph.inputs)
     gd.outputs.extend(desc_to_pb(v.name, v.meta) for v in graph.outputs)

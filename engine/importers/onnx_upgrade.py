@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto
 
+from ..errors import InvalidGraph
 from ..ir import Graph, Value
 
 
@@ -251,3 +252,18 @@ def _drop_output_sequence(g: Graph, spec: NodeSpec, opset: int) -> list[NodeSpec
 
 for _op in ("RNN", "GRU", "LSTM"):
     _rewrite(_op, 7)(_drop_output_sequence)
+
+
+@_rewrite("Scan", 9)
+def _scan_batched(g: Graph, spec: NodeSpec, opset: int) -> list[NodeSpec]:
+    """Scan-8: a leading batch axis on every state and scan input, and `sequence_lens`
+    first. The canonical Scan has neither; the per-item loop is kept as the internal
+    attribute `_batched`, which the Scan kernel and its inference understand."""
+    if spec.inputs and spec.inputs[0] is not None:
+        raise InvalidGraph(f"node '{spec.name or 'Scan'}': Scan-8 with sequence_lens (ragged "
+                           f"batches) is not supported", node=spec.name)
+    spec.inputs = spec.inputs[1:]
+    if "directions" in spec.attrs:
+        spec.attrs["scan_input_directions"] = spec.attrs.pop("directions")
+    spec.attrs["_batched"] = 1
+    return [spec]

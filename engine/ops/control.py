@@ -160,6 +160,18 @@ def _scan_axes(a: dict[str, Any], key: str, count: int, ranks: Sequence[int | No
 
 def _scan_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     formals, outer = _node_outer(node, a)
+    if a.get("_batched"):  # Scan-8: every input and output has a leading batch axis
+        batch = next((f.shape[0] for f in formals if f is not None and f.shape), None)
+        inner = [None if f is None else out(f.dtype, None if f.shape is None else f.shape[1:])
+                 for f in formals]
+        metas = _scan_infer_unbatched(node, a, inner, outer)
+        return [out(m.dtype, None if m.shape is None or batch is None else (batch, *m.shape))
+                for m in metas]
+    return _scan_infer_unbatched(node, a, formals, outer)
+
+
+def _scan_infer_unbatched(node: Node, a: dict[str, Any], formals: list[TensorMeta | None],
+                          outer: dict[str, TensorMeta | None]) -> list[TensorMeta]:
     m = a["num_scan_inputs"]
     n = len(formals) - m
     states, scans = formals[:n], formals[n:]
@@ -192,6 +204,15 @@ def _scan_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _scan(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     formals, outer = _split_outer(ins, a)
+    if a.get("_batched"):  # Scan-8: run the scan once per batch item, stack the results
+        per_item = [_scan_unbatched([f[b] for f in formals], outer, a)
+                    for b in range(formals[0].shape[0])]
+        return [np.stack(parts) for parts in zip(*per_item)]
+    return _scan_unbatched(formals, outer, a)
+
+
+def _scan_unbatched(formals: list[Any], outer: dict[str, Any], a: dict[str, Any]
+                    ) -> list[np.ndarray]:
     m = a["num_scan_inputs"]
     n = len(formals) - m
     states, scans = list(formals[:n]), formals[n:]

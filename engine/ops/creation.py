@@ -11,8 +11,8 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
-from .device_helpers import F32_I64, kernel, reject
-from .kernel_utils import np_dtype, onnx_dtype
+from .device_helpers import RUNTIME_DTYPES, kernel, reject
+from .kernel_utils import is_bfloat16, is_ml_dtype, np_dtype, onnx_dtype, to_low_precision
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
@@ -39,7 +39,8 @@ def target_dtype(node: Node, code: Any, what: str = "to") -> DType:
                                 f"type") from None
 
 
-def cast_array(x: np.ndarray, dt: np.dtype) -> np.ndarray:
+def cast_array(x: np.ndarray, dt: np.dtype, saturate: bool = True,
+               round_mode: str = "up") -> np.ndarray:
     if dt == np.dtype(object):
         if x.dtype == object:
             return x
@@ -49,6 +50,8 @@ def cast_array(x: np.ndarray, dt: np.dtype) -> np.ndarray:
     if x.dtype == object:
         return np.vectorize(lambda v: float(v), otypes=[np.float64])(x).astype(dt) \
             if x.size else x.astype(dt)
+    if is_ml_dtype(dt) and not is_bfloat16(dt):
+        return to_low_precision(x, dt, saturate, round_mode)
     if dt.kind in "iu" and x.dtype.kind == "f":
         return np.nan_to_num(x, nan=0, posinf=0, neginf=0).astype(dt)
     return x.astype(dt)
@@ -60,17 +63,21 @@ def _cast_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _cast_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, F32_I64)
-    return why or kernel("Cast", {"to": onnx_dtype(a["to"]).value}, (0,))
+    """The runtime casts between any two of its dtypes; CastLike is a Cast to input 1's."""
+    why = reject(node, RUNTIME_DTYPES, data_inputs=(0,))
+    return why or kernel("Cast", {"to": node.outputs[0].meta.dtype.value}, (0,))
 
 
 _CAST_ATTRS = {"saturate": A.i(1), "round_mode": A.s("up")}
 register(OpSchema("Cast", 1, 1, _cast_infer,
-                  lambda ins, a: [cast_array(ins[0], np_dtype(onnx_dtype(a["to"])))],
+                  lambda ins, a: [cast_array(ins[0], np_dtype(onnx_dtype(a["to"])),
+                                             bool(a["saturate"]), a["round_mode"])],
                   attrs={"to": A.i(A.REQUIRED), **_CAST_ATTRS}, device=_cast_device))
 register(OpSchema("CastLike", 2, 2,
                   lambda node, a: [out(dtype_in(node, 1), shape_in(node, 0))],
-                  lambda ins, a: [cast_array(ins[0], ins[1].dtype)], attrs=_CAST_ATTRS))
+                  lambda ins, a: [cast_array(ins[0], ins[1].dtype, bool(a["saturate"]),
+                                             a["round_mode"])], attrs=_CAST_ATTRS,
+                  device=_cast_device))
 
 
 def _bitcast_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:

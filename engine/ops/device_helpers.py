@@ -14,8 +14,12 @@ from .registry import DeviceKernel
 F32 = frozenset({DType.FLOAT32})
 F32_I64 = frozenset({DType.FLOAT32, DType.INT64})
 F32_I64_I32 = frozenset({DType.FLOAT32, DType.INT64, DType.INT32})
-# Views and copies move bytes; the runtime handles them for every fixed-size dtype.
-ANY_FIXED = frozenset(d for d in DType if d not in (DType.STRING,))
+# The element types the native runtime knows (runtime_ext/src/dtype.cc); views and copies
+# move bytes, so they run for all of these. Any other dtype stays on the host.
+RUNTIME_DTYPES = frozenset({
+    DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.INT64, DType.INT32, DType.INT16,
+    DType.INT8, DType.UINT8, DType.BOOL})
+ANY_FIXED = RUNTIME_DTYPES
 
 
 def reject(node: Node, dtypes: Iterable[DType] = F32,

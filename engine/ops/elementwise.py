@@ -83,8 +83,10 @@ _SIMPLE: dict[str, Fn] = {
     "Mish": lambda x, a: x * np.tanh(np.logaddexp(0, x)),
     "HardSwish": lambda x, a: x * np.clip(x / 6 + 0.5, 0, 1),
 }
+# Not Softplus: the runtime's kernel (oneDNN soft_relu) is off by ~1% relative for x < -5,
+# beyond the ONNX tolerance (test_mish_expanded); it stays on the host until that is fixed.
 _DEVICE_UNARY = {"Sqrt", "Exp", "Log", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Floor", "Ceil",
-                 "Softplus", "HardSwish"}
+                 "HardSwish"}
 
 for _name, _fn in _SIMPLE.items():
     unary(_name, _fn, device=unary_device(_name) if _name in _DEVICE_UNARY else None)

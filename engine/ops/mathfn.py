@@ -40,3 +40,17 @@ def erf(x: np.ndarray) -> np.ndarray:
     out[big] = np.sign(x64[big]) * (1.0 - _erfc_pos(ax[big]))
     out[np.isnan(x64)] = np.nan
     return out
+
+
+def erfinv(y: np.ndarray) -> np.ndarray:
+    """The inverse of erf on [-1, 1]: Winitzki's closed-form guess, polished by Newton."""
+    y = np.asarray(y, np.float64)
+    a = 0.147
+    ln = np.log(np.maximum(1 - y * y, 1e-300))
+    t = 2 / (np.pi * a) + ln / 2
+    x = np.sign(y) * np.sqrt(np.maximum(np.sqrt(t * t - ln / a) - t, 0))
+    inside = np.abs(y) < 1
+    for _ in range(3):
+        step = (erf(x) - y) / (2 / np.sqrt(np.pi) * np.exp(-x * x))
+        x = np.where(inside, x - step, x)
+    return np.where(inside, x, np.where(np.abs(y) == 1, np.sign(y) * np.inf, np.nan))

@@ -6,15 +6,16 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import DType
+from ..dtypes import LOW_PRECISION_FLOATS, SUB_BYTE_INTS, DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
-from .kernel_utils import np_dtype, onnx_dtype
+from .kernel_utils import np_dtype, onnx_dtype, saturate_int, to_low_precision
 from .linalg import matmul_shape
 from .registry import OpSchema, register, shape_error
 from .shape_helpers import dtype_in, meta_in, out, shape_in
 
-_QTYPES = {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32}
+_QTYPES = {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, *SUB_BYTE_INTS,
+           *(LOW_PRECISION_FLOATS - {DType.FLOAT8E8M0})}
 
 
 def expand_scale(s: np.ndarray, x_shape: tuple[int, ...], axis: int, block: int
@@ -33,11 +34,6 @@ def expand_scale(s: np.ndarray, x_shape: tuple[int, ...], axis: int, block: int
     idx = [slice(None)] * rank
     idx[axis] = slice(0, x_shape[axis])
     return rep[tuple(idx)]
-
-
-def saturate(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    info = np.iinfo(dtype)
-    return np.clip(y, info.min, info.max).astype(dtype)
 
 
 def _q_out_dtype(node_or_ins: Any, a: dict[str, Any], zp_dtype: DType | None) -> DType:
@@ -62,10 +58,17 @@ def _quantize(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     dt = np_dtype(_q_out_dtype(None, a, None if zp is None else DType.from_numpy(zp.dtype)))
     wd = np.float64 if np.float64 in (x.dtype, scale.dtype) else np.float32
     s = expand_scale(scale.astype(wd), x.shape, a["axis"], a["block_size"])
-    y = np.rint(x.astype(wd) / s)
+    y = x.astype(wd) / s
+    if DType.from_numpy(dt) in LOW_PRECISION_FLOATS:
+        # Float targets round (to nearest even) in the conversion itself, not before.
+        if zp is not None:
+            y = y + expand_scale(np.asarray(zp).astype(wd), x.shape, a["axis"],
+                                 a["block_size"])
+        return [to_low_precision(y, dt, bool(a["saturate"]))]
+    y = np.rint(y)
     if zp is not None:
         y = y + expand_scale(np.asarray(zp).astype(wd), x.shape, a["axis"], a["block_size"])
-    return [saturate(y, dt)]
+    return [saturate_int(y, dt)]
 
 
 _Q_ATTRS = {"axis": A.i(1), "block_size": A.i(0), "output_dtype": A.i(0)}
@@ -98,8 +101,8 @@ def _dynamic_quantize(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     lo = min(0.0, float(np.min(x))) if x.size else 0.0
     hi = max(0.0, float(np.max(x))) if x.size else 0.0
     scale = np.float32((hi - lo) / 255) if hi != lo else np.float32(1.0)
-    zp = saturate(np.rint(np.float32(0 - lo) / scale), np.dtype(np.uint8))
-    y = saturate(np.rint(x / scale) + zp, np.dtype(np.uint8))
+    zp = saturate_int(np.rint(np.float32(0 - lo) / scale), np.dtype(np.uint8))
+    y = saturate_int(np.rint(x / scale) + zp, np.dtype(np.uint8))
     return [y, np.array(scale, np.float32), np.array(zp, np.uint8)]
 
 
@@ -122,7 +125,7 @@ def _qlinear_matmul(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     ws64 = ws64.reshape((1,) * (w.ndim - 1) + (-1,)) if ws64.size > 1 else ws64.reshape(())
     y = np.rint(acc * xs64 * ws64 / np.asarray(ys).astype(np.float64).reshape(()))
     y = y + np.asarray(yz).astype(np.float64).reshape(())
-    return [saturate(y, np.asarray(yz).dtype)]
+    return [saturate_int(y, np.asarray(yz).dtype)]
 
 
 register(OpSchema("QLinearMatMul", 8, 8, lambda node, a: [out(

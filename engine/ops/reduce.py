@@ -138,8 +138,10 @@ def _reduce_op(name: str, fn: ReduceFn, device: bool) -> None:
                       attrs=_REDUCE_ATTRS, device=lower if device else None))
 
 
+# Not ReduceMax: the runtime's kernel gives -FLT_MAX for a row of -inf and drops NaNs
+# (test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded); host until fixed.
 for _name, _fn in _FUNCS.items():
-    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum", "ReduceMax"))
+    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum"))
 
 
 # ---- ArgMax / ArgMin ----------------------------------------------------------------------

@@ -17,7 +17,7 @@ from graphengine.engine.importers import (
     import_onnx,
     load_model,
 )
-from graphengine.engine.ir import Graph, ValueKind
+from graphengine.engine.ir import Graph, TensorMeta, ValueKind
 from graphengine.v1 import graph_pb2 as pb
 from tests.unit.test_ops_common import infer_graph, make_model, rand, reference, run_graph
 
@@ -197,6 +197,28 @@ def test_model_local_functions_are_inlined() -> None:
 
 
 # ---- GraphDef ---------------------------------------------------------------------------
+def test_low_precision_inputs_and_initializers_keep_their_dtypes() -> None:
+    w = helper.make_tensor("w", TensorProto.INT4, [3], [-8, 0, 7])
+    model = model_of([helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+                      helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT)],
+                     [vi("x", TensorProto.FLOAT8E4M3FN, [2])], [vi("wf"), vi("xf")], [w],
+                     opset=21)
+    g = import_onnx(model)
+    assert g.values["x"].meta.dtype is DType.FLOAT8E4M3FN
+    assert g.values["w"].meta.dtype is DType.INT4
+    assert g.values["w"].const.astype(np.int8).tolist() == [-8, 0, 7]
+
+
+def test_scan_opset8_with_sequence_lens_is_refused() -> None:
+    body = helper.make_graph([helper.make_node("Identity", ["s"], ["t"])], "b",
+                             [vi("s", shape=[1])], [vi("t", shape=[1])])
+    node = helper.make_node("Scan", ["lens", "init"], ["out"], body=body, num_scan_inputs=0)
+    model = model_of([node], [vi("lens", TensorProto.INT32, [1]), vi("init", shape=[1, 1])],
+                     [vi("out")], opset=8)
+    with pytest.raises(InvalidGraph, match="sequence_lens"):
+        import_onnx(model)
+
+
 def _sample_graph() -> Graph:
     w = numpy_helper.from_array(rand(4, 3, seed=2), "w")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
@@ -264,4 +286,12 @@ def test_graphdef_rejects_subgraph_attributes() -> None:
     g = import_onnx(model_of([node], [vi("c", TensorProto.BOOL, []), vi("x", shape=[2])],
                              [vi("y")]))
     with pytest.raises(InvalidGraph, match="cannot be written to a GraphDef"):
+        export_graphdef(g)
+
+
+def test_graphdef_export_refuses_dtypes_the_wire_lacks() -> None:
+    g = Graph("lowp")
+    x = g.add_input("x", TensorMeta(DType.FLOAT8E4M3FN, (2,)))
+    g.outputs = [g.add_node("Cast", [x], attrs={"to": TensorProto.FLOAT}).outputs[0]]
+    with pytest.raises(InvalidGraph, match="float8_e4m3fn.*GraphDef"):
         export_graphdef(g)

@@ -97,9 +97,12 @@ def test_gemm_matmul_binary() -> None:
 
 def test_unary_and_clip() -> None:
     for op in ("Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Floor",
-               "Ceil", "Reciprocal", "Softplus", "HardSwish"):
+               "Ceil", "Reciprocal", "HardSwish"):
         k = lower(build(op, [t(2, 3)]))
         assert k.op == op and k.inputs == (0,) and dict(k.attrs) == {}
+    # The runtime's Softplus and ReduceMax kernels are not accurate enough yet (see the
+    # comments at their registrations): the host runs them.
+    assert ops.get("Softplus").device is None and ops.get("ReduceMax").device is None
     assert lower(build("Gelu", [t(4)], {"approximate": "tanh"})).attrs == {"approximate": "tanh"}
     assert lower(build("LeakyRelu", [t(4)], {"alpha": 0.1})).attrs == {"alpha": 0.1}
     assert lower(build("HardSigmoid", [t(4)])).attrs == {"alpha": 0.2, "beta": 0.5}
@@ -122,8 +125,8 @@ def test_softmax_norms_reduce() -> None:
     k = lower(build("ReduceMean", [t(2, 3, 4), np.array([-1, 0], np.int64)], {"keepdims": 0}))
     assert k.attrs == {"axes": [0, 2], "keepdims": 0} and k.inputs == (0,)
     assert lower(build("ReduceSum", [t(2, 3)])).attrs == {"axes": [0, 1], "keepdims": 1}
-    assert lower(build("ReduceMax", [t(2, 3), t(1, dtype=DType.INT64)])) == \
-        "ReduceMax axes are not constant"
+    assert lower(build("ReduceSum", [t(2, 3), t(1, dtype=DType.INT64)])) == \
+        "ReduceSum axes are not constant"
 
 
 def test_data_movement() -> None:

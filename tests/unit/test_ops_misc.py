@@ -258,3 +258,97 @@ def test_training_optimizer_momentum() -> None:
         {"alpha": 0.9, "beta": 0.5, "mode": "standard", "norm_coefficient": 0.0})
     np.testing.assert_allclose(new_v, 0.9 * v + 0.5 * g)
     np.testing.assert_allclose(new_x, x - 0.1 * new_v)
+
+
+# ---- TreeEnsemble, Scan-8, seeded Dropout ---------------------------------------------------
+def _tree_model(aggregate: int, post: int) -> onnx.ModelProto:
+    """Two trees over 3 features, 2 targets: LEQ/GT/MEMBER branches, NaN tracking true."""
+    f = TensorProto.FLOAT
+    node = helper.make_node(
+        "TreeEnsemble", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=2,
+        aggregate_function=aggregate, post_transform=post, tree_roots=[0, 2],
+        nodes_featureids=[0, 1, 2], nodes_truenodeids=[0, 1, 3], nodes_trueleafs=[1, 1, 1],
+        nodes_falsenodeids=[1, 2, 4], nodes_falseleafs=[0, 1, 1],
+        nodes_missing_value_tracks_true=[1, 0, 0],
+        nodes_modes=helper.make_tensor("m", TensorProto.UINT8, [3], [0, 3, 6]),
+        nodes_splits=helper.make_tensor("s", f, [3], [0.5, -1.0, 0.0]),
+        membership_values=helper.make_tensor("mv", f, [3], [1.0, 2.0, np.nan]),
+        leaf_targetids=[0, 1, 0, 1, 1],
+        leaf_weights=helper.make_tensor("w", f, [5], [0.5, -1.5, 2.0, 0.25, -0.75]))
+    graph = helper.make_graph([node], "trees", [helper.make_tensor_value_info("X", f, [5, 3])],
+                              [helper.make_tensor_value_info("Y", f, [5, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("ai.onnx.ml", 5)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
+@pytest.mark.parametrize("post", [0, 1, 2, 3, 4])
+def test_tree_ensemble(aggregate: int, post: int) -> None:
+    """Raw scores against onnxruntime; the post transforms as the spec numbers them
+    (onnxruntime swaps SOFTMAX and LOGISTIC and approximates PROBIT; onnx.reference
+    ignores post_transform and scores an unreached MIN/MAX target as +-FLT_MAX)."""
+    import math
+
+    x = np.array([[0.1, 5.0, 1.0], [0.9, -3.0, 2.0], [np.nan, 0.0, 7.0], [3.0, 2.0, 1.0],
+                  [0.5, -1.0, np.nan]], np.float32)
+    raw = reference(_tree_model(aggregate, 0), {"X": x}, "ort")[0].astype(np.float64)
+    g = import_onnx(_tree_model(aggregate, post))
+    infer_graph(g)
+    (got,) = run_graph(g, {"X": x})
+    assert got.dtype == np.float32 and g.outputs[0].meta.shape == (5, 2)
+    if post == 1:
+        want = np.exp(raw) / np.exp(raw).sum(axis=1, keepdims=True)
+    elif post == 2:
+        want = 1 / (1 + np.exp(-raw))
+    elif post == 3:
+        e = np.where(raw != 0, np.exp(raw), 0)
+        want = np.divide(e, e.sum(axis=1, keepdims=True), out=np.zeros_like(e),
+                         where=e.sum(axis=1, keepdims=True) > 0)
+    elif post == 4:  # probit: erf(y / sqrt 2) == 2 p - 1
+        inside = (raw > 0) & (raw < 1)
+        erf = np.vectorize(math.erf)(got[inside].astype(np.float64) / math.sqrt(2))
+        np.testing.assert_allclose(erf, 2 * raw[inside] - 1, atol=1e-6)
+        return
+    else:
+        want = raw
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_scan_opset8_runs_the_body_per_batch_item() -> None:
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "x_t"], ["s_out"]),
+         helper.make_node("Identity", ["s_out"], ["y_t"])], "body",
+        [helper.make_tensor_value_info("s_in", f, [2]),
+         helper.make_tensor_value_info("x_t", f, [2])],
+        [helper.make_tensor_value_info("s_out", f, [2]),
+         helper.make_tensor_value_info("y_t", f, [2])])
+    node = helper.make_node("Scan", ["", "init", "xs"], ["final", "ys"], body=body,
+                            num_scan_inputs=1, directions=[1])
+    graph = helper.make_graph([node], "scan8", [
+        helper.make_tensor_value_info("init", f, [2, 2]),
+        helper.make_tensor_value_info("xs", f, [2, 3, 2])], [
+        helper.make_tensor_value_info("final", f, [2, 2]),
+        helper.make_tensor_value_info("ys", f, [2, 3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+    g = import_onnx(model)
+    infer_graph(g)
+    assert [v.meta.shape for v in g.outputs] == [(2, 2), (2, 3, 2)]
+    init, xs = rand(2, 2), rand(2, 3, 2, seed=1)
+    final, ys = run_graph(g, {"init": init, "xs": xs})
+    running = init[:, None, :] + np.cumsum(xs[:, ::-1], axis=1)  # directions=[1]: reversed
+    np.testing.assert_allclose(ys, running, rtol=1e-6)
+    np.testing.assert_allclose(final, running[:, -1], rtol=1e-6)
+
+
+def test_seeded_training_dropout_follows_the_reference_stream() -> None:
+    from graphengine.engine import ops
+
+    x = rand(3, 4, 5)
+    y, mask = ops.get("Dropout").compute([x, np.float32(0.75), np.bool_(True)],
+                                         {"seed": 7, "_n_outputs": 2})
+    keep = np.random.RandomState(7).uniform(0, 1, x.shape) >= 0.75
+    np.testing.assert_array_equal(mask, keep)
+    np.testing.assert_allclose(y, x * keep * 4, rtol=1e-6)
