@@ -22,8 +22,11 @@ _TO_PB = {
 _FROM_PB = {v: k for k, v in _TO_PB.items()}
 
 
-def dtype_to_pb(dtype: DType) -> int:
-    return _TO_PB[dtype]
+def dtype_to_pb(dtype: DType, what: str = "tensor") -> int:
+    try:
+        return _TO_PB[dtype]
+    except KeyError:
+        raise InvalidInput(f"{what}: dtype {dtype.value} has no code on the wire") from None
 
 
 def dtype_from_pb(code: int, what: str = "tensor") -> DType:
@@ -46,7 +49,9 @@ def shape_from_pb(dims: Sequence[pb.Dim]) -> tuple[Dim, ...]:
 def desc_to_pb(name: str, meta: TensorMeta | None) -> pb.TensorDesc:
     if meta is None:
         return pb.TensorDesc(name=name)
-    return pb.TensorDesc(name=name, dtype=dtype_to_pb(meta.dtype), shape=shape_to_pb(meta.shape),
+    # A description still says what it can of a dtype the wire has no code for.
+    return pb.TensorDesc(name=name, dtype=_TO_PB.get(meta.dtype, pb.DT_UNDEFINED),
+                         shape=shape_to_pb(meta.shape),
                          unknown_rank=meta.shape is None)
 
 
@@ -56,7 +61,8 @@ def tensor_to_pb(name: str, array: np.ndarray) -> pb.Tensor:
     if dtype is DType.STRING:
         raise InvalidInput(f"tensor '{name}': string tensors are not supported on the wire")
     data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
-    return pb.Tensor(name=name, dtype=dtype_to_pb(dtype), shape=list(array.shape), data=data)
+    return pb.Tensor(name=name, dtype=dtype_to_pb(dtype, f"tensor '{name}'"),
+                     shape=list(array.shape), data=data)
 
 
 def tensor_from_pb(t: pb.Tensor, max_elements: int | None = None) -> np.ndarray:
