@@ -20,6 +20,7 @@ _TO_PB = {
     DType.BFLOAT16: pb.DT_BFLOAT16, DType.STRING: pb.DT_STRING,
 }
 _FROM_PB = {v: k for k, v in _TO_PB.items()}
+WIRE_DTYPES = frozenset(_TO_PB)  # the dtypes the wire contract has a code for
 
 
 def dtype_to_pb(dtype: DType, what: str = "tensor") -> int:

@@ -9,32 +9,18 @@ import numpy as np
 
 from graphengine.v1 import graph_pb2 as pb
 
-from ..dtypes import DType
+from .. import wire
 from ..errors import InvalidGraph, InvalidInput
 from ..ir import Graph, TensorMeta, Value
 from ..wire import (
     desc_to_pb,
     dtype_from_pb,
-    dtype_to_pb,
     shape_from_pb,
     tensor_from_pb,
     tensor_to_pb,
 )
 
-
-def _wire_dtypes() -> frozenset[DType]:
-    """The dtypes the GraphDef contract has a code for (not float8, int4 and the like)."""
-    ok = set()
-    for dtype in DType:
-        try:
-            dtype_to_pb(dtype)
-        except KeyError:
-            continue
-        ok.add(dtype)
-    return frozenset(ok)
-
-
-WIRE_DTYPES = _wire_dtypes()
+WIRE_DTYPES = wire.WIRE_DTYPES  # not float8, int4 and the like
 
 # The canonical op forms the schemas implement are those of the newest ONNX opset.
 CANONICAL_OPSET = 28
