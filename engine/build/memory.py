@@ -1,7 +1,7 @@
 """Memory planning: a pure function from buffer lifetimes to offsets in one arena.
 
-Lifetimes are inclusive step intervals of a schedule. Two strategies run and the smaller
-arena wins; the result is reported next to the lower bound (peak bytes live at any step
+Lifetimes are inclusive step intervals of a schedule. Several greedy orders run and the
+smallest arena wins (it stops early once one reaches the lower bound); the result is reported next to the lower bound (peak bytes live at any step
 of the program order). With several streams, "may these two share bytes" is no longer
 interval overlap: the caller passes a `conflict` predicate built from the streams'
 happens-before relation, and the same placement runs with it.
@@ -88,8 +88,21 @@ def _by_start(buffers: Sequence[Buffer], conflict: Conflict) -> dict[int, int]:
     return _place(sorted(buffers, key=lambda b: (b.start, -b.size, b.id)), conflict)
 
 
+def _by_size_late_first(buffers: Sequence[Buffer], conflict: Conflict) -> dict[int, int]:
+    # Equal sizes are common (one per layer); placing the late ones first packs the early
+    # ones into the gaps they leave (bert_mini: 1.17x the bound by size alone, 1.0x so).
+    return _place(sorted(buffers, key=lambda b: (-b.size, -b.end, b.id)), conflict)
+
+
+def _by_area(buffers: Sequence[Buffer], conflict: Conflict) -> dict[int, int]:
+    return _place(sorted(buffers, key=lambda b: (-align(b.size) * (b.end - b.start + 1),
+                                                 b.id)), conflict)
+
+
 STRATEGIES: dict[str, Callable[[Sequence[Buffer], Conflict], dict[int, int]]] = {
     "greedy_by_size": _by_size,
+    "greedy_by_size_late_first": _by_size_late_first,
+    "greedy_by_area": _by_area,
     "greedy_by_start": _by_start,
 }
 
@@ -102,6 +115,8 @@ def plan_memory(buffers: Sequence[Buffer], conflict: Conflict | None = None) -> 
         arena = max((offsets[b.id] + align(b.size) for b in buffers), default=0)
         if best is None or arena < best.arena_bytes:
             best = MemoryPlan(offsets, arena, bound, name)
+        if arena <= bound:
+            break  # optimal already
     assert best is not None
     return best
 

@@ -97,3 +97,13 @@ def test_symbolic_batch_compiles_per_signature():
         ref = ort_outputs(model, {graph.inputs[0].name: x})
         for k in ref:
             np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["resnet", "mobilenetv2", "bert"])
+def test_memory_plan_is_within_five_percent_of_the_lower_bound(name):
+    model = CASES[name]()
+    compiled = compile_graph(load_model(model), LINT,
+                             input_shapes={k: v.shape for k, v in
+                                           zoo.random_inputs(model).items()})
+    mem = compiled.report.memory
+    assert mem.lower_bound_bytes <= mem.arena_bytes <= 1.05 * mem.lower_bound_bytes
