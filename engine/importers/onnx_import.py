@@ -111,11 +111,29 @@ def element_type(code: int, name: str, what: str) -> DType:
                            tensor=name) from None
 
 
+_RAW_DTYPES = {
+    onnx.TensorProto.FLOAT: np.dtype("<f4"), onnx.TensorProto.DOUBLE: np.dtype("<f8"),
+    onnx.TensorProto.INT64: np.dtype("<i8"), onnx.TensorProto.INT32: np.dtype("<i4"),
+    onnx.TensorProto.FLOAT16: np.dtype("<f2"), onnx.TensorProto.INT8: np.dtype("i1"),
+    onnx.TensorProto.UINT8: np.dtype("u1"), onnx.TensorProto.BOOL: np.dtype("?"),
+}
+
+
 def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
     element_type(t.data_type, t.name, "tensor")
     if t.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
         raise InvalidModel(f"tensor '{t.name}' uses external data but the model was not "
                            f"loaded from a file", tensor=t.name)
+    fast = _RAW_DTYPES.get(t.data_type)
+    if fast is not None and t.data_location != onnx.TensorProto.EXTERNAL and \
+            t.HasField("raw_data"):
+        # Weights arrive as raw little-endian bytes: a read-only view, no copy, no parse.
+        count = int(np.prod(t.dims, dtype=np.int64))
+        raw = t.raw_data
+        if len(raw) != count * fast.itemsize:
+            raise InvalidModel(f"tensor '{t.name}': raw data has {len(raw)} bytes, dims "
+                               f"{list(t.dims)} need {count * fast.itemsize}", tensor=t.name)
+        return np.frombuffer(raw, dtype=fast).reshape(tuple(t.dims))
     try:
         arr = numpy_helper.to_array(t, base_dir or "")
     except (OSError, ValueError) as exc:
