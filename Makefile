@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test lint bench clean
+.PHONY: all install run test lint bench sanitize clean
 
 all: install
 
@@ -40,9 +40,27 @@ test: install
 lint: install
 	$(PY) -m ruff check engine server clients runtime_ext/python tests benchmarks examples
 
+# Side by side with onnxruntime (same thread count); results in benchmarks/results/.
+# torch only builds missing benchmark models (a local CPU wheel; unpinned pulls CUDA).
 bench: install
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) benchmarks/run.py
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# The runtime built with ASan + UBSan (separate build dir and venv, which reuses .venv's
+# packages), then the runtime tests under it. Any sanitizer report fails the run.
+ASAN_VENV := build/asan/venv
+ASAN_PY := $(ASAN_VENV)/bin/python
+sanitize: install
+	test -x $(ASAN_PY) || $(PY) -m venv --without-pip $(ASAN_VENV)
+	$(PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > "$$($(ASAN_PY) -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_ge_main_venv.pth"
+	flock $(VENV)/.install.lock $(ASAN_PY) -m pip install -q --no-build-isolation --no-deps -e . \
+		-C build-dir=build/asan/build -C cmake.build-type=RelWithDebInfo \
+		-C cmake.define.GE_SANITIZE=ON -C cmake.define.dnnl_DIR=$(abspath $(VENV))/lib/cmake/dnnl
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so)" \
+		LD_LIBRARY_PATH=$(abspath $(VENV))/lib \
+		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(ASAN_PY) -m pytest -q -p no:cacheprovider tests/unit/test_runtime*.py tests/unit/test_loaded_model.py
 
 clean:
 	rm -rf build $(VENV) examples/models

@@ -1,6 +1,7 @@
 """The `graphengine` command line.
 
-    graphengine serve [--config FILE] [--host H] [--port N] [--log-level L]
+    graphengine serve [--config FILE] [--host H] [--port N] [--model-repository DIR]
+                      [--metrics-port N] [--grace-seconds S] [--log-level L] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
 
 One `add_<name>_parser` + `cmd_<name>` pair per subcommand, registered in COMMANDS; a new
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from graphengine.clients import cli_compile
 from graphengine.clients.errors import ClientError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -39,7 +41,18 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--config", metavar="FILE", help="YAML settings file")
     p.add_argument("--host", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port to bind; 0 picks a free one (default 50051)")
+    p.add_argument("--model-repository", metavar="DIR",
+                   help="folder of models to serve over KServe v2 (default: none)")
+    p.add_argument("--metrics-port", type=int, metavar="N",
+                   help="Prometheus /metrics HTTP port; 0 disables (default 0)")
+    p.add_argument("--grace-seconds", type=float, metavar="S",
+                   help="on SIGTERM, time in-flight work gets to finish (default 10)")
+    p.add_argument("--worker-threads", type=int, metavar="N",
+                   help="gRPC worker threads (default 8)")
+    p.add_argument("--tls-cert", metavar="PEM", help="TLS certificate chain (with --tls-key)")
+    p.add_argument("--tls-key", metavar="PEM", help="TLS private key")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+    p.add_argument("--log-format", choices=("kv", "json"), help="log lines (default kv)")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -50,7 +63,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config, host=args.host, port=args.port,
-                             log_level=args.log_level)
+                             model_repository=args.model_repository,
+                             metrics_port=args.metrics_port, grace_seconds=args.grace_seconds,
+                             worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
+                             tls_key_file=args.tls_key, log_level=args.log_level,
+                             log_format=args.log_format)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return serve(config)
@@ -138,6 +155,8 @@ def save_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
 COMMANDS: Sequence[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], int]]] = (
     ("serve", add_serve_parser, cmd_serve),
     ("run", add_run_parser, cmd_run),
+    ("compile", cli_compile.add_compile_parser, cli_compile.cmd_compile),
+    ("inspect", cli_compile.add_inspect_parser, cli_compile.cmd_inspect),
 )
 
 

@@ -8,15 +8,20 @@
         outputs = sess.run_graph(gid, {"input": x})
 
 `RemoteSession` has the method names and signatures of the in-process
-`graphengine.server.session.Session`, so code written against one runs against the other.
-Failed calls raise `graphengine.clients.errors.ClientError` subclasses that keep the
-status code and the server's message.
+`graphengine.server.session.Session`, so code written against one runs against the other;
+it adds what only makes sense over the wire: `run_graph_async` (a future) and
+`run_graph_stream` (many runs in flight on one bidirectional stream). Failed calls raise
+`graphengine.clients.errors.ClientError` subclasses that keep the status code and the
+server's message. A server with TLS needs `root_certificates` (or `tls=True` for the
+system's roots); one with token authentication needs `token`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -27,7 +32,7 @@ from graphengine.engine.report import CompileReport
 from graphengine.server import convert
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
 
-from .errors import ClientError, from_rpc_error
+from .errors import ClientError, error_class, from_rpc_error
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -35,26 +40,50 @@ if TYPE_CHECKING:
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
+def _read(value: bytes | str | os.PathLike | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        return f.read()
+
+
 class Client:
     """A connection to one server. Cheap to keep open; thread-safe like its gRPC channel.
 
     `timeout` is the deadline in seconds applied to every call (None: no deadline).
+    `token`: a bearer token sent with every call. `root_certificates` (PEM bytes or a
+    path) or `tls=True` makes the channel TLS; `private_key` / `certificate_chain` present
+    a client certificate (mutual TLS); `server_name` overrides the name the server's
+    certificate is checked against.
     """
 
     def __init__(self, address: str, *, timeout: float | None = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, token: str | None = None,
+                 tls: bool = False, root_certificates: bytes | str | None = None,
+                 private_key: bytes | str | None = None,
+                 certificate_chain: bytes | str | None = None,
+                 server_name: str | None = None) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-        ])
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes)]
+        if tls or root_certificates is not None or private_key is not None:
+            credentials = grpc.ssl_channel_credentials(
+                _read(root_certificates), _read(private_key), _read(certificate_chain))
+            if server_name:
+                options.append(("grpc.ssl_target_name_override", server_name))
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         self._stub = session_pb2_grpc.GraphEngineStub(self._channel)
 
     # ---- plumbing --------------------------------------------------------------------
-    def _call(self, method: Callable[..., Any], request: Any) -> Any:
+    def _call(self, method: Callable[..., Any], request: Any,
+              timeout: float | None = None) -> Any:
         try:
-            return method(request, timeout=self.timeout)
+            return method(request, timeout=timeout if timeout is not None else self.timeout,
+                          metadata=self._metadata)
         except grpc.RpcError as err:
             # `from None`: the gRPC error's repr only repeats what the ClientError says.
             raise from_rpc_error(err) from None
@@ -64,7 +93,7 @@ class Client:
         """Open a session on the server; use it as a context manager to close it.
 
         `options`: None, a `SessionOptions`, or a mapping with its keys (`max_streams`,
-        `memory_limit_bytes`, `options`).
+        `memory_limit_bytes`, `options`, `precision`, `instances`).
         """
         request = session_pb2.CreateSessionRequest(
             options=convert.session_options_to_pb(options))
@@ -74,6 +103,11 @@ class Client:
     def attach(self, session_id: str) -> RemoteSession:
         """A handle on a session that already exists (e.g. opened by another process)."""
         return RemoteSession(self, session_id)
+
+    def list_sessions(self) -> list[Any]:
+        """This identity's open sessions, as `graphengine.server.types.SessionInfo`."""
+        response = self._call(self._stub.ListSessions, session_pb2.ListSessionsRequest())
+        return [convert.session_info_from_pb(s) for s in response.sessions]
 
     def health(self, service: str = "") -> str:
         """The server's health status name for `service` ("" = the server as a whole)."""
@@ -98,6 +132,15 @@ class Client:
         return f"Client({self.address!r})"
 
 
+@dataclasses.dataclass
+class StreamResult:
+    """One answer on a run stream: outputs, or the error that run got."""
+
+    request_id: str
+    outputs: dict[str, np.ndarray] | None = None
+    error: ClientError | None = None
+
+
 class RemoteSession:
     """A session held by the server; mirrors the in-process Session's methods."""
 
@@ -107,16 +150,19 @@ class RemoteSession:
         self.id = session_id
         self._closed = False
 
-    def _call(self, method: Callable[..., Any], request: Any) -> Any:
-        return self._client._call(method, request)
+    def _call(self, method: Callable[..., Any], request: Any,
+              timeout: float | None = None) -> Any:
+        return self._client._call(method, request, timeout)
 
-    def add_graph(self, model: Any, name: str | None = None) -> int:
+    def add_graph(self, model: Any, name: str | None = None,
+                  gears: Sequence[int] | None = None) -> int:
         """Send a model; returns its graph id.
 
-        `model`: a GraphDef, ONNX bytes, an onnx.ModelProto, or a path to an .onnx file.
+        `model`: a GraphDef, ONNX bytes, offline model bytes, an onnx.ModelProto, or a path
+        to a model file. `gears`: batch sizes to compile ahead (symbolic batch dim).
         """
         request = session_pb2.AddGraphRequest(session_id=self.id, name=name or "",
-                                              **model_fields(model))
+                                              gears=list(gears or ()), **model_fields(model))
         return self._call(self._stub.AddGraph, request).graph_id
 
     def compile_graph(self, graph_id: int,
@@ -126,26 +172,89 @@ class RemoteSession:
             input_shapes=convert.input_shapes_to_pb(input_shapes))
         return convert.report_from_pb(self._call(self._stub.CompileGraph, request).report)
 
-    def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        """Outputs by name: in graph order, or in the order of `output_names`."""
-        request = session_pb2.RunGraphRequest(
+    def _run_request(self, graph_id: int, inputs: Mapping[str, np.ndarray],
+                     output_names: Sequence[str] | None, request_id: str = ""
+                     ) -> session_pb2.RunGraphRequest:
+        return session_pb2.RunGraphRequest(
             session_id=self.id, graph_id=graph_id, inputs=convert.tensors_to_pb(inputs),
-            output_names=list(output_names or ()))
-        response = self._call(self._stub.RunGraph, request)
-        arrays = convert.tensors_from_pb(response.outputs)
-        # Decoded arrays view immutable protobuf bytes; copy so that callers get ordinary
-        # writable arrays, as the in-process Session returns.
-        return {name: a.copy() for name, a in arrays.items()}
+            output_names=list(output_names or ()), request_id=request_id)
+
+    def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
+                  output_names: Sequence[str] | None = None, *,
+                  timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name: in graph order, or in the order of `output_names`."""
+        response = self._call(self._stub.RunGraph,
+                              self._run_request(graph_id, inputs, output_names), timeout)
+        return _arrays(response.outputs)
+
+    def run_graph_async(self, graph_id: int, inputs: Mapping[str, np.ndarray],
+                        output_names: Sequence[str] | None = None, *,
+                        timeout: float | None = None) -> Future:
+        """A concurrent.futures.Future of run_graph's result (or its ClientError)."""
+        call = self._stub.RunGraph.future(
+            self._run_request(graph_id, inputs, output_names),
+            timeout=timeout if timeout is not None else self._client.timeout,
+            metadata=self._client._metadata)
+        result: Future = Future()
+
+        def done(f: Any) -> None:
+            try:
+                result.set_result(_arrays(f.result().outputs))
+            except grpc.RpcError as err:
+                result.set_exception(from_rpc_error(err))
+            except Exception as exc:  # a cancelled call
+                result.set_exception(exc)
+
+        call.add_done_callback(done)
+        return result
+
+    def run_graph_stream(self, graph_id: int,
+                         requests: Iterable[tuple[str, Mapping[str, np.ndarray]]],
+                         output_names: Sequence[str] | None = None, *,
+                         timeout: float | None = None) -> Iterator[StreamResult]:
+        """Run each (request_id, inputs) on one stream; yields results as they finish.
+
+        Many runs are in flight at once and results may come in any order; a failed run
+        yields a StreamResult with its `error`, and the others go on.
+        """
+        stream = (self._run_request(graph_id, inputs, output_names, request_id)
+                  for request_id, inputs in requests)
+        try:
+            for response in self._stub.RunGraphStream(
+                    stream, timeout=timeout if timeout is not None else self._client.timeout,
+                    metadata=self._client._metadata):
+                if response.HasField("error"):
+                    code = grpc.StatusCode[response.error.code]
+                    yield StreamResult(response.request_id, error=error_class(code)(
+                        code, response.error.message))
+                else:
+                    yield StreamResult(response.request_id, _arrays(response.outputs))
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
 
     def remove_graph(self, graph_id: int) -> None:
         self._call(self._stub.RemoveGraph,
                    session_pb2.RemoveGraphRequest(session_id=self.id, graph_id=graph_id))
 
     def graph_info(self, graph_id: int) -> Any:
-        """A `graphengine.server.session.GraphInfo`, as the in-process Session returns."""
+        """A `graphengine.server.types.GraphInfo`, as the in-process Session returns."""
         request = session_pb2.GetGraphInfoRequest(session_id=self.id, graph_id=graph_id)
         return convert.graph_info_from_pb(self._call(self._stub.GetGraphInfo, request).info)
+
+    def export_model(self, graph_id: int,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None) -> bytes:
+        """The compiled graph as offline model bytes (every gear, or `input_shapes`)."""
+        request = session_pb2.ExportModelRequest(
+            session_id=self.id, graph_id=graph_id,
+            input_shapes=convert.input_shapes_to_pb(input_shapes))
+        return self._call(self._stub.ExportModel, request).offline_model
+
+    def import_model(self, data: bytes | str | os.PathLike, name: str | None = None) -> int:
+        """Add an offline model (bytes or a file path); returns its graph id."""
+        blob = data if isinstance(data, (bytes, bytearray)) else _read(data)
+        request = session_pb2.ImportModelRequest(session_id=self.id, offline_model=bytes(blob),
+                                                 name=name or "")
+        return self._call(self._stub.ImportModel, request).graph_id
 
     def close(self) -> None:
         """Close the session on the server; closing twice is a no-op."""
@@ -167,6 +276,12 @@ class RemoteSession:
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r} on {self._client.address})"
+
+
+def _arrays(tensors: Iterable[graph_pb2.Tensor]) -> dict[str, np.ndarray]:
+    # Decoded arrays view immutable protobuf bytes; copy so that callers get ordinary
+    # writable arrays, as the in-process Session returns.
+    return {name: a.copy() for name, a in convert.tensors_from_pb(tensors).items()}
 
 
 def model_fields(model: Any) -> dict[str, Any]:

@@ -1,14 +1,22 @@
 """Stages 5 and 6, load and execute: CompiledModel -> native models -> outputs.
 
-Device programs become native `_runtime.Model`s (streams, arena, weights uploaded once,
-kernels prepared for their exact shapes). Host programs run their nodes with the numpy
-reference kernels between device launches, exchanging tensors through the cut edges.
+Device programs become native `_runtime.Model`s: weights taken once, kernels prepared once
+for their exact shapes, and `instances` arenas so that that many requests run at once
+(more queue). Their streams run on the device's shared worker lanes; no Python runs
+between their kernels. Host programs run their nodes with the numpy reference kernels
+between device launches, exchanging tensors through the cut edges.
+
+Inputs that are C-contiguous arrays of the right dtype are read by the kernels in place,
+and outputs are the arrays the last kernels wrote; anything else costs one copy, counted
+in `stats()["bytes_copied"]`.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -34,6 +42,12 @@ def default_device(threads: int = 0) -> _runtime.Device:
 @functools.cache
 def device_kernel_ops() -> frozenset[str]:
     return frozenset(_runtime.supported_ops())
+
+
+def kernel_info(op: str, dtypes: Sequence[str], shapes: Sequence[Sequence[int]],
+                attrs: Mapping | None = None) -> dict:
+    """The device's answer for one node: {"supported", "reason", "preferred_format", ...}."""
+    return _runtime.kernel_info(op, list(dtypes), [list(s) for s in shapes], dict(attrs or {}))
 
 
 def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.ndarray]
@@ -71,26 +85,104 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
 
 
 class LoadedModel:
-    """A compiled model resident on a device, ready to execute."""
+    """A compiled model resident on a device, ready to execute.
 
-    def __init__(self, compiled: CompiledModel, device: _runtime.Device | None = None) -> None:
+    `instances` arenas share one copy of the weights and of the prepared kernels: that many
+    `execute()` calls run at once; more wait for a free instance. `execute_async()` returns
+    a `concurrent.futures.Future`. `execute(..., iterations=N)` is sink mode: N runs in one
+    launch over a queue of inputs.
+    """
+
+    def __init__(self, compiled: CompiledModel, device: _runtime.Device | None = None,
+                 instances: int = 1) -> None:
+        if not isinstance(instances, int) or instances < 1:
+            raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
+                               graph=compiled.name, stage="load")
         self.compiled = compiled
         self.device = device or default_device()
+        self.instances = instances
         self.natives: dict[int, _runtime.Model] = {}
         for prog in compiled.programs:
             if isinstance(prog, DeviceProgram):
                 try:
-                    self.natives[prog.index] = _runtime.Model(self.device,
-                                                              prog.spec(compiled.name))
+                    self.natives[prog.index] = _runtime.Model(
+                        self.device, prog.spec(compiled.name), instances)
                 except _runtime.Error as exc:
                     raise InvalidGraph(str(exc), graph=compiled.name, stage="load") from None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._runs = 0
+        self._iterations = 0
+        self._seconds = 0.0
 
     @property
     def device_bytes(self) -> int:
-        return self.compiled.device_bytes
+        """Device memory held: every instance's arenas plus one copy of the weights."""
+        return sum(p.arena_bytes * self.instances + int(p.weights.nbytes)
+                   for p in self.compiled.programs if isinstance(p, DeviceProgram))
 
-    def execute(self, inputs: Mapping[str, np.ndarray],
-                output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    # ---- execution ----------------------------------------------------------------------
+    def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
+                output_names: Sequence[str] | None = None, *, iterations: int = 1,
+                return_all: bool = False) -> dict[str, np.ndarray] | list[dict[str, np.ndarray]]:
+        """Run the model; returns {output name: array}.
+
+        With `iterations=N` (sink mode) `inputs` is one mapping used by every iteration or
+        a sequence of N mappings; the result is the last iteration's outputs, or a list of
+        every iteration's with `return_all=True`. A model that is one device program runs
+        all N iterations in one native launch; otherwise they run one after the other.
+        """
+        start = time.perf_counter()
+        if not isinstance(iterations, int) or iterations < 1:
+            raise InvalidInput(f"iterations must be a positive integer, got {iterations!r}",
+                               graph=self.compiled.name)
+        per_iteration = not isinstance(inputs, Mapping)
+        if per_iteration:
+            feeds = list(inputs)
+            if len(feeds) != iterations or not all(isinstance(f, Mapping) for f in feeds):
+                raise InvalidInput(f"expected {iterations} input mappings (one per iteration) "
+                                   f"or one mapping, got {type(inputs).__name__} of "
+                                   f"{len(feeds)}", graph=self.compiled.name)
+        else:
+            feeds = [inputs]
+        if iterations == 1:
+            result: dict | list = self._execute_once(feeds[0], output_names)
+            if return_all:
+                result = [result]
+        elif self._sink_program() is not None:
+            result = self._execute_sink(feeds, output_names, iterations, return_all)
+        else:
+            results = [self._execute_once(feeds[i if per_iteration else 0], output_names)
+                       for i in range(iterations)]
+            result = results if return_all else results[-1]
+        with self._lock:
+            self._runs += 1
+            self._iterations += iterations
+            self._seconds += time.perf_counter() - start
+        return result
+
+    def execute_async(self, inputs, output_names: Sequence[str] | None = None, *,
+                      iterations: int = 1, return_all: bool = False
+                      ) -> concurrent.futures.Future:
+        """`execute()` on a worker thread; the Future holds its result or its exception."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.instances, thread_name_prefix=f"ge-{self.compiled.name}")
+            executor = self._executor
+        return executor.submit(self.execute, inputs, output_names, iterations=iterations,
+                               return_all=return_all)
+
+    def close(self) -> None:
+        """Waits for async runs, then lets the native models go."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+        self.natives = {}
+
+    def _execute_once(self, inputs: Mapping[str, np.ndarray],
+                      output_names: Sequence[str] | None) -> dict[str, np.ndarray]:
         c = self.compiled
         env: dict[str, np.ndarray] = dict(check_inputs(c.name, c.inputs, inputs))
         for prog in c.programs:
@@ -98,6 +190,11 @@ class LoadedModel:
                 self._run_device(prog, env)
             else:
                 self._run_host(prog, env)
+        return self._pick_outputs(env, output_names)
+
+    def _pick_outputs(self, env: Mapping[str, np.ndarray],
+                      output_names: Sequence[str] | None) -> dict[str, np.ndarray]:
+        c = self.compiled
         names = [s.name for s in c.outputs]
         wanted = list(output_names) if output_names else names
         result = {}
@@ -109,15 +206,48 @@ class LoadedModel:
             result[name] = c.constants[src] if src in c.constants else env[src]
         return result
 
-    def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray]) -> None:
-        native = self.natives[prog.index]
-        args = [np.asarray(env[n], order="C") for n in prog.input_names]
+    def _sink_program(self) -> DeviceProgram | None:
+        """The one device program a whole-model sink launch can run, if the model is one."""
+        c = self.compiled
+        if len(c.programs) != 1 or not isinstance(c.programs[0], DeviceProgram):
+            return None
+        prog = c.programs[0]
+        graph_inputs = {s.name for s in c.inputs}
+        produced = set(prog.output_names) | set(c.constants)
+        if not set(prog.input_names) <= graph_inputs or not set(c.output_sources) <= produced:
+            return None
+        return prog
+
+    def _execute_sink(self, feeds: list[Mapping[str, np.ndarray]],
+                      output_names: Sequence[str] | None, iterations: int,
+                      return_all: bool) -> dict | list[dict]:
+        c = self.compiled
+        prog = self._sink_program()
+        assert prog is not None
+        lists = []
+        for feed in feeds:
+            env = check_inputs(c.name, c.inputs, feed)
+            lists.append([env[n] for n in prog.input_names])
+        args = lists if len(lists) > 1 else lists[0]
+        outs = self._call(self.natives[prog.index], args, iterations=iterations,
+                          return_all=return_all)
+        per_iter = outs if return_all else [outs]
+        results = [self._pick_outputs(dict(zip(prog.output_names, o)), output_names)
+                   for o in per_iter]
+        return results if return_all else results[0]
+
+    def _call(self, native: _runtime.Model, args: list, **kw):
         try:
-            outs = native.execute(args)
+            return native.execute(args, **kw)
         except _runtime.InvalidArgument as exc:
             raise InvalidInput(str(exc), graph=self.compiled.name, stage="execute") from None
         except _runtime.Error as exc:
             raise ExecutionError(str(exc), graph=self.compiled.name, stage="execute") from None
+
+    def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray]) -> None:
+        # Arrays go to the runtime as they are: it reads usable ones in place and converts
+        # (and counts) the rest once.
+        outs = self._call(self.natives[prog.index], [env[n] for n in prog.input_names])
         env.update(zip(prog.output_names, outs))
 
     def _run_host(self, prog: HostProgram, env: dict[str, np.ndarray]) -> None:
@@ -138,14 +268,31 @@ class LoadedModel:
                                      node=step.name, stage="execute") from None
             env.update(zip(step.outputs, (np.asarray(o) for o in outs)))
 
+    # ---- statistics ---------------------------------------------------------------------
     def stats(self) -> dict:
-        per = [m.stats() for m in self.natives.values()]
-        total: dict = {}
-        for s in per:
-            for k, v in s.items():
-                total[k] = total.get(k, 0) + v if isinstance(v, (int, float)) else v
-        return total
+        """Runs and time of this model, plus its device programs' native statistics.
+
+        Totals over the device programs: bytes copied / bound zero-copy, arena (all
+        instances), weight and prepared-weight bytes, busy seconds per stream; `programs`
+        has each native model's own statistics.
+        """
+        programs = {idx: m.stats() for idx, m in self.natives.items()}
+        with self._lock:
+            out: dict = {"runs": self._runs, "iterations": self._iterations,
+                         "seconds": self._seconds, "instances": self.instances}
+        for key in ("bytes_copied", "bytes_zero_copy", "arena_bytes", "weight_bytes",
+                    "prepared_bytes", "workspace_bytes", "failures", "tasks"):
+            out[key] = sum(s[key] for s in programs.values())
+        out["device_seconds"] = sum(s["seconds"] for s in programs.values())
+        out["stream_seconds"] = [sum(s["stream_seconds"][i] for s in programs.values()
+                                     if i < len(s["stream_seconds"]))
+                                 for i in range(max((s["streams"] for s in programs.values()),
+                                                    default=0))]
+        out["streams"] = max((s["streams"] for s in programs.values()), default=0)
+        out["programs"] = programs
+        return out
 
 
-def load(compiled: CompiledModel, device: _runtime.Device | None = None) -> LoadedModel:
-    return LoadedModel(compiled, device)
+def load(compiled: CompiledModel, device: _runtime.Device | None = None,
+         instances: int = 1) -> LoadedModel:
+    return LoadedModel(compiled, device, instances)

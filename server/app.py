@@ -2,18 +2,26 @@
 
 `create_server(config)` returns a `grpc.Server` (bound, not yet started) and the port it
 bound, for tests and embedding; `serve(config)` is the foreground daemon behind
-`graphengine serve`: it prints a ready line, logs one key=value line per event, and on
-SIGTERM/SIGINT reports NOT_SERVING, drains in-flight RPCs for `grace_seconds`, closes
-every session and returns exit code 0.
+`graphengine serve`: it prints a ready line, logs one structured line per event, serves
+Prometheus metrics on `metrics_port`, and on SIGTERM/SIGINT drains: health NOT_SERVING,
+new work refused with UNAVAILABLE, work in flight finished within `grace_seconds`; then it
+closes every session and returns exit code 0.
+
+One port serves every gRPC service: graphengine.v1.GraphEngine (sessions),
+inference.GRPCInferenceService (KServe v2 over the model repository), grpc.health.v1 and
+reflection. Interceptors, outermost first: requests (drain admission, in-flight, stage
+times, metrics), authentication (when tokens are configured), error mapping.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 from typing import Any, TextIO
 
@@ -21,49 +29,128 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from graphengine.engine.errors import GraphEngineError
+from graphengine.kserve.v2 import grpc_service_pb2_grpc
 from graphengine.v1 import session_pb2_grpc
 
 from . import logs
+from .auth import TokenAuth
 from .config import ServerConfig, format_address
 from .errors import ErrorInterceptor
+from .interceptors import AuthInterceptor, RequestInterceptor
+from .kserve_servicer import SERVICE_NAME as KSERVE_SERVICE
+from .kserve_servicer import InferenceServicer
+from .lifecycle import Lifecycle
+from .metrics import Metrics
 from .servicer import SERVICE_NAME, GraphEngineServicer
+from .types import SessionLimits
 
 _log = logging.getLogger("graphengine.server")
 
 READY_FORMAT = "graphengine serving on {address}"
+SERVING, NOT_SERVING = (health_pb2.HealthCheckResponse.SERVING,
+                        health_pb2.HealthCheckResponse.NOT_SERVING)
 
 
 @dataclasses.dataclass
 class ServerParts:
-    """What `serve` needs beyond the grpc.Server: the health state and the session core."""
+    """Everything `serve` drives beyond the grpc.Server."""
 
     server: grpc.Server
     port: int
     health: health.HealthServicer
     sessions: Any
+    lifecycle: Lifecycle
+    metrics: Metrics
+    repository: Any  # ModelRepository | None
+    stream_executor: futures.ThreadPoolExecutor
+    config: ServerConfig
+
+    def ready(self) -> bool:
+        """Readiness: serving and not draining; with strict_readiness, every model ready."""
+        if self.lifecycle.draining:
+            return False
+        if self.config.strict_readiness and self.repository is not None:
+            return self.repository.all_ready()
+        return True
+
+    def update_health(self) -> None:
+        status = SERVING if self.ready() else NOT_SERVING
+        for service in ("", SERVICE_NAME, KSERVE_SERVICE):
+            self.health.set(service, status)
 
 
-def make_session_manager(config: ServerConfig) -> Any:
-    # Imported here so that loading the server module does not load the compiler and the
-    # runtime before the configuration (logging, thread budget) is in place.
-    from graphengine.server.session import SessionManager
-
-    return SessionManager(device=make_device(config), max_sessions=config.max_sessions)
+def device_memory_bytes() -> int:
+    """The host device's memory: the machine's physical memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def make_device(config: ServerConfig) -> Any:
     """The device every session runs on, with the configured thread budget (0: all cores)."""
+    # Imported here so that loading the server module does not load the compiler and the
+    # runtime before the configuration (logging, thread budget) is in place.
     from graphengine.engine.runtime import default_device
 
     return default_device(config.device_threads)
 
 
+def _limits(config: ServerConfig) -> SessionLimits:
+    return SessionLimits(max_graphs=config.max_graphs_per_session,
+                         max_nodes=config.max_nodes_per_graph,
+                         max_tensor_elements=config.tensor_element_limit,
+                         device_memory_bytes=device_memory_bytes())
+
+
+def make_session_manager(config: ServerConfig, metrics: Metrics | None = None) -> Any:
+    from graphengine.server.manager import SessionManager
+
+    return SessionManager(device=make_device(config), max_sessions=config.max_sessions,
+                          limits=_limits(config),
+                          memory_limit_bytes=config.session_memory_limit_bytes,
+                          idle_seconds=config.session_idle_seconds,
+                          on_compile=metrics.observe_compile if metrics else None)
+
+
+def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
+    def read(path: str) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise OSError(f"cannot read {path}: {exc.strerror}") from None
+
+    client_ca = read(config.tls_client_ca_file) if config.tls_client_ca_file else None
+    return grpc.ssl_server_credentials(
+        [(read(config.tls_key_file), read(config.tls_cert_file))],
+        root_certificates=client_ca, require_client_auth=client_ca is not None)
+
+
 def build_server(config: ServerConfig, session_manager: Any = None) -> ServerParts:
-    sessions = session_manager if session_manager is not None else make_session_manager(config)
+    lifecycle, metrics = Lifecycle(), Metrics()
+    sessions = (session_manager if session_manager is not None
+                else make_session_manager(config, metrics))
+    repository = None
+    if config.model_repository:
+        from graphengine.server.repository import ModelRepository
+
+        repository = ModelRepository(config.model_repository, device=make_device(config),
+                                     limits=_limits(config),
+                                     load_threads=config.repository_load_threads,
+                                     on_compile=metrics.observe_compile,
+                                     on_batch=metrics.observe_batch)
+    interceptors: list[grpc.ServerInterceptor] = [RequestInterceptor(
+        lifecycle, metrics, ungated=frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME}))]
+    if config.auth:
+        interceptors.append(AuthInterceptor(TokenAuth(config.auth_tokens),
+                                            open_services=frozenset({health.SERVICE_NAME})))
+    interceptors.append(ErrorInterceptor())
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=config.worker_threads,
                                    thread_name_prefix="graphengine-rpc"),
-        interceptors=[ErrorInterceptor()],
+        interceptors=interceptors,
         options=[
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.max_receive_message_length", config.max_message_bytes),
@@ -72,46 +159,94 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
             ("grpc.so_reuseport", 0),
         ],
     )
+    streams = futures.ThreadPoolExecutor(max_workers=config.worker_threads,
+                                         thread_name_prefix="graphengine-stream")
+    common = {"max_tensor_elements": config.tensor_element_limit, "stream_executor": streams,
+              "stream_max_inflight": config.stream_max_inflight, "lifecycle": lifecycle,
+              "metrics": metrics}
     session_pb2_grpc.add_GraphEngineServicer_to_server(
-        GraphEngineServicer(sessions, max_tensor_elements=config.tensor_element_limit), server)
-
+        GraphEngineServicer(sessions, **common), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    for service in ("", SERVICE_NAME):
-        health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-
+    parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
+                        streams, config)
+    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+        InferenceServicer(repository, ready=parts.ready, **common), server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    _register_gauges(parts)
+    parts.update_health()
 
     address = format_address(config.host, config.port)
     try:
-        port = server.add_insecure_port(address)
+        if config.tls:
+            port = server.add_secure_port(address, _credentials(config))
+        else:
+            port = server.add_insecure_port(address)
     except RuntimeError as exc:  # grpc raises on bind failure in recent versions
         raise OSError(f"cannot listen on {address}: {exc}") from None
     if port == 0:  # ... and returns 0 in older ones
         raise OSError(f"cannot listen on {address}: the address is in use or unavailable")
-    return ServerParts(server, port, health_servicer, sessions)
+    parts.port = port
+    return parts
+
+
+def _register_gauges(parts: ServerParts) -> None:
+    m, sessions, repo = parts.metrics, parts.sessions, parts.repository
+
+    def safe(fn):  # a stand-in core in tests may lack an attribute: report nothing then
+        def read() -> dict:
+            try:
+                return fn()
+            except (AttributeError, TypeError):
+                return {}
+        return read
+
+    m.gauge("graphengine_sessions", safe(lambda: {(): len(sessions)}))
+    m.gauge("graphengine_inflight_requests", lambda: {(): parts.lifecycle.inflight})
+    m.gauge("graphengine_loaded_models", safe(lambda: {
+        ("session",): sessions.loaded_models,
+        ("repository",): repo.loaded_models if repo is not None else 0}))
+    m.gauge("graphengine_device_memory_bytes", safe(lambda: {
+        ("sessions",): sessions.device_bytes,
+        ("repository",): repo.device_bytes if repo is not None else 0}))
+    if repo is not None:
+        m.gauge("graphengine_repository_models",
+                lambda: {(state,): n for state, n in repo.state_counts().items()})
+
+
+def start_background(parts: ServerParts) -> None:
+    """Model loading and idle-session expiry."""
+    if parts.repository is not None:
+        parts.repository.start()
+    start_reaper = getattr(parts.sessions, "start_reaper", None)
+    if start_reaper is not None:
+        start_reaper()
 
 
 def create_server(config: ServerConfig, session_manager: Any = None) -> tuple[grpc.Server, int]:
     """A server with every service registered and its port bound; call `.start()` on it.
 
     With `config.port == 0` a free port is picked; the returned port is the bound one.
+    Repository models start loading (in the background) right away.
     """
     parts = build_server(config, session_manager)
+    start_background(parts)
     return parts.server, parts.port
 
 
 def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
     """Run in the foreground until SIGTERM or SIGINT; returns the process exit code."""
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, fmt=config.log_format)
     try:
         parts = build_server(config)
-    except OSError as exc:  # the port: an operator's problem, not a bug worth a traceback
+        metrics_port = (parts.metrics.start_http(config.host, config.metrics_port)
+                        if config.metrics_port else 0)
+    except (OSError, GraphEngineError) as exc:  # an operator's problem: no traceback
         logs.log_event(_log, logging.ERROR, "start_failed", error=type(exc).__name__,
                        message=str(exc))
         return 1
-    stop_requested = threading.Event()
+    stop_requested, forced = threading.Event(), threading.Event()
     received: list[str] = []
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -119,37 +254,54 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         if stop_requested.is_set():
             # A second signal while draining: the operator does not want to wait.
             logs.log_event(_log, logging.WARNING, "forced_stop", signal=received[-1])
-            parts.server.stop(None)
+            forced.set()
         stop_requested.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         parts.server.start()
+        start_background(parts)
         address = format_address(config.host, parts.port)
         logs.log_event(_log, logging.INFO, "serving", address=address,
                        workers=config.worker_threads, max_message_bytes=config.max_message_bytes,
-                       max_sessions=config.max_sessions, device_threads=config.device_threads)
+                       max_sessions=config.max_sessions, device_threads=config.device_threads,
+                       metrics_port=metrics_port, tls=config.tls,
+                       identities=len(config.auth_tokens),
+                       model_repository=config.model_repository or "-")
         out = ready_stream or sys.stdout
         out.write(READY_FORMAT.format(address=address) + "\n")
         out.flush()
         while not stop_requested.wait(0.5):
-            pass
-        _shutdown(parts, config.grace_seconds, received[0] if received else "unknown")
+            parts.update_health()  # readiness follows the repository's models
+        _shutdown(parts, config.grace_seconds, received[0] if received else "unknown", forced)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
 
 
-def _shutdown(parts: ServerParts, grace: float, reason: str) -> None:
-    logs.log_event(_log, logging.INFO, "shutdown", signal=reason, grace_seconds=grace)
-    # Load balancers watching health stop sending work before the port closes.
+def _shutdown(parts: ServerParts, grace: float, reason: str, forced: threading.Event) -> None:
+    logs.log_event(_log, logging.INFO, "shutdown", signal=reason, grace_seconds=grace,
+                   inflight=parts.lifecycle.inflight)
+    # Load balancers watching health stop sending work; new RPCs get UNAVAILABLE.
+    parts.lifecycle.begin_drain()
     parts.health.enter_graceful_shutdown()
-    parts.server.stop(grace).wait()
-    logs.log_event(_log, logging.INFO, "drained")
+    deadline = time.monotonic() + grace
+    while not parts.lifecycle.wait_idle(0.1):
+        if forced.is_set() or time.monotonic() >= deadline:
+            break
+    left = parts.lifecycle.inflight
+    # RPCs still queued for a worker are refused UNAVAILABLE by then; stop() waits for them.
+    remaining = 0.0 if forced.is_set() else max(0.0, deadline - time.monotonic())
+    parts.server.stop(max(remaining, 0.5) if not forced.is_set() else None).wait()
+    logs.log_event(_log, logging.INFO, "drained", unfinished=left)
+    parts.stream_executor.shutdown(wait=False, cancel_futures=True)
     try:
+        if parts.repository is not None:
+            parts.repository.close()
         parts.sessions.close_all()
     except Exception as exc:
         logs.log_event(_log, logging.ERROR, "close_sessions_failed",
                        error=type(exc).__name__, message=str(exc))
+    parts.metrics.stop_http()
     logs.log_event(_log, logging.INFO, "stopped")

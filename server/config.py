@@ -3,36 +3,67 @@
 Every setting has an embedded default, so `graphengine serve` runs with no file at all.
 A YAML file is a flat mapping of the keys below; command-line flags override it.
 
-| key                   | default       | meaning                                                  |
-|-----------------------|---------------|----------------------------------------------------------|
-| `host`                | `127.0.0.1`   | interface to bind; `0.0.0.0` / `::` for all interfaces   |
-| `port`                | `50051`       | TCP port; `0` picks a free port (printed when ready)     |
-| `max_message_bytes`   | `268435456`   | largest gRPC message sent or received (256 MiB)          |
-| `max_tensor_elements` | `0`           | largest tensor accepted in RunGraph, in elements; `0`    |
-|                       |               | means bounded only by `max_message_bytes`                |
-| `worker_threads`      | `8`           | gRPC worker threads, i.e. RPCs handled concurrently      |
-| `device_threads`      | `0`           | threads the device runtime may use; `0` = all cores      |
-| `max_sessions`        | `0`           | open sessions allowed at once; `0` = no limit            |
-| `log_level`           | `INFO`        | DEBUG, INFO, WARNING, ERROR or CRITICAL                  |
-| `grace_seconds`       | `10`          | on SIGTERM/SIGINT, time in-flight RPCs get to finish     |
+Settings, as `key` (default): meaning.
+
+- `host` (`127.0.0.1`): interface to bind; `0.0.0.0` / `::` for all interfaces.
+- `port` (`50051`): the gRPC port, shared by every service; `0` picks a free port (printed
+  in the ready line).
+- `max_message_bytes` (`268435456`): largest gRPC message sent or received (256 MiB); a
+  larger request gets RESOURCE_EXHAUSTED.
+- `max_tensor_elements` (`0`): largest tensor accepted, in a request or as a graph's
+  declared input; `0`: what fits in one message.
+- `worker_threads` (`8`): gRPC worker threads, i.e. RPCs handled at once.
+- `device_threads` (`0`): threads the device runtime uses; `0`: all cores.
+- `max_sessions` (`0`): open sessions at once; `0`: no limit.
+- `max_graphs_per_session` (`0`): graphs one session may hold; `0`: no limit.
+- `max_nodes_per_graph` (`0`): nodes a graph may have; `0`: no limit.
+- `session_memory_limit_bytes` (`0`): a session's device memory quota, checked against
+  the memory plan before a load: the default and the ceiling of what CreateSession may
+  ask; `0`: bounded by the device's memory only.
+- `session_idle_seconds` (`3600`): a session unused this long is closed and its memory
+  freed; `0`: never.
+- `stream_max_inflight` (`32`): runs in flight at once on one streaming RPC.
+- `model_repository` (`""`): folder of models served over KServe v2; `""`: none.
+- `repository_load_threads` (`2`): repository models compiled at once.
+- `strict_readiness` (`false`): report ready only when every repository model is ready
+  (by default one model loading does not make the server unready).
+- `metrics_port` (`0`): port of the Prometheus `/metrics` HTTP endpoint (on `host`);
+  `0`: disabled.
+- `log_level` (`INFO`): DEBUG, INFO, WARNING, ERROR or CRITICAL.
+- `log_format` (`kv`): `kv` (key=value lines) or `json` (one object per line).
+- `grace_seconds` (`10`): on SIGTERM/SIGINT, the time in-flight work gets to finish.
+- `tls_cert_file`, `tls_key_file` (`""`): PEM certificate chain and private key; with
+  both, the gRPC port speaks TLS only.
+- `tls_client_ca_file` (`""`): PEM CA; when set, clients must present a certificate it
+  signed (mutual TLS).
+- `auth_tokens` (`{}`): identity name -> bearer token; any token turns authentication on
+  (health checking stays open). Tokens never appear in logs.
+- `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
+  `name=token` pairs separated by commas.
 
 Example `graphengine.yaml`:
 
     host: 0.0.0.0
     port: 50051
+    metrics_port: 8002
+    model_repository: /models
     worker_threads: 16
-    log_level: DEBUG
+    auth_tokens: {ci: "5b0c...", dashboard: "e41f..."}
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("kv", "json")
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]+$")
 
 
 class ConfigError(ValueError):
@@ -50,8 +81,24 @@ class ServerConfig:
     worker_threads: int = 8
     device_threads: int = 0
     max_sessions: int = 0
+    max_graphs_per_session: int = 0
+    max_nodes_per_graph: int = 0
+    session_memory_limit_bytes: int = 0
+    session_idle_seconds: float = 3600.0
+    stream_max_inflight: int = 32
+    model_repository: str = ""
+    repository_load_threads: int = 2
+    strict_readiness: bool = False
+    metrics_port: int = 0
     log_level: str = "INFO"
+    log_format: str = "kv"
     grace_seconds: float = 10.0
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    # Secrets: never in a repr, hence never in a log line or a traceback.
+    auth_tokens: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+    auth_tokens_env: str = "GRAPHENGINE_AUTH_TOKENS"
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -59,36 +106,58 @@ class ServerConfig:
             _check_type(f.name, getattr(self, f.name), f.type)
         if not self.host:
             raise ConfigError("host: must not be empty")
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"port: {self.port} is outside 0..65535")
+        for key in ("port", "metrics_port"):
+            if not 0 <= getattr(self, key) <= 65535:
+                raise ConfigError(f"{key}: {getattr(self, key)} is outside 0..65535")
+        if self.metrics_port and self.metrics_port == self.port:
+            raise ConfigError(f"metrics_port: {self.metrics_port} is also the gRPC port")
         if self.max_message_bytes < 1024:
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} is below 1024")
         if self.max_message_bytes > 2**31 - 1:
             # gRPC stores message limits in a C int.
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} exceeds 2**31-1")
-        for key in ("max_tensor_elements", "device_threads", "max_sessions"):
+        for key in ("max_tensor_elements", "device_threads", "max_sessions",
+                    "max_graphs_per_session", "max_nodes_per_graph",
+                    "session_memory_limit_bytes", "session_idle_seconds", "grace_seconds"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0, got {getattr(self, key)}")
-        if self.worker_threads < 1:
-            raise ConfigError(f"worker_threads: must be >= 1, got {self.worker_threads}")
-        if self.grace_seconds < 0:
-            raise ConfigError(f"grace_seconds: must be >= 0, got {self.grace_seconds}")
+        for key in ("worker_threads", "stream_max_inflight", "repository_load_threads"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
         level = self.log_level.upper()
         if level not in LOG_LEVELS:
             raise ConfigError(
                 f"log_level: '{self.log_level}' is not one of {', '.join(LOG_LEVELS)}")
         object.__setattr__(self, "log_level", level)
+        if self.log_format not in LOG_FORMATS:
+            raise ConfigError(f"log_format: '{self.log_format}' is not one of "
+                              f"{', '.join(LOG_FORMATS)}")
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("tls_cert_file and tls_key_file: give both or neither")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ConfigError("tls_client_ca_file: needs tls_cert_file and tls_key_file")
+        _check_tokens("auth_tokens", self.auth_tokens)
         # YAML may well give an int for a float setting; store what the annotation says.
-        object.__setattr__(self, "grace_seconds", float(self.grace_seconds))
+        for key in ("grace_seconds", "session_idle_seconds"):
+            object.__setattr__(self, key, float(getattr(self, key)))
+        object.__setattr__(self, "auth_tokens", dict(self.auth_tokens))
 
     @property
     def tensor_element_limit(self) -> int:
-        """The element limit RunGraph applies: explicit, or what fits in one message."""
+        """The element limit requests and graphs get: explicit, or what fits in a message."""
         return self.max_tensor_elements or self.max_message_bytes
 
     @property
     def address(self) -> str:
         return format_address(self.host, self.port)
+
+    @property
+    def tls(self) -> bool:
+        return bool(self.tls_cert_file)
+
+    @property
+    def auth(self) -> bool:
+        return bool(self.auth_tokens)
 
 
 def format_address(host: str, port: int) -> str:
@@ -96,27 +165,59 @@ def format_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
 
 
-_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
+                                       "bool": (bool,), "dict[str, str]": (dict,)}
 
 
 def _check_type(key: str, value: Any, annotation: Any) -> None:
     expected = _TYPES[str(annotation)]
     # bool is an int subclass, but `port: true` in YAML is a mistake, not port 1.
-    if isinstance(value, bool) or not isinstance(value, expected):
-        raise ConfigError(f"{key}: expected {annotation}, got {type(value).__name__} "
-                          f"{value!r}")
+    if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
+        shown = "{...}" if key == "auth_tokens" else repr(value)
+        raise ConfigError(f"{key}: expected {annotation}, got {type(value).__name__} {shown}")
+
+
+def _check_tokens(source: str, tokens: Mapping[Any, Any]) -> None:
+    seen: dict[str, str] = {}
+    for name, token in tokens.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"{source}: identity name {name!r} must be letters, digits or "
+                              f"'_.@-'")
+        if not isinstance(token, str) or len(token) < 8:
+            raise ConfigError(f"{source}: the token of '{name}' must be a string of at least "
+                              f"8 characters")
+        if token in seen:
+            raise ConfigError(f"{source}: '{name}' and '{seen[token]}' have the same token")
+        seen[token] = name
+
+
+def parse_tokens(text: str, source: str) -> dict[str, str]:
+    """`name=token` pairs separated by commas, spaces or newlines."""
+    tokens: dict[str, str] = {}
+    for item in re.split(r"[,\s]+", text.strip()):
+        if not item:
+            continue
+        name, sep, token = item.partition("=")
+        if not sep:
+            raise ConfigError(f"{source}: expected name=token pairs, got an item without '='")
+        tokens[name] = token
+    _check_tokens(source, tokens)
+    return tokens
 
 
 def config_keys() -> list[str]:
     return [f.name for f in dataclasses.fields(ServerConfig)]
 
 
-def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) -> ServerConfig:
+def load_config(path: str | os.PathLike[str] | None = None,
+                environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerConfig:
     """Defaults, then the YAML file at `path` (if any), then `overrides`.
 
     Overrides whose value is None are ignored, so command-line flags that were not given
     can be passed straight through. Unknown keys, in the file or the overrides, are an
-    error that names them and lists the valid ones.
+    error that names them and lists the valid ones. Tokens in the environment variable
+    named by `auth_tokens_env` (read from `environ`, default os.environ) are added to the
+    file's `auth_tokens`.
     """
     values: dict[str, Any] = {}
     source = "overrides"
@@ -139,7 +240,16 @@ def load_config(path: str | os.PathLike[str] | None = None, **overrides: Any) ->
     given = {k: v for k, v in overrides.items() if v is not None}
     _reject_unknown(given, "overrides")
     values.update(given)
+    env_name = values.get("auth_tokens_env", ServerConfig.auth_tokens_env)
+    env_text = (os.environ if environ is None else environ).get(env_name, "") if isinstance(
+        env_name, str) else ""
     try:
+        if env_text.strip():
+            file_tokens = values.get("auth_tokens") or {}
+            if not isinstance(file_tokens, dict):
+                raise ConfigError("auth_tokens: expected a mapping of name: token")
+            values["auth_tokens"] = {**file_tokens,
+                                     **parse_tokens(env_text, f"environment {env_name}")}
         return ServerConfig(**values)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None

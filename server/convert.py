@@ -19,7 +19,7 @@ from graphengine.engine import report as rp
 from graphengine.engine import wire
 from graphengine.engine.errors import InvalidInput
 from graphengine.engine.ir import TensorMeta
-from graphengine.server.types import GraphInfo, SessionOptions, TensorInfo
+from graphengine.server.types import GraphInfo, SessionInfo, SessionOptions, TensorInfo
 from graphengine.v1 import graph_pb2, session_pb2
 
 
@@ -77,6 +77,9 @@ def graph_info_to_pb(info: GraphInfo) -> session_pb2.GraphInfo:
         inputs=[tensor_info_to_pb(t) for t in info.inputs],
         outputs=[tensor_info_to_pb(t) for t in info.outputs],
         num_nodes=info.num_nodes, compiled=info.compiled,
+        gears=list(getattr(info, "gears", ())),
+        device_bytes=getattr(info, "device_bytes", 0),
+        compiled_signatures=getattr(info, "compiled_signatures", 0),
     )
 
 
@@ -89,7 +92,26 @@ def graph_info_from_pb(msg: session_pb2.GraphInfo) -> GraphInfo:
     return GraphInfo(graph_id=msg.graph_id, name=msg.name,
                      inputs=tuple(tensor_info_from_pb(t) for t in msg.inputs),
                      outputs=tuple(tensor_info_from_pb(t) for t in msg.outputs),
-                     num_nodes=msg.num_nodes, compiled=msg.compiled)
+                     num_nodes=msg.num_nodes, compiled=msg.compiled, gears=tuple(msg.gears),
+                     device_bytes=msg.device_bytes,
+                     compiled_signatures=msg.compiled_signatures)
+
+
+# ---- sessions ------------------------------------------------------------------------
+def session_info_to_pb(info: SessionInfo) -> session_pb2.SessionInfo:
+    return session_pb2.SessionInfo(
+        session_id=info.session_id, options=session_options_to_pb(info.options),
+        created_unix=info.created_at, idle_seconds=info.idle_seconds,
+        graph_ids=list(info.graph_ids), device_bytes=info.device_bytes,
+        active_runs=info.active_runs)
+
+
+def session_info_from_pb(msg: session_pb2.SessionInfo) -> SessionInfo:
+    return SessionInfo(session_id=msg.session_id,
+                       options=session_options_from_pb(msg.options),
+                       created_at=msg.created_unix, idle_seconds=msg.idle_seconds,
+                       graph_ids=tuple(msg.graph_ids), device_bytes=msg.device_bytes,
+                       active_runs=msg.active_runs)
 
 
 # ---- session options -----------------------------------------------------------------
@@ -99,10 +121,14 @@ def session_options_from_pb(msg: session_pb2.SessionOptions) -> SessionOptions:
     if msg.memory_limit_bytes < 0:
         raise InvalidInput("session option memory_limit_bytes must be >= 0, "
                            f"got {msg.memory_limit_bytes}")
+    if msg.instances < 0:
+        raise InvalidInput(f"session option instances must be >= 0, got {msg.instances}")
     kwargs: dict[str, Any] = {"memory_limit_bytes": msg.memory_limit_bytes,
-                              "options": dict(msg.options)}
+                              "options": dict(msg.options), "precision": msg.precision}
     if msg.max_streams:  # 0 on the wire means "the server's default"
         kwargs["max_streams"] = msg.max_streams
+    if msg.instances:
+        kwargs["instances"] = msg.instances
     return SessionOptions(**kwargs)
 
 
@@ -113,7 +139,8 @@ def session_options_to_pb(options: Any) -> session_pb2.SessionOptions:
     if isinstance(options, session_pb2.SessionOptions):
         return options
     if isinstance(options, Mapping):
-        unknown = set(options) - {"max_streams", "memory_limit_bytes", "options"}
+        unknown = set(options) - {"max_streams", "memory_limit_bytes", "options", "precision",
+                                  "instances"}
         if unknown:
             raise TypeError(f"unknown session option(s): {', '.join(sorted(unknown))}")
         get = options.get
@@ -124,6 +151,8 @@ def session_options_to_pb(options: Any) -> session_pb2.SessionOptions:
         max_streams=int(get("max_streams", 0) or 0),
         memory_limit_bytes=int(get("memory_limit_bytes", 0) or 0),
         options={str(k): str(v) for k, v in dict(get("options", None) or {}).items()},
+        precision=str(get("precision", "") or ""),
+        instances=int(get("instances", 0) or 0),
     )
 
 

@@ -10,22 +10,29 @@ codes; `ErrorInterceptor` wraps every RPC handler of the server and turns:
 - anything else into INTERNAL with a short message, after logging the method name and
   the traceback, since it is a bug in the server rather than a fault of the request.
 
+Requests are decoded here too, inside the handler rather than by gRPC, so that bytes that
+are not the method's message get INVALID_ARGUMENT with the message type's name instead of
+gRPC's generic INTERNAL. `describe` is the same mapping for a failure that does not end
+the RPC (one run inside a stream).
+
 An RPC a handler has already aborted with `context.abort()` passes through untouched.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
-from graphengine.engine.errors import ErrorCode, GraphEngineError
+from graphengine.engine.errors import ErrorCode, GraphEngineError, InvalidInput
 
-from .logs import kv, log_event
+from .logs import log_event
 
 _log = logging.getLogger("graphengine.server.rpc")
 
@@ -35,6 +42,9 @@ STATUS_BY_CODE: dict[ErrorCode, grpc.StatusCode] = {c: grpc.StatusCode[c.name] f
 _BUILTIN_STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (NotImplementedError, grpc.StatusCode.UNIMPLEMENTED),
     (MemoryError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    # Waiting work stopped because the client cancelled or its deadline passed.
+    (concurrent.futures.CancelledError, grpc.StatusCode.CANCELLED),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
 )
 
 # Trailing-metadata keys carrying an error's context. Binary ("-bin") keys, because node
@@ -68,45 +78,93 @@ def _already_aborted(context: grpc.ServicerContext) -> bool:
     return code is not None and code != grpc.StatusCode.OK
 
 
-def abort_for(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
-    """Fail the RPC for `exc`; always raises (that is how gRPC aborts a handler)."""
-    if _already_aborted(context):
-        raise exc
+def describe(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    """The status and message a client gets for `exc`; logs it (with the traceback when
+    it is internal, under a reference the message quotes)."""
     status = status_for(exc)
     if status is None:
         # A correlation id ties the client's short message to the full traceback here.
         ref = uuid.uuid4().hex[:12]
-        _log.error(kv("rpc_internal_error", method=method, ref=ref, type=type(exc).__name__),
-                   exc_info=exc)
-        context.abort(grpc.StatusCode.INTERNAL,
-                      f"internal error in {method.rsplit('/', 1)[-1]} "
-                      f"({type(exc).__name__}; server log ref {ref})")
+        log_event(_log, logging.ERROR, "rpc_internal_error", exc_info=exc, method=method,
+                  ref=ref, type=type(exc).__name__)
+        return grpc.StatusCode.INTERNAL, (f"internal error in {method.rsplit('/', 1)[-1]} "
+                                          f"({type(exc).__name__}; server log ref {ref})")
+    message = str(exc) or type(exc).__name__
     log_event(_log, logging.INFO, "rpc_error", method=method, code=status.name,
-              error=type(exc).__name__, message=str(exc))
-    context.set_trailing_metadata(error_metadata(exc))
-    context.abort(status, str(exc))
+              error=type(exc).__name__, message=message)
+    return status, message
 
 
-def _wrap_unary_response(fn: Callable, method: str) -> Callable:
+def abort_for(exc: Exception, context: grpc.ServicerContext, method: str) -> None:
+    """Fail the RPC for `exc`; always raises (that is how gRPC aborts a handler)."""
+    if _already_aborted(context):
+        raise exc
+    status, message = failure_for(exc, context, method)
+    context.abort(status, message)
+
+
+def failure_for(exc: Exception, context: grpc.ServicerContext, method: str
+                ) -> tuple[grpc.StatusCode, str]:
+    """The status and message to abort with; sets the error's context as trailing metadata.
+
+    The wrappers below abort *after* their `except` block: aborting inside it would chain
+    the exception, whose traceback holds the handler's frames (and through them the
+    session core) in a reference cycle that only the garbage collector can break.
+    """
+    status, message = describe(exc, method)
+    if status_for(exc) is not None:
+        context.set_trailing_metadata(error_metadata(exc))
+    return status, message
+
+
+def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]:
+    if deserializer is None:
+        return lambda data: data
+    owner = getattr(deserializer, "__self__", None)
+    descriptor = getattr(owner, "DESCRIPTOR", None)
+    what = descriptor.full_name if descriptor is not None else "request"
+
+    def decode(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except (DecodeError, ValueError, TypeError) as exc:
+            raise InvalidInput(f"malformed request: {len(data)} bytes that are not a valid "
+                               f"{what} message ({exc})") from None
+    return decode
+
+
+def _decoding(requests: Iterable[bytes], decode: Callable[[bytes], Any]) -> Iterator[Any]:
+    for data in requests:
+        yield decode(data)
+
+
+def _wrap_unary_response(fn: Callable, method: str, decode: Callable[[Any], Any]) -> Callable:
     def handler(request_or_iterator: Any, context: grpc.ServicerContext) -> Any:
         start = time.perf_counter()
         try:
-            response = fn(request_or_iterator, context)
+            response = fn(decode(request_or_iterator), context)
         except Exception as exc:
-            abort_for(exc, context, method)
-            raise  # unreachable: abort_for always raises
-        log_event(_log, logging.DEBUG, "rpc", method=method, code="OK",
-                  ms=f"{(time.perf_counter() - start) * 1e3:.2f}")
-        return response
+            if _already_aborted(context):
+                raise
+            failure = failure_for(exc, context, method)
+        else:
+            log_event(_log, logging.DEBUG, "rpc", method=method, code="OK",
+                      ms=f"{(time.perf_counter() - start) * 1e3:.2f}")
+            return response
+        context.abort(*failure)
     return handler
 
 
-def _wrap_stream_response(fn: Callable, method: str) -> Callable:
+def _wrap_stream_response(fn: Callable, method: str, decode: Callable[[Any], Any]) -> Callable:
     def handler(request_or_iterator: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
-            yield from fn(request_or_iterator, context)
+            yield from fn(decode(request_or_iterator), context)
+            return
         except Exception as exc:
-            abort_for(exc, context, method)
+            if _already_aborted(context):
+                raise
+            failure = failure_for(exc, context, method)
+        context.abort(*failure)
     return handler
 
 
@@ -118,19 +176,25 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         method = handler_call_details.method
-        # Rebuilt through grpc's public factories rather than namedtuple internals.
-        codec = {"request_deserializer": handler.request_deserializer,
+        # Rebuilt through grpc's public factories rather than namedtuple internals. gRPC
+        # hands the handler raw bytes; the wrapper decodes them (see the module docstring).
+        decode_one = _decoder(handler.request_deserializer)
+
+        def decode_many(requests: Iterable[bytes]) -> Iterator[Any]:
+            return _decoding(requests, decode_one)
+
+        codec = {"request_deserializer": None,
                  "response_serializer": handler.response_serializer}
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                _wrap_unary_response(handler.unary_unary, method), **codec)
+                _wrap_unary_response(handler.unary_unary, method, decode_one), **codec)
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
-                _wrap_unary_response(handler.stream_unary, method), **codec)
+                _wrap_unary_response(handler.stream_unary, method, decode_many), **codec)
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                _wrap_stream_response(handler.unary_stream, method), **codec)
+                _wrap_stream_response(handler.unary_stream, method, decode_one), **codec)
         if handler.stream_stream is not None:
             return grpc.stream_stream_rpc_method_handler(
-                _wrap_stream_response(handler.stream_stream, method), **codec)
+                _wrap_stream_response(handler.stream_stream, method, decode_many), **codec)
         return handler

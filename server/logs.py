@@ -1,22 +1,46 @@
-"""Structured logs: one line per event, `key=value` pairs, easy to grep and to parse."""
+"""Structured logs: one line per event, as `key=value` pairs or as one JSON object.
+
+Every event goes through `log_event(logger, level, event, **fields)`; the fields travel on
+the log record, so the `kv` and `json` formats show the same data.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from typing import Any, TextIO
 
-_FORMAT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+_KV_FORMAT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+_DATE = "%Y-%m-%dT%H:%M:%S"
 
 
-def configure(level: str, stream: TextIO | None = None) -> None:
-    """Send graphengine's logs to `stream` (stderr) at `level`.
+class JsonFormatter(logging.Formatter):
+    """{"ts", "level", "logger", "event", <fields>...}; a traceback goes in "exc"."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = getattr(record, "ge_fields", None)
+        out: dict[str, Any] = {"ts": self.formatTime(record, _DATE), "level": record.levelname,
+                               "logger": record.name}
+        if fields is None:
+            out["message"] = record.getMessage()
+        else:
+            out.update({k: v if isinstance(v, (int, float, bool)) or v is None else str(v)
+                        for k, v in fields.items()})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def configure(level: str, stream: TextIO | None = None, fmt: str = "kv") -> None:
+    """Send graphengine's logs to `stream` (stderr) at `level`, in format `fmt`.
 
     Only our own logger tree is configured, so embedding the server in a process with its
     own logging setup does not change how that process logs.
     """
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter(_FORMAT, datefmt="%Y-%m-%dT%H:%M:%S"))
+    handler.setFormatter(JsonFormatter() if fmt == "json"
+                         else logging.Formatter(_KV_FORMAT, datefmt=_DATE))
     root = logging.getLogger("graphengine")
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -40,6 +64,8 @@ def kv(event: str, **fields: Any) -> str:
     return " ".join(parts)
 
 
-def log_event(logger: logging.Logger, level: int, event: str, **fields: Any) -> None:
+def log_event(logger: logging.Logger, level: int, event: str, exc_info: Any = None,
+              **fields: Any) -> None:
     if logger.isEnabledFor(level):
-        logger.log(level, kv(event, **fields))
+        logger.log(level, kv(event, **fields), exc_info=exc_info,
+                   extra={"ge_fields": {"event": event, **fields}})

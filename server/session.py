@@ -1,81 +1,183 @@
 """Sessions: the in-process core of the service (no gRPC here).
 
 A Session holds graphs; each graph compiles per input signature into a CompiledModel that
-is loaded on the device once and cached. `graphengine.Session` is this class: embedded
-users and the gRPC servicer call the same code.
+is loaded on the device (as one or more instances) and cached. A graph declared with gears
+is compiled for each gear ahead and serves a run from the smallest gear that fits.
+`graphengine.Session` is this class: embedded users and the gRPC servicer call the same code.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from graphengine.engine import offline
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import InvalidInput, NotFound, ResourceExhausted
+from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
 from graphengine.engine.importers import load_model
 from graphengine.engine.ir import Dim, Graph
+from graphengine.engine.model import CompiledModel
 from graphengine.engine.pipeline import analyze, compile_graph
 from graphengine.engine.report import CompileReport
-from graphengine.engine.runtime import LoadedModel, default_device
+from graphengine.engine.runtime import default_device
 
-from .types import GraphInfo, SessionOptions, TensorInfo
+from . import gears as gearing
+from .instances import POLL_SECONDS, InstancePool
+from .timing import StageTimes, stage
+from .types import (
+    GraphInfo,
+    RunControl,
+    SessionInfo,
+    SessionLimits,
+    SessionOptions,
+    TensorInfo,
+)
 
-__all__ = ["Session", "SessionManager", "SessionOptions", "GraphInfo", "TensorInfo"]
+__all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 
-MAX_SIGNATURES = 8  # compiled signatures kept per graph (LRU)
+MAX_SIGNATURES = 8  # compiled signatures kept per graph (LRU), beyond its gears
+
+CompileHook = Callable[[CompileReport, float], None]  # (report, load seconds)
 
 
 class _GraphEntry:
-    def __init__(self, graph_id: int, graph: Graph) -> None:
+    def __init__(self, graph_id: int, graph: Graph, gears: tuple[int, ...] = ()) -> None:
         self.graph_id = graph_id
         self.graph = graph
-        self.lock = threading.Lock()  # one compile at a time per graph
-        self.models: collections.OrderedDict[tuple, LoadedModel] = collections.OrderedDict()
+        self.lock = threading.Lock()  # guards `models`; held briefly
+        self.compile_lock = threading.Lock()  # one compile at a time per graph
+        self.models: collections.OrderedDict[tuple, InstancePool] = collections.OrderedDict()
         self.last_report: CompileReport | None = None
+        self.gears = gears
+        self.batch_dim = _batch_dim(graph) if gears else None
+        if gears and self.batch_dim is None:
+            shapes = ", ".join(f"{v.name}: {v.meta}" for v in graph.inputs)
+            raise InvalidInput(
+                f"gears {list(gears)} need every input to start with one shared symbolic "
+                f"batch dimension and have only static dimensions after it; the inputs are "
+                f"{shapes}", graph=graph.name)
+        self.batched_outputs = {v.name for v in graph.outputs if v.meta is None or not
+                                v.meta.shape or v.meta.shape[0] == self.batch_dim}
 
     @property
     def symbolic(self) -> bool:
         return any(v.meta is None or not v.meta.is_static for v in self.graph.inputs)
 
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
+        return compile_graph(self.graph, options, input_shapes=shapes)
+
+    def analyze(self, options) -> CompileReport:
+        return analyze(self.graph, options)
+
+    def gear_shapes(self, gear: int) -> dict[str, tuple[int, ...]]:
+        return {v.name: (gear, *v.meta.shape[1:]) for v in self.graph.inputs}
+
+
+def _batch_dim(graph: Graph) -> str | None:
+    """The symbol every input's first dimension shares, if the rest is static."""
+    dims = set()
+    for v in graph.inputs:
+        shape = v.meta.shape if v.meta else None
+        if not shape or not isinstance(shape[0], str) or any(isinstance(d, str)
+                                                             for d in shape[1:]):
+            return None
+        dims.add(shape[0])
+    return dims.pop() if len(dims) == 1 else None
+
+
+class _OfflineEntry(_GraphEntry):
+    """An offline model: compiled already for its stored signatures, never recompiled."""
+
+    def __init__(self, graph_id: int, stored: offline.OfflineModel, name: str | None) -> None:
+        graph = stored.signature_graph(name)
+        gear = stored.gear
+        # Stored gears of the batch dimension serve runs like compiled-ahead gears.
+        batched = gear is not None and _batch_dim(graph) == gear.dim
+        super().__init__(graph_id, graph, tuple(sorted(gear.values)) if batched else ())
+        self.offline = stored
+
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
+        return self.offline.find(shapes)  # the stored model, or an error naming the gears
+
+    def analyze(self, options) -> CompileReport:
+        return self.offline.models[0].report
+
 
 class Session:
-    """A context for graphs and their loaded models; thread-safe."""
+    """A context for graphs and their loaded models; thread-safe.
+
+    `limits` are the server's (graphs, nodes, tensor sizes, device size); `on_compile` is
+    told about every compile with its report and load time (the server's metrics).
+    """
 
     def __init__(self, options: SessionOptions | Mapping | None = None, *, device=None,
-                 session_id: str | None = None, owner: str | None = None) -> None:
+                 session_id: str | None = None, owner: str | None = None,
+                 limits: SessionLimits | None = None,
+                 on_compile: CompileHook | None = None) -> None:
         self.options = SessionOptions.coerce(options)
         self._compile_options = self.options.compile_options()
         self.id = session_id or uuid.uuid4().hex
         self.owner = owner
         self.device = device or default_device()
+        self.limits = limits or SessionLimits()
+        self._on_compile = on_compile
         self.created_at = time.time()
         self.last_used = time.monotonic()
         self._graphs: dict[int, _GraphEntry] = {}
         self._ids = itertools.count(1)
         self._lock = threading.RLock()
+        self._active = 0  # runs and compiles in progress
+        self._reserved = 0  # device bytes admitted but not loaded yet
         self.closed = False
 
     # ---- graphs -----------------------------------------------------------------------
-    def add_graph(self, model, name: str | None = None) -> int:
-        """Import a graph (ONNX path/bytes/ModelProto, GraphDef, or IR Graph); returns its id.
+    def add_graph(self, model, name: str | None = None, gears: Sequence[int] | None = None
+                  ) -> int:
+        """Import a graph (ONNX path/bytes/ModelProto, GraphDef, IR Graph, or offline model
+        bytes/path); returns its id.
 
         The graph is validated and its shapes inferred now, so a malformed graph is
-        rejected here with the node that is wrong.
+        rejected here with the node that is wrong. An offline model (detected by its magic)
+        is already compiled: it runs without compiling. `gears`: batch sizes to compile
+        ahead for a graph whose inputs share a symbolic first dimension.
         """
         self._touch()
-        graph = load_model(model, name=name)
-        analyze(graph, self._compile_options)
+        wanted = gearing.normalize(gears)
+        self._check_graph_count()
+        stored = offline.maybe_load(model)
+        if stored is None:
+            graph = load_model(model, name=name)
+            self._check_graph_size(graph)
+            analyze(graph, self._compile_options)
+            entry = _GraphEntry(0, graph, wanted)
+        else:
+            entry = _OfflineEntry(0, stored, name)
+            self._check_graph_size(entry.graph)
+            if wanted and wanted != entry.gears:
+                raise InvalidInput(f"offline model '{stored.name}' runs the gears it was "
+                                   f"compiled for ({list(entry.gears)}), not {list(wanted)}",
+                                   graph=stored.name)
         with self._lock:
             self._check_open()
-            graph_id = next(self._ids)
-            self._graphs[graph_id] = _GraphEntry(graph_id, graph)
+            self._check_graph_count()
+            graph_id = entry.graph_id = next(self._ids)
+            self._graphs[graph_id] = entry
         return graph_id
+
+    def import_model(self, data: bytes, name: str | None = None) -> int:
+        """Add an offline model (the bytes `export_model` returns); returns its graph id."""
+        if not offline.is_offline_model(data):
+            head = bytes(memoryview(data)[:4])
+            raise InvalidModel(f"not an offline model: it starts with {head!r}, an offline "
+                               f"model with {offline.MAGIC!r}")
+        return self.add_graph(data, name=name)
 
     def remove_graph(self, graph_id: int) -> None:
         self._touch()
@@ -91,8 +193,16 @@ class Session:
             return tuple(TensorInfo(v.name, v.meta.dtype if v.meta else DType.FLOAT32,
                                     v.meta.shape if v.meta else None) for v in values)
 
+        with entry.lock:
+            pools = list(entry.models.values())
         return GraphInfo(graph_id, g.name, infos(g.inputs), infos(g.outputs), len(g.nodes),
-                         bool(entry.models))
+                         bool(pools), entry.gears, sum(p.device_bytes for p in pools),
+                         len(pools))
+
+    def batched_outputs(self, graph_id: int) -> set[str]:
+        """Outputs of a geared graph whose first dimension is the batch."""
+        entry = self._entry(graph_id)
+        return set(entry.batched_outputs) if entry.gears else set()
 
     def list_graphs(self) -> list[GraphInfo]:
         with self._lock:
@@ -102,83 +212,237 @@ class Session:
     # ---- compile and run --------------------------------------------------------------
     def compile_graph(self, graph_id: int,
                       input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompileReport:
-        """Compile (and load) for the declared shapes, or for `input_shapes`.
+        """Compile (and load) for the declared shapes, every gear, or `input_shapes`.
 
-        A graph with symbolic dims and no shapes given is validated now and compiled per
-        concrete signature on first run.
+        A graph with symbolic dims, no gears and no shapes given is validated now and
+        compiled per concrete signature on first run.
         """
         self._touch()
         entry = self._entry(graph_id)
-        if entry.symbolic and not input_shapes:
-            report = analyze(entry.graph, self._compile_options)
-            entry.last_report = report
-            return report
+        with self._running():
+            if entry.gears and not input_shapes:
+                pools = [self._pool_for(entry, entry.gear_shapes(g)) for g in entry.gears]
+                return pools[-1].compiled.report
+            if entry.symbolic and not input_shapes:
+                report = entry.analyze(self._compile_options)
+                entry.last_report = report
+                return report
+            return self._pool_for(entry, self._shapes(entry, input_shapes)).compiled.report
+
+    def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
+                  output_names: Sequence[str] | None = None, *,
+                  control: RunControl | None = None,
+                  times: StageTimes | None = None) -> dict[str, np.ndarray]:
+        """Outputs by name, in graph order or in the order of `output_names`.
+
+        `control`: the caller's deadline and cancellation, checked while the run waits
+        (for a compile or a free instance); `times` receives the run's stage times.
+        """
+        self._touch()
+        entry = self._entry(graph_id)
+        with self._running():
+            if entry.gears:
+                return self._run_geared(entry, inputs, output_names, control, times)
+            shapes = {}
+            for v in entry.graph.inputs:
+                if v.name not in inputs:
+                    raise InvalidInput(f"missing input '{v.name}' (expected {v.meta})",
+                                       graph=entry.graph.name, tensor=v.name)
+                shapes[v.name] = tuple(np.shape(inputs[v.name]))
+            if not entry.symbolic:
+                shapes = {v.name: v.meta.shape for v in entry.graph.inputs}
+            pool = self._pool_for(entry, shapes, control, times)
+            return pool.execute(inputs, output_names, control, times)
+
+    def _run_geared(self, entry: _GraphEntry, inputs: Mapping[str, np.ndarray],
+                    output_names: Sequence[str] | None, control: RunControl | None,
+                    times: StageTimes | None) -> dict[str, np.ndarray]:
+        names = [v.name for v in entry.graph.inputs]
+        unknown = sorted(set(inputs) - set(names))
+        if unknown:
+            raise InvalidInput(f"unknown input '{unknown[0]}'; the graph's inputs are {names}",
+                               graph=entry.graph.name, tensor=unknown[0])
+        rows = gearing.batch_rows(entry.graph.name, inputs, names)
+        chunks = []
+        for start, stop, gear in gearing.plan(rows, entry.gears):
+            pool = self._pool_for(entry, entry.gear_shapes(gear), control, times)
+            with stage(times, "input_copy"):
+                feed = {k: gearing.pad(np.asarray(inputs[k])[start:stop], gear) for k in names}
+            out = pool.execute(feed, output_names, control, times)
+            with stage(times, "output_copy"):
+                chunks.append({k: v[:stop - start] if k in entry.batched_outputs
+                               and np.ndim(v) and v.shape[0] == gear else v
+                               for k, v in out.items()})
+        return gearing.concat(chunks, entry.batched_outputs)
+
+    def export_model(self, graph_id: int,
+                     input_shapes: Mapping[str, Sequence[int]] | None = None) -> bytes:
+        """The graph compiled (every gear, or the given signature) as offline model bytes."""
+        self._touch()
+        entry = self._entry(graph_id)
+        with self._running():
+            if isinstance(entry, _OfflineEntry) and not input_shapes:
+                return offline.save(entry.offline.models, gear=entry.offline.gear)
+            if entry.gears and not input_shapes:
+                models = [self._pool_for(entry, entry.gear_shapes(g)).compiled
+                          for g in entry.gears]
+                return offline.save(models, gear=offline.Gear(entry.batch_dim, entry.gears))
+            if entry.symbolic and not input_shapes:
+                raise InvalidInput(f"graph {graph_id} has symbolic inputs and no gears: give "
+                                   f"input_shapes to export it", graph=entry.graph.name)
+            return offline.save(self._pool_for(entry, self._shapes(entry, input_shapes)).compiled)
+
+    @staticmethod
+    def _shapes(entry: _GraphEntry, input_shapes: Mapping[str, Sequence[int]] | None) -> dict:
         shapes = dict(input_shapes or {})
         for v in entry.graph.inputs:
             shapes.setdefault(v.name, v.meta.shape)
-        return self._model_for(entry, shapes).compiled.report
+        return shapes
 
-    def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-        self._touch()
-        entry = self._entry(graph_id)
-        shapes = {}
-        for v in entry.graph.inputs:
-            if v.name not in inputs:
-                raise InvalidInput(f"missing input '{v.name}' (expected {v.meta})",
-                                   graph=entry.graph.name, tensor=v.name)
-            arr = inputs[v.name]
-            shapes[v.name] = tuple(np.shape(arr))
-        if not entry.symbolic:
-            shapes = {v.name: v.meta.shape for v in entry.graph.inputs}
-        model = self._model_for(entry, shapes)
-        return model.execute(inputs, output_names)
-
-    def _model_for(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]]) -> LoadedModel:
+    def _pool_for(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]],
+                  control: RunControl | None = None, times: StageTimes | None = None
+                  ) -> InstancePool:
         key = tuple(sorted((k, tuple(v)) for k, v in shapes.items()))
         with entry.lock:
-            model = entry.models.get(key)
-            if model is not None:
+            pool = entry.models.get(key)
+            if pool is not None:
                 entry.models.move_to_end(key)
-                return model
-            compiled = compile_graph(entry.graph, self._compile_options,
-                                     input_shapes=shapes)
-            self._admit(compiled.device_bytes, entry)
-            model = LoadedModel(compiled, self.device)
-            entry.models[key] = model
-            entry.last_report = compiled.report
-            while len(entry.models) > MAX_SIGNATURES:
-                entry.models.popitem(last=False)
-            return model
+                return pool
+        t0 = time.perf_counter()
+        while not entry.compile_lock.acquire(timeout=POLL_SECONDS):
+            if control is not None:
+                control.check(f"waiting for graph '{entry.graph.name}' to compile")
+        try:
+            with entry.lock:
+                pool = entry.models.get(key)
+            if pool is not None:  # compiled while this run waited
+                if times is not None:
+                    times.add("queue", time.perf_counter() - t0)
+                return pool
+            compiled = entry.compile(self._compile_options, shapes)
+            nbytes = compiled.device_bytes * self.options.instances
+            self._admit(nbytes, entry)
+            try:
+                t_load = time.perf_counter()
+                pool = InstancePool(compiled, self.device, self.options.instances)
+                load_seconds = time.perf_counter() - t_load
+                with entry.lock:
+                    entry.models[key] = pool
+                    entry.last_report = compiled.report
+                    while len(entry.models) > MAX_SIGNATURES + len(entry.gears):
+                        entry.models.popitem(last=False)
+            finally:
+                with self._lock:
+                    self._reserved -= nbytes
+        finally:
+            entry.compile_lock.release()
+        if self._on_compile is not None:
+            self._on_compile(compiled.report, load_seconds)
+        return pool
 
     def _admit(self, nbytes: int, entry: _GraphEntry) -> None:
-        limit = self.options.memory_limit_bytes
-        if limit <= 0:
-            return
-        used = self.device_bytes
-        if used + nbytes > limit:
+        """Reserve `nbytes` of device memory for a load, or explain why not, before loading."""
+        device = self.limits.device_memory_bytes
+        if device and nbytes > device:
             raise ResourceExhausted(
-                f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes of "
-                f"device memory; session '{self.id}' uses {used} of its {limit} byte limit, "
-                f"{max(0, limit - used)} left", graph=entry.graph.name, stage="load")
+                f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes "
+                f"of device memory; the device has {device}", graph=entry.graph.name,
+                stage="load")
+        limit = self.options.memory_limit_bytes
+        with self._lock:
+            used = self.device_bytes + self._reserved
+            if limit > 0 and used + nbytes > limit:
+                raise ResourceExhausted(
+                    f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes "
+                    f"of device memory; session '{self.id}' uses {used} of its {limit} byte "
+                    f"limit, {max(0, limit - used)} left", graph=entry.graph.name,
+                    stage="load")
+            self._reserved += nbytes
 
     @property
     def device_bytes(self) -> int:
         with self._lock:
             entries = list(self._graphs.values())
-        return sum(m.device_bytes for e in entries for m in list(e.models.values()))
+        total = 0
+        for e in entries:
+            with e.lock:
+                total += sum(p.device_bytes for p in e.models.values())
+        return total
+
+    @property
+    def loaded_models(self) -> int:
+        with self._lock:
+            entries = list(self._graphs.values())
+        return sum(len(e.models) for e in entries)
+
+    # ---- limits -----------------------------------------------------------------------
+    def _check_graph_count(self) -> None:
+        limit = self.limits.max_graphs
+        with self._lock:
+            self._check_open()
+            if limit and len(self._graphs) >= limit:
+                raise ResourceExhausted(f"session '{self.id}' holds its maximum of {limit} "
+                                        f"graphs; remove one first")
+
+    def _check_graph_size(self, graph: Graph) -> None:
+        limit = self.limits.max_nodes
+        if limit and len(graph.nodes) > limit:
+            raise ResourceExhausted(f"graph '{graph.name}' has {len(graph.nodes)} nodes; the "
+                                    f"server accepts at most {limit} per graph",
+                                    graph=graph.name)
+        limit = self.limits.max_tensor_elements
+        for v in graph.inputs:
+            shape = v.meta.shape if v.meta else None
+            if shape and any(not isinstance(d, str) and d < 0 for d in shape):
+                raise InvalidInput(f"input '{v.name}' declares a negative dimension: "
+                                   f"{v.meta}", graph=graph.name, tensor=v.name)
+            if not limit or not shape or any(isinstance(d, str) for d in shape):
+                continue
+            count = 1
+            for d in shape:
+                count *= int(d)
+            if count > limit:
+                raise ResourceExhausted(f"input '{v.name}' declares {v.meta} ({count} elements);"
+                                        f" the server accepts at most {limit} per tensor",
+                                        graph=graph.name, tensor=v.name)
 
     # ---- lifecycle --------------------------------------------------------------------
+    def info(self) -> SessionInfo:
+        with self._lock:
+            ids = tuple(self._graphs)
+            active = self._active
+        return SessionInfo(self.id, self.options, self.created_at, self.idle_seconds(), ids,
+                           self.device_bytes, active)
+
+    def idle_seconds(self) -> float:
+        with self._lock:
+            if self._active:
+                return 0.0
+        return time.monotonic() - self.last_used
+
     def close(self) -> None:
+        """Drop every graph and loaded model: their device memory is freed once runs in
+        progress (which hold their model) finish."""
         with self._lock:
             self.closed = True
-            self._graphs.clear()  # frees every loaded model (and its device memory)
+            self._graphs.clear()
 
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        with self._lock:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+            self._touch()
 
     def _touch(self) -> None:
         self.last_used = time.monotonic()
@@ -196,44 +460,10 @@ class Session:
         return entry
 
 
-class SessionManager:
-    """Creates, finds and closes sessions; a session is visible only to its owner."""
+def __getattr__(name: str):
+    # SessionManager moved to graphengine.server.manager; old imports keep working.
+    if name == "SessionManager":
+        from .manager import SessionManager
 
-    def __init__(self, device=None, max_sessions: int = 0) -> None:
-        self.device = device or default_device()
-        self.max_sessions = max_sessions
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
-
-    def create(self, options=None, owner: str | None = None) -> Session:
-        session = Session(options, device=self.device, owner=owner)
-        with self._lock:
-            if self.max_sessions and len(self._sessions) >= self.max_sessions:
-                raise ResourceExhausted(f"the server holds its maximum of {self.max_sessions} "
-                                        f"sessions; close one first")
-            self._sessions[session.id] = session
-        return session
-
-    def get(self, session_id: str, owner: str | None = None) -> Session:
-        with self._lock:
-            session = self._sessions.get(session_id)
-        if session is None or session.owner != owner:
-            raise NotFound(f"session '{session_id}' not found")
-        return session
-
-    def close(self, session_id: str, owner: str | None = None) -> None:
-        session = self.get(session_id, owner)
-        with self._lock:
-            self._sessions.pop(session_id, None)
-        session.close()
-
-    def list(self, owner: str | None = None) -> list[Session]:
-        with self._lock:
-            return [s for s in self._sessions.values() if s.owner == owner]
-
-    def close_all(self) -> None:
-        with self._lock:
-            sessions = list(self._sessions.values())
-            self._sessions.clear()
-        for s in sessions:
-            s.close()
+        return SessionManager
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import InvalidInput
 from graphengine.engine.ir import Dim
+
+PRECISIONS = ("", "fp32")  # what the host device compiles for today
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,6 +19,15 @@ class SessionOptions:
     max_streams: int = 1
     memory_limit_bytes: int = 0  # 0: no limit
     options: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    precision: str = ""  # "" = fp32
+    instances: int = 1  # model instances per compiled signature
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise InvalidInput(f"session option precision '{self.precision}' is not supported; "
+                               f"the host device compiles fp32 only")
+        if self.instances < 1:
+            raise InvalidInput(f"session option instances must be >= 1, got {self.instances}")
 
     @classmethod
     def coerce(cls, value: SessionOptions | Mapping | None) -> SessionOptions:
@@ -38,6 +52,35 @@ class SessionOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class SessionLimits:
+    """What the server allows one session (0: no limit)."""
+
+    max_graphs: int = 0
+    max_nodes: int = 0
+    max_tensor_elements: int = 0
+    device_memory_bytes: int = 0  # the device's size: no single model may exceed it
+
+
+@dataclasses.dataclass(frozen=True)
+class RunControl:
+    """How long the caller of a run is willing to wait; checked while work waits."""
+
+    deadline: float | None = None  # a time.monotonic() value
+    cancelled: Callable[[], bool] | None = None
+
+    def check(self, waiting_for: str) -> None:
+        """Raise if the caller is gone (CancelledError) or out of time (TimeoutError)."""
+        if self.cancelled is not None and self.cancelled():
+            raise concurrent.futures.CancelledError(
+                f"the client cancelled the request while {waiting_for}")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise TimeoutError(f"the client's deadline passed while {waiting_for}")
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+
+@dataclasses.dataclass(frozen=True)
 class TensorInfo:
     name: str
     dtype: DType
@@ -52,3 +95,17 @@ class GraphInfo:
     outputs: tuple[TensorInfo, ...]
     num_nodes: int
     compiled: bool
+    gears: tuple[int, ...] = ()
+    device_bytes: int = 0
+    compiled_signatures: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    options: SessionOptions
+    created_at: float  # seconds since the epoch
+    idle_seconds: float
+    graph_ids: tuple[int, ...]
+    device_bytes: int
+    active_runs: int

@@ -162,8 +162,8 @@ class FakeSession:
             raise NotFound(f"graph {graph_id} not found in session '{self.id}'")
         return self.graphs[graph_id]
 
-    def add_graph(self, model: Any, name: str | None = None) -> int:
-        self._enter("add_graph", (model, name))
+    def add_graph(self, model: Any, name: str | None = None, gears: Any = None) -> int:
+        self._enter("add_graph", (model, name) if gears is None else (model, name, gears))
         graph_id = next(self._ids)
         self.graphs[graph_id] = name or "fake_graph"
         self.models[graph_id] = model
@@ -179,7 +179,8 @@ class FakeSession:
                              tasks=3, nodes_before=3, nodes_after=2, total_seconds=0.01)
 
     def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+                  output_names: Sequence[str] | None = None, *, control: Any = None,
+                  times: Any = None) -> dict[str, np.ndarray]:
         self._enter("run_graph", (graph_id, dict(inputs), output_names))
         self._graph(graph_id)
         outputs = {"output": np.asarray(inputs["input"]) * 2,

@@ -2,12 +2,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 namespace ge {
 
 Device::Device(int threads)
-    : threads_(threads > 0 ? threads : omp_get_num_procs()),
-      engine_(dnnl::engine::kind::cpu, 0) {
-  if (threads_ < 1) threads_ = 1;
-}
+    : cores_(std::max(1, omp_get_num_procs())),
+      threads_(threads > 0 ? std::min(threads, 1024) : cores_),
+      engine_(dnnl::engine::kind::cpu, 0),
+      scheduler_(std::make_unique<Scheduler>(engine_, threads_)) {}
+
+Device::~Device() { scheduler_.reset(); }
 
 }  // namespace ge

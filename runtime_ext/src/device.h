@@ -1,31 +1,43 @@
-// Device: the host CPU backend. Owns the oneDNN engine and the thread budget.
+// Device: the host CPU backend. Owns the oneDNN engine, the thread budget and the pool of
+// worker threads (scheduler.h) that runs the streams of every model loaded on it.
 //
 // A Device is shared (std::shared_ptr) by every Model loaded on it and lives as long as
-// the longest of them. It is immutable after construction, so it is safe to use from any
-// thread.
+// the longest of them. Its configuration is immutable after construction; the scheduler
+// is thread-safe, so a Device may be used from any thread.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "oneapi/dnnl/dnnl.hpp"
+#include "scheduler.h"
 
 namespace ge {
 
 class Device {
  public:
-  // Non-blocking. threads <= 0 means "number of cores available to this process".
-  // Throws dnnl::error if oneDNN cannot create a CPU engine (never happens on x86-64).
+  // Non-blocking (lanes start on first use). threads <= 0 means "the cores available to
+  // this process". Throws dnnl::error if oneDNN cannot create a CPU engine.
   explicit Device(int threads);
+  // Blocks: joins the lanes. Every model on the device is gone by then (they retain it).
+  ~Device();
 
   const std::string& name() const { return name_; }
+  // The thread budget: lanes and their OpenMP helpers together run at most this many
+  // threads at once.
   int threads() const { return threads_; }
+  // Cores available to the process.
+  int cores() const { return cores_; }
   // Borrowed; valid for the Device's lifetime.
   const dnnl::engine& engine() const { return engine_; }
+  Scheduler& scheduler() const { return *scheduler_; }
 
  private:
   std::string name_ = "host";
+  int cores_;
   int threads_;
   dnnl::engine engine_;
+  std::unique_ptr<Scheduler> scheduler_;
 };
 
 }  // namespace ge

@@ -16,13 +16,51 @@ dnnl::memory::desc plain_md(const Shape& s, dt type) {
   return dnnl::memory::desc(dims, type, dnnl::memory::dims(dense_strides(dims)));
 }
 
-dnnl::memory::desc tensor_md(const TensorInfo& t) {
-  if (t.channels_last()) return dnnl::memory::desc(dnnl_dims(t.shape), dt::f32, tag::nhwc);
-  return plain_md(t.shape);
+dt dnnl_type(DType t) {
+  if (t != DType::kFloat32) invalid("oneDNN kernels take float32, got ", dtype_name(t));
+  return dt::f32;
 }
 
-dnnl::memory wrap(const dnnl::memory::desc& md, const Device& dev, const void* data) {
-  return dnnl::memory(md, dev.engine(), const_cast<void*>(data));
+dnnl::memory::desc format_md(const Shape& s, Format f, dt type) {
+  switch (f) {
+    case Format::kPlain:
+      return plain_md(s, type);
+    case Format::kNhwc: {
+      tag t = s.size() == 3 ? tag::nwc : s.size() == 5 ? tag::ndhwc : tag::nhwc;
+      return dnnl::memory::desc(dnnl_dims(s), type, t);
+    }
+    case Format::kNChw8c:
+      return dnnl::memory::desc(dnnl_dims(s), type, tag::nChw8c);
+    case Format::kNChw16c:
+      return dnnl::memory::desc(dnnl_dims(s), type, tag::nChw16c);
+  }
+  return plain_md(s, type);
+}
+
+dnnl::memory::desc tensor_md(const TensorInfo& t) {
+  dt type = dt::undef;
+  switch (t.dtype) {
+    case DType::kFloat32: type = dt::f32; break;
+    case DType::kFloat16: type = dt::f16; break;
+    case DType::kInt32: type = dt::s32; break;
+    case DType::kInt8: type = dt::s8; break;
+    case DType::kUInt8: type = dt::u8; break;
+    default: invalid("tensor '", t.name, "': oneDNN has no ", dtype_name(t.dtype), " type");
+  }
+  return format_md(t.shape, t.format, type);
+}
+
+bool md_format(const dnnl::memory::desc& md, Format* out) {
+  if (md.get_ndims() != 4) return false;
+  const dnnl::memory::dims d = md.get_dims();
+  for (Format f : {Format::kPlain, Format::kNhwc, Format::kNChw8c, Format::kNChw16c}) {
+    if (!format_error(f, Shape(d.begin(), d.end())).empty()) continue;
+    if (format_md(Shape(d.begin(), d.end()), f, md.get_data_type()) == md) {
+      *out = f;
+      return true;
+    }
+  }
+  return false;
 }
 
 Fusion parse_fusion(const KernelArgs& a) {
@@ -75,25 +113,48 @@ dnnl::primitive_attr make_attr(const dnnl::post_ops& ops) {
   return attr;
 }
 
-void BoundPrimitive::share_scratchpad(WorkspacePlan* plan,
-                                      std::initializer_list<BoundPrimitive*> prims) {
+void Prim::share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims) {
   size_t bytes = 0;
-  for (BoundPrimitive* p : prims) bytes = std::max(bytes, p->scratchpad_bytes());
+  for (Prim* p : prims) bytes = std::max(bytes, p->scratchpad_bytes());
+  if (bytes == 0) return;
   size_t at = plan->add(bytes);
-  for (BoundPrimitive* p : prims) p->scratch_at_ = at;
+  for (Prim* p : prims) {
+    if (p->scratchpad_bytes() > 0) p->arg(DNNL_ARG_SCRATCHPAD, p->scratch_md_, Ref::workspace(at));
+  }
 }
 
-void BoundPrimitive::bind(uint8_t* workspace, const Device& dev) {
-  if (scratchpad_bytes() > 0) {
-    args_[DNNL_ARG_SCRATCHPAD] = wrap(scratch_md_, dev, workspace + scratch_at_);
+void Prim::set_instances(int n, const dnnl::engine& eng) {
+  if (!valid()) return;
+  inst_.assign(static_cast<size_t>(n), {});
+  for (Instance& in : inst_) {
+    for (const Arg& a : args_) {
+      // No buffer yet: the first execute() of the instance sets every handle.
+      in.mems.emplace_back(a.md, eng, static_cast<void*>(nullptr));
+      in.ptrs.push_back(nullptr);
+      in.exec.push_back({a.key, in.mems.back().get()});
+    }
   }
+}
+
+void Prim::execute(const ExecContext& c) {
+  Instance& in = inst_[static_cast<size_t>(c.instance)];
+  for (size_t i = 0; i < args_.size(); ++i) {
+    void* p = args_[i].ref.resolve(c);
+    if (p != in.ptrs[i]) {
+      in.mems[i].set_data_handle(p);
+      in.ptrs[i] = p;
+    }
+  }
+  dnnl_status_t st = dnnl_primitive_execute(prim_.get(), c.dnnl_stream.get(), static_cast<int>(in.exec.size()),
+                                            in.exec.data());
+  if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
 }
 
 AlignedBuffer reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
                                const void* src, const dnnl::memory::desc& to) {
   AlignedBuffer buf(to.get_size());
-  dnnl::memory src_mem = wrap(from, *a.device, src);
-  dnnl::memory dst_mem = wrap(to, *a.device, buf.data());
+  dnnl::memory src_mem(from, a.device->engine(), const_cast<void*>(src));
+  dnnl::memory dst_mem(to, a.device->engine(), buf.data());
   dnnl::reorder(src_mem, dst_mem).execute(*a.load_stream, src_mem, dst_mem);
   a.load_stream->wait();
   return buf;

@@ -1,7 +1,8 @@
 // Helpers shared by the kernels built on oneDNN primitives.
 #pragma once
 
-#include <unordered_map>
+#include <initializer_list>
+#include <vector>
 
 #include "buffer.h"
 #include "kernel.h"
@@ -18,11 +19,17 @@ dnnl::memory::dims dnnl_dims(const Shape& s);
 // Dense row-major descriptor of `s` (rank <= 12, else throws Error).
 dnnl::memory::desc plain_md(const Shape& s, dt type = dt::f32);
 
-// Descriptor of a tensor as stored: plain, or N,H,W,C for a channels-last float32 one.
-dnnl::memory::desc tensor_md(const TensorInfo& t);
+// oneDNN data type of a float32 tensor (throws Error for other dtypes).
+dt dnnl_type(DType t);
 
-// Memory object over borrowed bytes (a tensor, a kernel buffer, the workspace).
-dnnl::memory wrap(const dnnl::memory::desc& md, const Device& dev, const void* data);
+// Descriptor of a tensor as stored, in its Format (tensor.h).
+dnnl::memory::desc tensor_md(const TensorInfo& t);
+// Descriptor of a logical shape stored in `f`.
+dnnl::memory::desc format_md(const Shape& s, Format f, dt type = dt::f32);
+
+// Our Format for a oneDNN descriptor of a rank-4 tensor, if it is one we name
+// (plain, nhwc, nChw8c, nChw16c); false otherwise.
+bool md_format(const dnnl::memory::desc& md, Format* out);
 
 // The fusion attributes of Conv, Gemm and MatMul:
 //   activation: "" | Relu | LeakyRelu | Clip | Sigmoid | Tanh | Gelu | GeluTanh |
@@ -60,32 +67,68 @@ class WorkspacePlan {
   size_t total_ = 0;
 };
 
-// A primitive with its arguments bound once at load. The scratchpad lives in the stream
-// workspace (slot reserved by reserve(), bound by bind()).
-class BoundPrimitive {
+// Where a primitive argument's bytes are during a run.
+struct Ref {
+  enum class Kind : uint8_t { kTensor, kWorkspace, kFixed };
+  Kind kind = Kind::kFixed;
+  const TensorInfo* tensor = nullptr;  // kTensor: resolved per run
+  size_t offset = 0;                   // kWorkspace: offset in the stream workspace
+  const void* fixed = nullptr;         // kFixed: a kernel-owned buffer
+
+  static Ref of(const TensorInfo& t) { return {Kind::kTensor, &t, 0, nullptr}; }
+  static Ref workspace(size_t at) { return {Kind::kWorkspace, nullptr, at, nullptr}; }
+  static Ref buffer(const void* p) { return {Kind::kFixed, nullptr, 0, p}; }
+
+  void* resolve(const ExecContext& c) const {
+    switch (kind) {
+      case Kind::kTensor: return c.ptr(*tensor);
+      case Kind::kWorkspace: return c.workspace + offset;
+      case Kind::kFixed: return const_cast<void*>(fixed);
+    }
+    return nullptr;
+  }
+};
+
+// A primitive with its arguments described once at load and resolved per run. Each
+// instance gets its own oneDNN memory objects (set_instances), so instances can run the
+// same primitive concurrently; a run only updates the handles whose address changed
+// (caller buffers bound zero-copy, outputs written in place).
+class Prim {
  public:
-  BoundPrimitive() = default;
+  Prim() = default;
   template <class PD>
-  explicit BoundPrimitive(const PD& pd) : prim_(pd.get()), scratch_md_(pd.scratchpad_desc()) {}
+  explicit Prim(const PD& pd) : prim_(pd.get()), scratch_md_(pd.scratchpad_desc()) {}
 
   bool valid() const { return static_cast<bool>(prim_); }
-  void arg(int key, const dnnl::memory& m) { args_[key] = m; }
+  void arg(int key, const dnnl::memory::desc& md, Ref ref) { args_.push_back({key, md, ref}); }
 
   size_t scratchpad_bytes() const { return valid() ? scratch_md_.get_size() : 0; }
   // Reserves one scratchpad slot in `plan` shared by `prims` (they run one after the
   // other, never concurrently). Invalid (empty) primitives are skipped.
-  static void share_scratchpad(WorkspacePlan* plan, std::initializer_list<BoundPrimitive*> prims);
-  // Binds the scratchpad to workspace + slot. No-op for an invalid primitive.
-  void bind(uint8_t* workspace, const Device& dev);
+  static void share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims);
 
-  // Blocks until done (CPU + OpenMP runtime executes synchronously). Throws dnnl::error.
-  void execute(dnnl::stream& s) { prim_.execute(s, args_); }
+  // Creates the per-instance memory objects. No-op for an invalid primitive.
+  void set_instances(int n, const dnnl::engine& eng);
+
+  // Blocks until done (the CPU runtime executes synchronously on the calling lane).
+  // Throws dnnl::error.
+  void execute(const ExecContext& c);
 
  private:
+  struct Arg {
+    int key;
+    dnnl::memory::desc md;
+    Ref ref;
+  };
+  struct Instance {
+    std::vector<dnnl::memory> mems;
+    std::vector<void*> ptrs;
+    std::vector<dnnl_exec_arg_t> exec;
+  };
   dnnl::primitive prim_;
   dnnl::memory::desc scratch_md_;
-  size_t scratch_at_ = 0;
-  std::unordered_map<int, dnnl::memory> args_;
+  std::vector<Arg> args_;
+  std::vector<Instance> inst_;
 };
 
 // A constant tensor (e.g. weights) converted at load into the layout `to` chosen by a

@@ -60,6 +60,7 @@ const std::vector<std::pair<std::string, KernelFactory>>& registry() {
       {"Pad", make_pad},
       {"Gather", make_gather},
       {"Cast", make_cast},
+      {"TransData", make_transdata},
   };
   return table;
 }
@@ -132,9 +133,9 @@ std::vector<int64_t> KernelArgs::const_ints(size_t i) const {
   if (!t.constant()) invalid("input ", i, " ('", t.name, "') must be a constant");
   std::vector<int64_t> r(static_cast<size_t>(t.numel));
   if (t.dtype == DType::kInt64) {
-    for (size_t k = 0; k < r.size(); ++k) r[k] = t.ptr<const int64_t>()[k];
+    for (size_t k = 0; k < r.size(); ++k) r[k] = t.const_ptr<int64_t>()[k];
   } else if (t.dtype == DType::kInt32) {
-    for (size_t k = 0; k < r.size(); ++k) r[k] = t.ptr<const int32_t>()[k];
+    for (size_t k = 0; k < r.size(); ++k) r[k] = t.const_ptr<int32_t>()[k];
   } else {
     invalid("input ", i, " ('", t.name, "') must be int64 or int32, got ", type_str(t.dtype, t.shape));
   }
@@ -145,8 +146,8 @@ double KernelArgs::const_float(size_t i) const {
   const TensorInfo& t = in(i);
   if (!t.constant()) invalid("input ", i, " ('", t.name, "') must be a constant");
   if (t.numel != 1) invalid("input ", i, " ('", t.name, "') must have one element");
-  if (t.dtype == DType::kFloat32) return t.ptr<const float>()[0];
-  if (t.dtype == DType::kFloat64) return t.ptr<const double>()[0];
+  if (t.dtype == DType::kFloat32) return t.const_ptr<float>()[0];
+  if (t.dtype == DType::kFloat64) return t.const_ptr<double>()[0];
   invalid("input ", i, " ('", t.name, "') must be float32 or float64, got ", type_str(t.dtype, t.shape));
 }
 

@@ -17,7 +17,7 @@
 
 #include "device.h"
 #include "status.h"
-#include "stream.h"
+#include "scheduler.h"
 #include "tensor.h"
 
 namespace ge {
@@ -38,9 +38,11 @@ struct KernelArgs {
   std::vector<const TensorInfo*> outputs;
   const Attrs* attrs = nullptr;
   const Device* device = nullptr;
-  // For load-time work (weight reorders). Factories run on the worker of the stream that
-  // will run the kernel, so this is that stream's oneDNN stream.
+  // For load-time work (weight reorders). Factories run on a lane of the width that will
+  // run the kernel, so this is that lane's oneDNN stream.
   dnnl::stream* load_stream = nullptr;
+  // True when the spec gave tensor formats: the kernel must honour them exactly.
+  bool explicit_formats = false;
 
   // Input i, which must be present.
   const TensorInfo& in(size_t i) const;
@@ -68,19 +70,41 @@ struct KernelArgs {
   std::vector<double> attr_floats(const char* key, const std::vector<double>& def) const;
 };
 
+// What a kernel sees while it runs. Borrowed from the stream run; valid during the call.
+struct ExecContext {
+  dnnl::stream& dnnl_stream;  // the lane's oneDNN stream
+  int instance;               // which model instance runs (selects per-instance state)
+  uint8_t* const* bases;      // base address of each binding slot for this run
+  uint8_t* workspace;         // this instance's scratch for this stream
+
+  // Address of a tensor for this run (arena of the instance, weights, or caller buffer).
+  uint8_t* ptr(const TensorInfo& t) const { return bases[t.slot] + t.slot_offset; }
+  template <class T>
+  T* ptr(const TensorInfo& t) const {
+    return reinterpret_cast<T*>(ptr(t));
+  }
+};
+
+// A prepared node. Built once at load and shared by every instance of the model; the
+// instances differ only in where tensors live, which run() resolves through its
+// ExecContext. Two instances may run the same kernel at the same time, so run() keeps no
+// state in the kernel except per-instance state indexed by ctx.instance.
 class Kernel {
  public:
   virtual ~Kernel() = default;
 
-  // Bytes of scratch the kernel needs while it runs. The stream provides it (shared by
-  // the stream's kernels, which never run concurrently).
+  // Bytes of scratch the kernel needs while it runs. Each instance's stream provides it
+  // (shared by the stream's kernels, which never run concurrently), 64-byte aligned.
   virtual size_t workspace_bytes() const { return 0; }
 
-  // Called once at load, after construction, with workspace_bytes() of 64-byte aligned
-  // memory that is borrowed from the stream and never moves. Throws on oneDNN failure.
-  virtual void bind_workspace(uint8_t* /*workspace*/) {}
+  // Called once at load, after construction, with the number of instances. Throws
+  // dnnl::error.
+  virtual void set_instances(int /*n*/) {}
 
-  // Runs the node on the calling stream worker. Blocks until the outputs are written.
+  // Bytes of constants the kernel prepared and owns (e.g. reordered weights).
+  virtual size_t prepared_bytes() const { return 0; }
+
+  // Runs the node on the calling lane. Blocks until the outputs are written.
   // Returns InvalidArgument for bad data found only at run time (e.g. an out-of-range
   // Gather index), Internal for anything else. The message does not name the node: the
   // caller prefixes it. May throw dnnl::error / std::bad_alloc; the caller catches them.

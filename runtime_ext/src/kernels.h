@@ -8,6 +8,9 @@ namespace ge {
 
 // kernels_conv.cc
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a);
+// For kernel_info: checks X (input 0) and W (input 1) like load would and returns the
+// format oneDNN prefers for X ("nhwc", "nChw16c", ...). Throws Error / dnnl::error.
+std::string conv_preferred_format(const KernelArgs& a);
 // kernels_pool.cc
 std::unique_ptr<Kernel> make_pool(const KernelArgs& a);  // MaxPool, AveragePool, Global*
 // kernels_matmul.cc
@@ -34,5 +37,7 @@ std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 // kernels_cast.cc
 std::unique_ptr<Kernel> make_cast(const KernelArgs& a);
+// kernels_transdata.cc
+std::unique_ptr<Kernel> make_transdata(const KernelArgs& a);
 
 }  // namespace ge

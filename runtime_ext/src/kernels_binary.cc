@@ -149,32 +149,34 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
   int_div_ = op_ == BinOp::kDiv && (a_->dtype == DType::kInt64 || a_->dtype == DType::kInt32);
   if (op_ == BinOp::kPow && a_->dtype == DType::kFloat32 && b_->constant() && b_->numel == 1) {
     pow_const_ = true;
-    exponent_ = b_->ptr<const float>()[0];
+    exponent_ = b_->const_ptr<float>()[0];
   }
 }
 
 template <class T>
-bool has_zero(const TensorInfo& t) {
-  const T* p = t.ptr<const T>();
-  for (int64_t i = 0; i < t.numel; ++i) {
+bool has_zero(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
     if (p[i] == 0) return true;
   }
   return false;
 }
 
-Status BinaryKernel::run(ExecContext&) {
+Status BinaryKernel::run(ExecContext& ctx) {
+  const size_t es = dtype_size(y_->dtype);
+  uint8_t* y = ctx.ptr(*y_);
+  const uint8_t* pa = ctx.ptr(*a_);
+  const uint8_t* pb = ctx.ptr(*b_);
   if (int_div_) {
-    bool zero = b_->dtype == DType::kInt64 ? has_zero<int64_t>(*b_) : has_zero<int32_t>(*b_);
+    bool zero = b_->dtype == DType::kInt64 ? has_zero(reinterpret_cast<const int64_t*>(pb), b_->numel)
+                                           : has_zero(reinterpret_cast<const int32_t*>(pb), b_->numel);
     if (zero) return Status::InvalidArgument("integer division by zero");
   }
-  const size_t es = dtype_size(y_->dtype);
-  uint8_t* y = y_->data;
-  const uint8_t* pa = a_->data;
-  const uint8_t* pb = b_->data;
   if (pow_const_) {
     const float e = exponent_;
+    float* yf = reinterpret_cast<float*>(y);
+    const float* af = reinterpret_cast<const float*>(pa);
     for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
-      pow_const_row(y_->ptr<float>() + o, a_->ptr<const float>() + off[0], st[0], e, n);
+      pow_const_row(yf + o, af + off[0], st[0], e, n);
     });
     return Status::Ok();
   }
@@ -221,13 +223,17 @@ class WhereKernel : public Kernel {
     plan_ = plan_broadcast(out, {&c_->shape, &x_->shape, &y_->shape}, {"condition", "X", "Y"});
   }
 
-  Status run(ExecContext&) override {
+  Status run(ExecContext& ctx) override {
     const size_t es = dtype_size(o_->dtype);
+    const uint8_t* pc = ctx.ptr(*c_);
+    uint8_t* po = ctx.ptr(*o_);
+    const uint8_t* px = ctx.ptr(*x_);
+    const uint8_t* py = ctx.ptr(*y_);
     for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
-      const uint8_t* c = c_->data + off[0];
-      uint8_t* out = o_->data + o * es;
-      const uint8_t* x = x_->data + off[1] * es;
-      const uint8_t* y = y_->data + off[2] * es;
+      const uint8_t* c = pc + off[0];
+      uint8_t* out = po + o * es;
+      const uint8_t* x = px + off[1] * es;
+      const uint8_t* y = py + off[2] * es;
       switch (es) {
         case 1: where_row(out, c, st[0], x, st[1], y, st[2], n); break;
         case 2:

@@ -120,11 +120,13 @@ class CastKernel : public Kernel {
     fn_ = pick(x_->dtype, to);
   }
 
-  Status run(ExecContext&) override {
+  Status run(ExecContext& ctx) override {
+    const uint8_t* x = ctx.ptr(*x_);
+    uint8_t* y = ctx.ptr(*y_);
     if (x_->dtype == y_->dtype) {
-      if (x_->data != y_->data) std::memmove(y_->data, x_->data, x_->nbytes);
+      if (x != y) std::memmove(y, x, x_->nbytes);
     } else {
-      fn_(x_->data, y_->data, x_->numel);
+      fn_(x, y, x_->numel);
     }
     return Status::Ok();
   }

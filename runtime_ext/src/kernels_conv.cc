@@ -1,8 +1,9 @@
-// Conv on oneDNN. Tensors are NCHW (or NCW / NCDHW), or NHWC when the runtime stored them
-// channels-last (layout.h); inside, oneDNN uses the layout it prefers. Constant weights are reordered once at load into a kernel-owned buffer;
-// activations are reordered in and out through the stream workspace when oneDNN's chosen
-// layout is not the plain one.
+// Conv on oneDNN. Activations are stored in their tensor's format (plain NCHW, NHWC or
+// blocked); for a plain one oneDNN picks its preferred layout and the kernel converts in
+// the stream workspace, unless the spec fixed the formats. Constant weights are reordered
+// once at load into a kernel-owned buffer shared by every instance.
 #include <cstring>
+#include <string>
 
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -63,7 +64,10 @@ class ConvKernel : public Kernel {
  public:
   explicit ConvKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override;
+  size_t prepared_bytes() const override { return weights_.size(); }
+  void set_instances(int n) override {
+    for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, dev_.engine());
+  }
   Status run(ExecContext& ctx) override;
 
  private:
@@ -73,38 +77,23 @@ class ConvKernel : public Kernel {
   const TensorInfo* b_ = nullptr;
   const TensorInfo* r_ = nullptr;  // residual (sum post-op)
   const TensorInfo* y_ = nullptr;
-  dnnl::convolution_forward::primitive_desc pd_;
-  dnnl::memory::desc x_md_, y_md_, r_md_, w_md_;  // the tensors as stored
-  BoundPrimitive conv_, src_in_, res_in_, dst_out_, w_in_;
-  AlignedBuffer weights_;           // weights in oneDNN's layout (if not used in place)
-  const void* weights_ptr_ = nullptr;
+  Prim conv_, src_in_, res_in_, dst_out_, w_in_;
+  AlignedBuffer weights_;  // constant weights in oneDNN's layout (if not used in place)
   WorkspacePlan plan_;
+  bool src_ws_ = false, dst_ws_ = false;
   size_t src_at_ = 0, dst_at_ = 0;
-  uint8_t* residual_target_ = nullptr;  // the primitive's destination (y or workspace)
 };
 
-ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
-  a.expect_outputs(1, 1);
-  const Fusion fusion = parse_fusion(a);
-  size_t n_in = a.inputs.size();
-  if (fusion.sum) {
-    if (n_in < 3) invalid("sum=1 needs a residual as the last input");
-    r_ = &a.in(n_in - 1);
-    --n_in;
-  }
-  if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (X, W, optional B), got ", n_in);
-  x_ = &a.in(0);
-  w_ = &a.in(1);
-  b_ = n_in == 3 ? a.opt_in(2) : nullptr;
-  y_ = &a.out(0);
-  a.expect_dtype(*x_, DType::kFloat32, "input X");
-  a.expect_dtype(*w_, DType::kFloat32, "weight W");
-  a.expect_dtype(*y_, DType::kFloat32, "output Y");
-  const Shape& xs = x_->shape;
-  const Shape& ws = w_->shape;
-  const int rank = x_->rank();
+// Checks X and W (and attrs) of a Conv; returns the geometry and the output shape.
+ConvGeometry check_conv(const KernelArgs& a, const TensorInfo& x, const TensorInfo& w, Shape* out_shape) {
+  a.expect_dtype(x, DType::kFloat32, "input X");
+  a.expect_dtype(w, DType::kFloat32, "weight W");
+  const Shape& xs = x.shape;
+  const Shape& ws = w.shape;
+  const int rank = x.rank();
   if (rank < 3 || rank > 5) invalid("input X must be N,C,spatial... of rank 3 to 5, got ", shape_str(xs));
-  if (w_->rank() != rank) invalid("weight shape ", shape_str(ws), " must have rank ", rank);
+  if (w.rank() != rank) invalid("weight shape ", shape_str(ws), " must have rank ", rank);
+  if (!w.plain()) invalid("weight W must be stored nchw");
   const int64_t group = a.attr_int("group", 1);
   const int64_t C = xs[1], M = ws[0];
   if (group < 1) invalid("group must be >= 1, got ", group);
@@ -121,8 +110,39 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
             shape_str(ws));
   }
   ConvGeometry g = conv_geometry(a, xs, kernel);
-  Shape expect = {xs[0], M};
-  expect.insert(expect.end(), g.out.begin(), g.out.end());
+  *out_shape = {xs[0], M};
+  out_shape->insert(out_shape->end(), g.out.begin(), g.out.end());
+  return g;
+}
+
+dims weight_dims(const Shape& ws, int64_t group) {
+  if (group == 1) return dims(ws.begin(), ws.end());
+  dims d = {group, ws[0] / group, ws[1]};
+  d.insert(d.end(), ws.begin() + 2, ws.end());
+  return d;
+}
+
+ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  size_t n_in = a.inputs.size();
+  if (fusion.sum) {
+    if (n_in < 3) invalid("sum=1 needs a residual as the last input");
+    r_ = &a.in(n_in - 1);
+    --n_in;
+  }
+  if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (X, W, optional B), got ", n_in);
+  x_ = &a.in(0);
+  w_ = &a.in(1);
+  b_ = n_in == 3 ? a.opt_in(2) : nullptr;
+  y_ = &a.out(0);
+  a.expect_dtype(*y_, DType::kFloat32, "output Y");
+  const Shape& xs = x_->shape;
+  const Shape& ws = w_->shape;
+  Shape expect;
+  ConvGeometry g = check_conv(a, *x_, *w_, &expect);
+  const int64_t group = a.attr_int("group", 1);
+  const int64_t M = ws[0];
   if (y_->shape != expect) {
     invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(expect),
             " for input ", shape_str(xs), " and weight ", shape_str(ws));
@@ -138,109 +158,121 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
     }
   }
 
-  // oneDNN descriptors. A channels-last tensor is handed to oneDNN as it is (its fast
-  // convolutions work on N,H,W,C); for a plain one oneDNN picks the layout (`any`) and the
+  // oneDNN descriptors. A tensor stored in a non-plain format (channels-last or blocked)
+  // is handed to oneDNN as it is; for a plain one oneDNN picks the layout (`any`) and the
   // kernel converts in the stream workspace.
   const dnnl::engine& eng = dev_.engine();
-  x_md_ = tensor_md(*x_);
-  y_md_ = tensor_md(*y_);
-  if (r_) r_md_ = tensor_md(*r_);
-  dims wdims;
-  if (group == 1) {
-    wdims = dims(ws.begin(), ws.end());
-  } else {
-    wdims = {group, M / group, ws[1]};
-    wdims.insert(wdims.end(), kernel.begin(), kernel.end());
-  }
-  w_md_ = dnnl::memory::desc(wdims, dt::f32, dims(dense_strides(wdims)));
-  dnnl::memory::desc req_x = x_->channels_last() ? x_md_ : dnnl::memory::desc(dnnl_dims(xs), dt::f32, tag::any);
+  const dnnl::memory::desc x_md = tensor_md(*x_), y_md = tensor_md(*y_);
+  const dims wdims = weight_dims(ws, group);
+  const dnnl::memory::desc w_md(wdims, dt::f32, dims(dense_strides(wdims)));
+  dnnl::memory::desc req_x = x_->plain() ? dnnl::memory::desc(dnnl_dims(xs), dt::f32, tag::any) : x_md;
   dnnl::memory::desc req_w(wdims, dt::f32, tag::any);
-  dnnl::memory::desc req_y =
-      y_->channels_last() ? y_md_ : dnnl::memory::desc(dnnl_dims(y_->shape), dt::f32, tag::any);
+  dnnl::memory::desc req_y = y_->plain() ? dnnl::memory::desc(dnnl_dims(y_->shape), dt::f32, tag::any) : y_md;
   dnnl::post_ops ops;
   if (r_) ops.append_sum(1.f);
   append_activation(fusion, &ops);
   dnnl::primitive_attr attr = make_attr(ops);
   using cf = dnnl::convolution_forward;
-  if (b_) {
-    dnnl::memory::desc b_md = plain_md(b_->shape);
-    pd_ = cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                             req_x, req_w, b_md, req_y, g.strides, g.dilates, g.pad_l, g.pad_r, attr);
-  } else {
-    pd_ = cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                             req_x, req_w, req_y, g.strides, g.dilates, g.pad_l, g.pad_r, attr);
+  auto make_pd = [&](const dnnl::memory::desc& sx, const dnnl::memory::desc& sy) {
+    if (b_) {
+      return cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, sx,
+                                req_w, plain_md(b_->shape), sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
+    }
+    return cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, sx,
+                              req_w, sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
+  };
+  auto usable = [](const cf::primitive_desc& p) {
+    return p && std::string(p.impl_info_str()).rfind("ref", 0) != 0;  // not the reference code
+  };
+  cf::primitive_desc pd = make_pd(req_x, req_y);
+  if (!usable(pd)) {
+    // oneDNN has no fast kernel for this pair of stored formats (e.g. nChw8c in, nChw16c
+    // out): let it choose, and convert through the workspace.
+    cf::primitive_desc any = make_pd(dnnl::memory::desc(dnnl_dims(xs), dt::f32, tag::any),
+                                     dnnl::memory::desc(dnnl_dims(y_->shape), dt::f32, tag::any));
+    if (usable(any) || !pd) pd = any;
   }
-  conv_ = BoundPrimitive(pd_);
+  if (!pd) invalid("oneDNN has no convolution for these shapes and attributes");
+  conv_ = Prim(pd);
   dnnl::primitive_attr rattr = make_attr();
-  if (pd_.src_desc() != x_md_) {
-    src_in_ = BoundPrimitive(dnnl::reorder::primitive_desc(eng, x_md_, eng, pd_.src_desc(), rattr));
-    src_at_ = plan_.add(pd_.src_desc().get_size());
+  const Ref src = pd.src_desc() != x_md ? Ref::workspace(src_at_ = plan_.add(pd.src_desc().get_size())) : Ref::of(*x_);
+  const Ref dst = pd.dst_desc() != y_md ? Ref::workspace(dst_at_ = plan_.add(pd.dst_desc().get_size())) : Ref::of(*y_);
+  src_ws_ = src.kind == Ref::Kind::kWorkspace;
+  dst_ws_ = dst.kind == Ref::Kind::kWorkspace;
+  if (src_ws_) {
+    src_in_ = Prim(dnnl::reorder::primitive_desc(eng, x_md, eng, pd.src_desc(), rattr));
+    src_in_.arg(DNNL_ARG_FROM, x_md, Ref::of(*x_));
+    src_in_.arg(DNNL_ARG_TO, pd.src_desc(), src);
   }
-  if (pd_.dst_desc() != y_md_) {
-    dst_out_ = BoundPrimitive(dnnl::reorder::primitive_desc(eng, pd_.dst_desc(), eng, y_md_, rattr));
-    dst_at_ = plan_.add(pd_.dst_desc().get_size());
+  if (dst_ws_) {
+    dst_out_ = Prim(dnnl::reorder::primitive_desc(eng, pd.dst_desc(), eng, y_md, rattr));
+    dst_out_.arg(DNNL_ARG_FROM, pd.dst_desc(), dst);
+    dst_out_.arg(DNNL_ARG_TO, y_md, Ref::of(*y_));
   }
-  if (r_ && r_md_ != pd_.dst_desc()) {
-    res_in_ = BoundPrimitive(dnnl::reorder::primitive_desc(eng, r_md_, eng, pd_.dst_desc(), rattr));
+  if (r_) {
+    const dnnl::memory::desc r_md = tensor_md(*r_);
+    if (r_md != pd.dst_desc()) {
+      res_in_ = Prim(dnnl::reorder::primitive_desc(eng, r_md, eng, pd.dst_desc(), rattr));
+      res_in_.arg(DNNL_ARG_FROM, r_md, Ref::of(*r_));
+      res_in_.arg(DNNL_ARG_TO, pd.dst_desc(), dst);
+    }
   }
-  if (pd_.weights_desc() == w_md_) {
-    weights_ptr_ = w_->data;  // usable in place
-  } else if (w_->constant()) {
-    weights_ = reorder_constant(a, w_md_, w_->data, pd_.weights_desc());
-    weights_ptr_ = weights_.data();
-  } else {  // weights computed at run time: reorder on every run
-    weights_ = AlignedBuffer(pd_.weights_desc().get_size());
-    weights_ptr_ = weights_.data();
-    w_in_ = BoundPrimitive(dnnl::reorder::primitive_desc(eng, w_md_, eng, pd_.weights_desc(), rattr));
-    w_in_.arg(DNNL_ARG_FROM, wrap(w_md_, dev_, w_->data));
-    w_in_.arg(DNNL_ARG_TO, wrap(pd_.weights_desc(), dev_, weights_ptr_));
+  Ref wref = Ref::of(*w_);  // usable in place when oneDNN takes the plain layout
+  if (pd.weights_desc() != w_md) {
+    if (w_->constant()) {
+      weights_ = reorder_constant(a, w_md, w_->data, pd.weights_desc());
+      wref = Ref::buffer(weights_.data());
+    } else {  // weights computed at run time: reorder on every run, into the workspace
+      wref = Ref::workspace(plan_.add(pd.weights_desc().get_size()));
+      w_in_ = Prim(dnnl::reorder::primitive_desc(eng, w_md, eng, pd.weights_desc(), rattr));
+      w_in_.arg(DNNL_ARG_FROM, w_md, Ref::of(*w_));
+      w_in_.arg(DNNL_ARG_TO, pd.weights_desc(), wref);
+    }
   }
-  BoundPrimitive::share_scratchpad(&plan_, {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_});
-}
-
-void ConvKernel::bind_workspace(uint8_t* ws) {
-  const void* src = src_in_.valid() ? ws + src_at_ : x_->data;
-  const void* dst = dst_out_.valid() ? ws + dst_at_ : y_->data;
-  dnnl::memory src_mem = wrap(pd_.src_desc(), dev_, src);
-  dnnl::memory dst_mem = wrap(pd_.dst_desc(), dev_, dst);
-  conv_.arg(DNNL_ARG_SRC, src_mem);
-  conv_.arg(DNNL_ARG_WEIGHTS, wrap(pd_.weights_desc(), dev_, weights_ptr_));
-  if (b_) conv_.arg(DNNL_ARG_BIAS, wrap(plain_md(b_->shape), dev_, b_->data));
-  conv_.arg(DNNL_ARG_DST, dst_mem);
-  if (src_in_.valid()) {
-    src_in_.arg(DNNL_ARG_FROM, wrap(x_md_, dev_, x_->data));
-    src_in_.arg(DNNL_ARG_TO, src_mem);
-  }
-  if (dst_out_.valid()) {
-    dst_out_.arg(DNNL_ARG_FROM, dst_mem);
-    dst_out_.arg(DNNL_ARG_TO, wrap(y_md_, dev_, y_->data));
-  }
-  if (res_in_.valid()) {
-    res_in_.arg(DNNL_ARG_FROM, wrap(r_md_, dev_, r_->data));
-    res_in_.arg(DNNL_ARG_TO, dst_mem);
-  }
-  residual_target_ = static_cast<uint8_t*>(const_cast<void*>(dst));
-  for (BoundPrimitive* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->bind(ws, dev_);
+  conv_.arg(DNNL_ARG_SRC, pd.src_desc(), src);
+  conv_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);
+  if (b_) conv_.arg(DNNL_ARG_BIAS, plain_md(b_->shape), Ref::of(*b_));
+  conv_.arg(DNNL_ARG_DST, pd.dst_desc(), dst);
+  Prim::share_scratchpad(&plan_, {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_});
 }
 
 Status ConvKernel::run(ExecContext& ctx) {
-  dnnl::stream& s = ctx.dnnl_stream;
-  if (src_in_.valid()) src_in_.execute(s);
+  if (src_in_.valid()) src_in_.execute(ctx);
   if (r_) {  // the sum post-op adds what the destination holds
     if (res_in_.valid()) {
-      res_in_.execute(s);
-    } else if (r_->data != residual_target_) {
-      std::memmove(residual_target_, r_->data, r_->nbytes);
+      res_in_.execute(ctx);
+    } else {
+      uint8_t* target = dst_ws_ ? ctx.workspace + dst_at_ : ctx.ptr(*y_);
+      const uint8_t* from = ctx.ptr(*r_);
+      if (from != target) std::memmove(target, from, r_->nbytes);
     }
   }
-  if (w_in_.valid()) w_in_.execute(s);
-  conv_.execute(s);
-  if (dst_out_.valid()) dst_out_.execute(s);
+  if (w_in_.valid()) w_in_.execute(ctx);
+  conv_.execute(ctx);
+  if (dst_out_.valid()) dst_out_.execute(ctx);
   return Status::Ok();
 }
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a) { return std::make_unique<ConvKernel>(a); }
+
+std::string conv_preferred_format(const KernelArgs& a) {
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& w = a.in(1);
+  Shape out;
+  ConvGeometry g = check_conv(a, x, w, &out);
+  const dims wdims = weight_dims(w.shape, a.attr_int("group", 1));
+  const dnnl::engine& eng = a.device->engine();
+  using cf = dnnl::convolution_forward;
+  cf::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                        dnnl::memory::desc(dnnl_dims(x.shape), dt::f32, tag::any),
+                        dnnl::memory::desc(wdims, dt::f32, tag::any),
+                        dnnl::memory::desc(dnnl_dims(out), dt::f32, tag::any), g.strides, g.dilates, g.pad_l,
+                        g.pad_r, make_attr());
+  Format f;
+  if (md_format(pd.src_desc(), &f)) return format_name(f);
+  return x.rank() == 4 ? "nhwc" : "nchw";
+}
 
 }  // namespace ge

@@ -38,26 +38,30 @@ class GatherKernel : public Kernel {
     dim_ = data_->shape[axis_];
     inner_bytes_ = static_cast<int64_t>(dtype_size(data_->dtype));
     for (int d = axis_ + 1; d < rank; ++d) inner_bytes_ *= data_->shape[d];
-    idx_buf_.resize(static_cast<size_t>(idx_->numel));
   }
 
-  Status run(ExecContext&) override {
+  size_t workspace_bytes() const override { return static_cast<size_t>(idx_->numel) * sizeof(int64_t); }
+
+  Status run(ExecContext& ctx) override {
     const int64_t n = idx_->numel;
+    int64_t* idx_buf = reinterpret_cast<int64_t*>(ctx.workspace);
+    const uint8_t* raw = ctx.ptr(*idx_);
     // Validate and normalise every index before any byte moves.
     for (int64_t i = 0; i < n; ++i) {
-      int64_t v = idx_->dtype == DType::kInt64 ? idx_->ptr<const int64_t>()[i] : idx_->ptr<const int32_t>()[i];
+      int64_t v = idx_->dtype == DType::kInt64 ? reinterpret_cast<const int64_t*>(raw)[i]
+                                               : reinterpret_cast<const int32_t*>(raw)[i];
       if (v < -dim_ || v >= dim_) {
         return Status::InvalidArgument(
             cat("index ", v, " out of range [", -dim_, ", ", dim_ - 1, "] on axis ", axis_));
       }
-      idx_buf_[i] = v < 0 ? v + dim_ : v;
+      idx_buf[i] = v < 0 ? v + dim_ : v;
     }
-    const uint8_t* src = data_->data;
-    uint8_t* dst = y_->data;
+    const uint8_t* src = ctx.ptr(*data_);
+    uint8_t* dst = ctx.ptr(*y_);
     const int64_t total = outer_ * n;
     auto body = [&](int64_t t) {
       const int64_t o = t / n, i = t % n;
-      std::memcpy(dst + t * inner_bytes_, src + (o * dim_ + idx_buf_[i]) * inner_bytes_, inner_bytes_);
+      std::memcpy(dst + t * inner_bytes_, src + (o * dim_ + idx_buf[i]) * inner_bytes_, inner_bytes_);
     };
     if (total * inner_bytes_ >= (1 << 18) && omp_get_max_threads() > 1) {
 #pragma omp parallel for schedule(static)
@@ -74,7 +78,6 @@ class GatherKernel : public Kernel {
   const TensorInfo* y_;
   int axis_ = 0;
   int64_t outer_ = 1, dim_ = 0, inner_bytes_ = 0;
-  std::vector<int64_t> idx_buf_;  // run-time scratch; a kernel never runs concurrently
 };
 
 }  // namespace

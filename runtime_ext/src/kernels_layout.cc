@@ -26,6 +26,25 @@ void same_dtype(const TensorInfo& x, const TensorInfo& y) {
 
 // ---- Concat -----------------------------------------------------------------------------
 
+// The dims of a tensor's bytes as stored, and where each logical axis went: plain keeps
+// them; nhwc moves C last; blocked nChw<b>c splits C into C/b (axis 1) and b (last).
+Shape physical_dims(const TensorInfo& t, std::vector<int>* axis_of) {
+  const int r = t.rank();
+  axis_of->resize(static_cast<size_t>(r));
+  for (int d = 0; d < r; ++d) (*axis_of)[d] = d;
+  if (t.plain() || r < 3) return t.shape;
+  if (t.format == Format::kNhwc) {
+    Shape p = {t.shape[0]};
+    for (int d = 2; d < r; ++d) p.push_back(t.shape[d]);
+    p.push_back(t.shape[1]);
+    (*axis_of)[1] = r - 1;
+    for (int d = 2; d < r; ++d) (*axis_of)[d] = d - 1;
+    return p;
+  }
+  const int64_t b = t.format == Format::kNChw8c ? 8 : 16;
+  return {t.shape[0], t.shape[1] / b, t.shape[2], t.shape[3], b};
+}
+
 class ConcatKernel : public Kernel {
  public:
   explicit ConcatKernel(const KernelArgs& a) {
@@ -35,12 +54,7 @@ class ConcatKernel : public Kernel {
     const int rank = y_->rank();
     if (rank < 1) invalid("Concat of scalars is not defined");
     const int axis = normalize_axis(a.attr_int("axis", 0), rank);
-    const size_t es = dtype_size(y_->dtype);
     int64_t sum = 0;
-    outer_ = 1;
-    for (int d = 0; d < axis; ++d) outer_ *= y_->shape[d];
-    int64_t inner = static_cast<int64_t>(es);
-    for (int d = axis + 1; d < rank; ++d) inner *= y_->shape[d];
     for (size_t i = 0; i < a.inputs.size(); ++i) {
       const TensorInfo& x = a.in(i);
       same_dtype(x, *y_);
@@ -50,21 +64,41 @@ class ConcatKernel : public Kernel {
         invalid("input '", x.name, "' shape ", shape_str(x.shape), " does not match output ", shape_str(y_->shape),
                 " outside axis ", axis);
       }
-      parts_.push_back({&x, sum * inner, x.shape[axis] * inner});
       sum = add_checked(sum, x.shape[axis]);
     }
     if (sum != y_->shape[axis]) {
       invalid("output shape ", shape_str(y_->shape), " does not match the inputs' total ", sum, " on axis ", axis);
     }
-    row_bytes_ = y_->shape[axis] * inner;
+    // Concatenate the bytes as stored: the same on every operand's physical dims (the
+    // format rule made every operand's format alike).
+    std::vector<int> axis_of;
+    const Shape py = physical_dims(*y_, &axis_of);
+    const int pa = axis_of[static_cast<size_t>(axis)];
+    const size_t es = dtype_size(y_->dtype);
+    outer_ = 1;
+    for (int d = 0; d < pa; ++d) outer_ *= py[d];
+    int64_t inner = static_cast<int64_t>(es);
+    for (size_t d = static_cast<size_t>(pa) + 1; d < py.size(); ++d) inner *= py[d];
+    int64_t at = 0;
+    for (size_t i = 0; i < a.inputs.size(); ++i) {
+      // An input in another format is format-invariant (checked at load): its bytes are
+      // those of the output's format.
+      TensorInfo as_y = a.in(i);
+      as_y.format = y_->format;
+      std::vector<int> unused;
+      const int64_t len = physical_dims(as_y, &unused)[static_cast<size_t>(pa)];
+      parts_.push_back({&a.in(i), at * inner, len * inner});
+      at += len;
+    }
+    row_bytes_ = py[static_cast<size_t>(pa)] * inner;
   }
 
-  Status run(ExecContext&) override {
-    uint8_t* y = y_->data;
+  Status run(ExecContext& ctx) override {
+    uint8_t* y = ctx.ptr(*y_);
     const bool parallel = static_cast<size_t>(y_->nbytes) >= (1u << 18) && omp_get_max_threads() > 1;
     for (const Part& p : parts_) {
       if (p.bytes == 0) continue;
-      const uint8_t* x = p.x->data;
+      const uint8_t* x = ctx.ptr(*p.x);
       if (parallel && outer_ > 1) {
 #pragma omp parallel for schedule(static)
         for (int64_t o = 0; o < outer_; ++o) std::memcpy(y + o * row_bytes_ + p.at, x + o * p.bytes, p.bytes);
@@ -94,9 +128,9 @@ class ViewKernel : public Kernel {
  public:
   ViewKernel(const TensorInfo* x, const TensorInfo* y, int64_t offset, Shape strides)
       : x_(x), y_(y), offset_(offset), strides_(std::move(strides)) {}
-  Status run(ExecContext&) override {
+  Status run(ExecContext& ctx) override {
     const size_t es = dtype_size(x_->dtype);
-    strided_copy(y_->data, x_->data + offset_ * static_cast<int64_t>(es), y_->shape, strides_, es);
+    strided_copy(ctx.ptr(*y_), ctx.ptr(*x_) + offset_ * static_cast<int64_t>(es), y_->shape, strides_, es);
     return Status::Ok();
   }
 
@@ -215,12 +249,13 @@ std::unique_ptr<Kernel> build_expand(const KernelArgs& a) {
 class PadKernel : public Kernel {
  public:
   explicit PadKernel(const KernelArgs& a);
-  Status run(ExecContext&) override {
+  Status run(ExecContext& ctx) override {
     const size_t es = dtype_size(y_->dtype);
-    fill_elements(y_->data, y_->numel, value_, es);
+    uint8_t* y = ctx.ptr(*y_);
+    fill_elements(y, y_->numel, value_, es);
     if (copy_numel_ > 0) {
-      strided_copy2(y_->data + dst_offset_ * static_cast<int64_t>(es), dense_strides(y_->shape),
-                    x_->data + src_offset_ * static_cast<int64_t>(es), dense_strides(x_->shape), copy_dims_, es);
+      strided_copy2(y + dst_offset_ * static_cast<int64_t>(es), y_strides_,
+                    ctx.ptr(*x_) + src_offset_ * static_cast<int64_t>(es), x_strides_, copy_dims_, es);
     }
     return Status::Ok();
   }
@@ -229,7 +264,7 @@ class PadKernel : public Kernel {
   const TensorInfo* x_;
   const TensorInfo* y_;
   alignas(8) uint8_t value_[8] = {};
-  Shape copy_dims_;
+  Shape copy_dims_, x_strides_, y_strides_;
   int64_t copy_numel_ = 0;
   int64_t src_offset_ = 0, dst_offset_ = 0;
 };
@@ -312,6 +347,8 @@ PadKernel::PadKernel(const KernelArgs& a) {
     copy_dims_.push_back(n);
     copy_numel_ *= n;
   }
+  x_strides_ = xs;
+  y_strides_ = ys;
   // Bounded now: 0 <= -begin < input dim and 0 <= begin < output dim.
   for (int d = 0; d < rank; ++d) {
     src_offset_ += std::max<int64_t>(-begin[d], 0) * xs[d];

@@ -21,7 +21,8 @@ using dims = dnnl::memory::dims;
 class MatmulKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, *dev_); }
+  size_t prepared_bytes() const override { return weights_.size(); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_->engine()); }
   Status run(ExecContext& ctx) override;
 
   // Builds the primitive. `src`/`wei` describe A and B as stored (plain or strided).
@@ -38,7 +39,7 @@ class MatmulKernel : public Kernel {
   const TensorInfo* c_ = nullptr;
   float beta_ = 0.f;
   int64_t m_ = 0, n_ = 0, c_rows_ = 0, c_cols_ = 0;
-  BoundPrimitive prim_;
+  Prim prim_;
   AlignedBuffer weights_;
   WorkspacePlan plan_;
 };
@@ -53,24 +54,24 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
   if (b_->constant()) wei_req = dnnl::memory::desc(wei.get_dims(), dt::f32, tag::any);
   dnnl::matmul::primitive_desc pd = bias ? dnnl::matmul::primitive_desc(eng, src, wei_req, *bias, dst, attr)
                                          : dnnl::matmul::primitive_desc(eng, src, wei_req, dst, attr);
-  prim_ = BoundPrimitive(pd);
-  const void* wptr = b_->data;
+  prim_ = Prim(pd);
+  Ref wref = Ref::of(*b_);
   if (pd.weights_desc() != wei) {
     weights_ = reorder_constant(a, wei, b_->data, pd.weights_desc());
-    wptr = weights_.data();
+    wref = Ref::buffer(weights_.data());
   }
-  prim_.arg(DNNL_ARG_SRC, wrap(src, *dev_, a_->data));
-  prim_.arg(DNNL_ARG_WEIGHTS, wrap(pd.weights_desc(), *dev_, wptr));
-  if (bias) prim_.arg(DNNL_ARG_BIAS, wrap(*bias, *dev_, bias_->data));
-  prim_.arg(DNNL_ARG_DST, wrap(dst, *dev_, y_->data));
-  BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+  prim_.arg(DNNL_ARG_SRC, src, Ref::of(*a_));
+  prim_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);
+  if (bias) prim_.arg(DNNL_ARG_BIAS, *bias, Ref::of(*bias_));
+  prim_.arg(DNNL_ARG_DST, dst, Ref::of(*y_));
+  Prim::share_scratchpad(&plan_, {&prim_});
 }
 
 Status MatmulKernel::run(ExecContext& ctx) {
-  float* y = y_->ptr<float>();
+  float* y = ctx.ptr<float>(*y_);
   if (c_) {
-    const float* c = c_->ptr<const float>();
-    const float* r = residual_ ? residual_->ptr<const float>() : nullptr;
+    const float* c = ctx.ptr<const float>(*c_);
+    const float* r = residual_ ? ctx.ptr<const float>(*residual_) : nullptr;
     for (int64_t i = 0; i < m_; ++i) {
       const float* crow = c + (c_rows_ == 1 ? 0 : i) * c_cols_;
       for (int64_t j = 0; j < n_; ++j) {
@@ -78,10 +79,11 @@ Status MatmulKernel::run(ExecContext& ctx) {
         y[i * n_ + j] = r ? v + r[i * n_ + j] : v;
       }
     }
-  } else if (residual_ && residual_->data != y_->data) {
-    std::memmove(y_->data, residual_->data, y_->nbytes);
+  } else if (residual_) {
+    const uint8_t* r = ctx.ptr(*residual_);
+    if (r != reinterpret_cast<uint8_t*>(y)) std::memmove(y, r, y_->nbytes);
   }
-  prim_.execute(ctx.dnnl_stream);
+  prim_.execute(ctx);
   return Status::Ok();
 }
 

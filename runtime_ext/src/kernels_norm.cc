@@ -13,14 +13,14 @@ class PrimitiveKernel : public Kernel {
  public:
   explicit PrimitiveKernel(const Device& dev) : dev_(dev) {}
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
-    prim_.execute(ctx.dnnl_stream);
+    prim_.execute(ctx);
     return Status::Ok();
   }
 
   const Device& dev_;
-  BoundPrimitive prim_;
+  Prim prim_;
   WorkspacePlan plan_;
 };
 
@@ -54,10 +54,10 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   dnnl::algorithm alg = a.op == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
   dnnl::softmax_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference, alg, md, md,
                                            axis, make_attr());
-  k->prim_ = BoundPrimitive(pd);
-  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
-  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
-  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  k->prim_ = Prim(pd);
+  k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
+  k->prim_.arg(DNNL_ARG_DST, md, Ref::of(y));
+  Prim::share_scratchpad(&k->plan_, {&k->prim_});
   return k;
 }
 
@@ -92,12 +92,12 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
   if (bias) flags = flags | dnnl::normalization_flags::use_shift;
   dnnl::layer_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
-  k->prim_ = BoundPrimitive(pd);
-  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
-  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
-  k->prim_.arg(DNNL_ARG_SCALE, wrap(cmd, *a.device, scale.data));
-  if (bias) k->prim_.arg(DNNL_ARG_SHIFT, wrap(cmd, *a.device, bias->data));
-  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  k->prim_ = Prim(pd);
+  k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
+  k->prim_.arg(DNNL_ARG_DST, md, Ref::of(y));
+  k->prim_.arg(DNNL_ARG_SCALE, cmd, Ref::of(scale));
+  if (bias) k->prim_.arg(DNNL_ARG_SHIFT, cmd, Ref::of(*bias));
+  Prim::share_scratchpad(&k->plan_, {&k->prim_});
   return k;
 }
 
@@ -124,21 +124,26 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
   for (int i = 2; i < x.rank(); ++i) spatial *= x.shape[i];
   // N, C, collapsed spatial: the same bytes as any NC... layout.
   dims d = {x.shape[0], C, spatial};
-  dnnl::memory::desc md(d, dt::f32, x.channels_last() ? tag::nwc : tag::ncw);
+  dnnl::memory::desc md;
+  if (x.plain() || x.channels_last()) {
+    md = dnnl::memory::desc(d, dt::f32, x.channels_last() ? tag::nwc : tag::ncw);
+  } else {  // blocked: oneDNN takes it as stored
+    md = tensor_md(x);
+  }
   dnnl::memory::desc cmd(dims{C}, dt::f32, tag::a);
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
   dnnl::batch_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
-  k->prim_ = BoundPrimitive(pd);
-  k->prim_.arg(DNNL_ARG_SRC, wrap(md, *a.device, x.data));
-  k->prim_.arg(DNNL_ARG_DST, wrap(md, *a.device, y.data));
-  k->prim_.arg(DNNL_ARG_SCALE, wrap(cmd, *a.device, a.in(1).data));
-  k->prim_.arg(DNNL_ARG_SHIFT, wrap(cmd, *a.device, a.in(2).data));
-  k->prim_.arg(DNNL_ARG_MEAN, wrap(cmd, *a.device, a.in(3).data));
-  k->prim_.arg(DNNL_ARG_VARIANCE, wrap(cmd, *a.device, a.in(4).data));
-  BoundPrimitive::share_scratchpad(&k->plan_, {&k->prim_});
+  k->prim_ = Prim(pd);
+  k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
+  k->prim_.arg(DNNL_ARG_DST, md, Ref::of(y));
+  k->prim_.arg(DNNL_ARG_SCALE, cmd, Ref::of(a.in(1)));
+  k->prim_.arg(DNNL_ARG_SHIFT, cmd, Ref::of(a.in(2)));
+  k->prim_.arg(DNNL_ARG_MEAN, cmd, Ref::of(a.in(3)));
+  k->prim_.arg(DNNL_ARG_VARIANCE, cmd, Ref::of(a.in(4)));
+  Prim::share_scratchpad(&k->plan_, {&k->prim_});
   return k;
 }
 

@@ -14,15 +14,15 @@ class PoolKernel : public Kernel {
  public:
   explicit PoolKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
-    prim_.execute(ctx.dnnl_stream);
+    prim_.execute(ctx);
     return Status::Ok();
   }
 
  private:
   const Device& dev_;
-  BoundPrimitive prim_;
+  Prim prim_;
   WorkspacePlan plan_;
 };
 
@@ -103,17 +103,17 @@ PoolKernel::PoolKernel(const KernelArgs& a) : dev_(*a.device) {
     }
   }
   dnnl::memory::desc x_md = tensor_md(x), y_md = tensor_md(y);
-  if (x.channels_last() && !y.channels_last() && y.rank() == 4) {
+  if (x.channels_last() && y.plain() && y.rank() == 4 && (y.shape[1] == 1 || y.shape[2] * y.shape[3] == 1)) {
     // A 1x1 (or single-channel) output has the same bytes in both layouts: describe it
     // like the input so oneDNN keeps its channels-last implementation.
     y_md = dnnl::memory::desc(dnnl_dims(y.shape), dt::f32, tag::nhwc);
   }
   dnnl::pooling_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, alg, x_md,
                                            y_md, strides, kernel, dil, pad_l, pad_r, make_attr());
-  prim_ = BoundPrimitive(pd);
-  prim_.arg(DNNL_ARG_SRC, wrap(x_md, dev_, x.data));
-  prim_.arg(DNNL_ARG_DST, wrap(y_md, dev_, y.data));
-  BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+  prim_ = Prim(pd);
+  prim_.arg(DNNL_ARG_SRC, x_md, Ref::of(x));
+  prim_.arg(DNNL_ARG_DST, y_md, Ref::of(y));
+  Prim::share_scratchpad(&plan_, {&prim_});
 }
 
 }  // namespace

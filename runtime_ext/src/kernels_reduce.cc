@@ -15,12 +15,14 @@ class ReduceKernel : public Kernel {
  public:
   explicit ReduceKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
     if (prim_.valid()) {
-      prim_.execute(ctx.dnnl_stream);
-    } else if (x_->data != y_->data) {  // nothing is reduced: a copy
-      std::memmove(y_->data, x_->data, x_->nbytes);
+      prim_.execute(ctx);
+    } else {  // nothing is reduced: a copy
+      const uint8_t* x = ctx.ptr(*x_);
+      uint8_t* y = ctx.ptr(*y_);
+      if (x != y) std::memmove(y, x, x_->nbytes);
     }
     return Status::Ok();
   }
@@ -29,7 +31,7 @@ class ReduceKernel : public Kernel {
   const Device& dev_;
   const TensorInfo* x_;
   const TensorInfo* y_;
-  BoundPrimitive prim_;
+  Prim prim_;
   WorkspacePlan plan_;
 };
 
@@ -73,10 +75,10 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : dev_(*a.device) {
                                               : dnnl::algorithm::reduction_max;
   dnnl::memory::desc xmd = plain_md(x_->shape), ymd = plain_md(keep_shape);
   dnnl::reduction::primitive_desc pd(dev_.engine(), alg, xmd, ymd, 0.f, 0.f, make_attr());
-  prim_ = BoundPrimitive(pd);
-  prim_.arg(DNNL_ARG_SRC, wrap(xmd, dev_, x_->data));
-  prim_.arg(DNNL_ARG_DST, wrap(ymd, dev_, y_->data));
-  BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+  prim_ = Prim(pd);
+  prim_.arg(DNNL_ARG_SRC, xmd, Ref::of(*x_));
+  prim_.arg(DNNL_ARG_DST, ymd, Ref::of(*y_));
+  Prim::share_scratchpad(&plan_, {&prim_});
 }
 
 }  // namespace

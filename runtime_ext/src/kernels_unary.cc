@@ -16,24 +16,26 @@ class EltwiseKernel : public Kernel {
   EltwiseKernel(const KernelArgs& a, dnnl::algorithm alg, float alpha, float beta) : dev_(*a.device) {
     const TensorInfo& x = a.in(0);
     const TensorInfo& y = a.out(0);
-    dnnl::memory::desc md = plain_md(x.shape);
+    // Elementwise: the same bytes in any format (input and output share one, no padding),
+    // so oneDNN sees a flat vector.
+    dnnl::memory::desc md = plain_md(Shape{x.numel});
     dnnl::eltwise_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, alg, md, md,
                                              alpha, beta, make_attr());
-    prim_ = BoundPrimitive(pd);
-    prim_.arg(DNNL_ARG_SRC, wrap(md, dev_, x.data));
-    prim_.arg(DNNL_ARG_DST, wrap(md, dev_, y.data));
-    BoundPrimitive::share_scratchpad(&plan_, {&prim_});
+    prim_ = Prim(pd);
+    prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
+    prim_.arg(DNNL_ARG_DST, md, Ref::of(y));
+    Prim::share_scratchpad(&plan_, {&prim_});
   }
   size_t workspace_bytes() const override { return plan_.total(); }
-  void bind_workspace(uint8_t* ws) override { prim_.bind(ws, dev_); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
-    prim_.execute(ctx.dnnl_stream);
+    prim_.execute(ctx);
     return Status::Ok();
   }
 
  private:
   const Device& dev_;
-  BoundPrimitive prim_;
+  Prim prim_;
   WorkspacePlan plan_;
 };
 
@@ -42,9 +44,9 @@ enum class LoopOp { kErf, kFloor, kCeil };
 class LoopKernel : public Kernel {
  public:
   LoopKernel(const KernelArgs& a, LoopOp op) : x_(&a.in(0)), y_(&a.out(0)), op_(op) {}
-  Status run(ExecContext&) override {
-    const float* x = x_->ptr<const float>();
-    float* y = y_->ptr<float>();
+  Status run(ExecContext& ctx) override {
+    const float* x = ctx.ptr<const float>(*x_);
+    float* y = ctx.ptr<float>(*y_);
     const int64_t n = x_->numel;
     switch (op_) {
       case LoopOp::kErf:
@@ -70,8 +72,10 @@ class LoopKernel : public Kernel {
 class IdentityKernel : public Kernel {
  public:
   explicit IdentityKernel(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {}
-  Status run(ExecContext&) override {
-    if (x_->data != y_->data) std::memmove(y_->data, x_->data, x_->nbytes);
+  Status run(ExecContext& ctx) override {
+    const uint8_t* x = ctx.ptr(*x_);
+    uint8_t* y = ctx.ptr(*y_);
+    if (x != y) std::memmove(y, x, x_->nbytes);
     return Status::Ok();
   }
 

@@ -1,5 +1,8 @@
 #include "layout.h"
 
+#include "status.h"
+
+#include <algorithm>
 #include <numeric>
 #include <unordered_set>
 
@@ -10,6 +13,14 @@ namespace {
 // True when NCHW and NHWC order the tensor's bytes identically.
 bool layout_invariant(const TensorInfo& t) {
   return t.rank() != 4 || t.shape[1] == 1 || t.shape[2] * t.shape[3] == 1;
+}
+
+// True when every format the tensor may have orders its bytes identically (nothing to
+// check between operands).
+bool format_invariant(const TensorInfo& t) {
+  if (t.numel <= 1) return true;
+  if (t.format == Format::kNChw8c || t.format == Format::kNChw16c) return false;
+  return layout_invariant(t);
 }
 
 class UnionFind {
@@ -35,14 +46,16 @@ LayoutRule layout_rule(const std::string& op) {
   static const std::unordered_set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Max",
                                                               "Min", "Pow", "Where"};
   if (op == "Conv") return LayoutRule::kAnyData;
+  if (op == "TransData") return LayoutRule::kConvert;
+  if (op == "Concat") return LayoutRule::kConcat;
   if (uniform.count(op)) return LayoutRule::kUniform;
   if (elementwise.count(op)) return LayoutRule::kElementwise;
   return LayoutRule::kPlainOnly;
 }
 
-std::vector<Layout> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
+std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors) {
   const size_t n = tensors.size();
-  std::vector<Layout> result(n, Layout::kPlain);
+  std::vector<Format> result(n, Format::kPlain);
   if (!spec.channels_last) return result;
   auto valid = [&](int64_t i) { return i >= 0 && static_cast<size_t>(i) < n; };
 
@@ -112,6 +125,8 @@ std::vector<Layout> assign_layouts(const ModelSpec& spec, const std::vector<Tens
     const int64_t out0 = t.outputs.empty() ? -1 : t.outputs[0];
     switch (layout_rule(t.op)) {
       case LayoutRule::kPlainOnly:
+      case LayoutRule::kConvert:
+      case LayoutRule::kConcat:
         block_all(t);
         break;
       case LayoutRule::kAnyData: {
@@ -165,9 +180,82 @@ std::vector<Layout> assign_layouts(const ModelSpec& spec, const std::vector<Tens
   for (size_t i = 0; i < n; ++i) {
     if (layout_invariant(tensors[i])) continue;
     size_t g = groups.find(i);
-    if (ok[g] && has_conv[g]) result[i] = Layout::kChannelsLast;
+    if (ok[g] && has_conv[g]) result[i] = Format::kNhwc;
   }
   return result;
+}
+
+std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& tensors) {
+  auto at = [&](int64_t i) -> const TensorInfo* { return i >= 0 ? &tensors[static_cast<size_t>(i)] : nullptr; };
+  auto need_plain = [&](const TensorInfo* ti, const char* why) -> std::string {
+    if (!ti || ti->plain() || ti->numel <= 1) return "";
+    return cat("tensor '", ti->name, "' is stored ", format_name(ti->format), "; ", why);
+  };
+  auto plain_except = [&](const std::vector<int64_t>& data, const char* why) -> std::string {
+    for (const auto* list : {&t.inputs, &t.outputs}) {
+      for (int64_t i : *list) {
+        if (std::find(data.begin(), data.end(), i) != data.end()) continue;
+        std::string e = need_plain(at(i), why);
+        if (!e.empty()) return e;
+      }
+    }
+    return "";
+  };
+  // The data operands must all be stored alike (format-invariant ones excepted).
+  auto same_format = [&](const std::vector<int64_t>& data) -> std::string {
+    const TensorInfo* first = nullptr;
+    for (int64_t i : data) {
+      const TensorInfo* ti = at(i);
+      if (!ti || format_invariant(*ti)) continue;
+      if (!first) {
+        first = ti;
+      } else if (ti->format != first->format) {
+        return cat("tensor '", ti->name, "' is stored ", format_name(ti->format), " but '", first->name, "' is ",
+                   format_name(first->format), "; this op needs one format for its data operands");
+      }
+    }
+    return "";
+  };
+  const int64_t in0 = t.inputs.empty() ? -1 : t.inputs[0];
+  const int64_t out0 = t.outputs.empty() ? -1 : t.outputs[0];
+  switch (layout_rule(t.op)) {
+    case LayoutRule::kPlainOnly:
+      return plain_except({}, "this op takes nchw (plain) operands only");
+    case LayoutRule::kConvert:
+      return "";
+    case LayoutRule::kConcat: {
+      std::vector<int64_t> data(t.inputs.begin(), t.inputs.end());
+      data.push_back(out0);
+      return same_format(data);
+    }
+    case LayoutRule::kAnyData: {
+      std::vector<int64_t> data = {in0, out0};
+      auto sum = t.attrs.find("sum");
+      if (sum != t.attrs.end() && std::holds_alternative<int64_t>(sum->second) && std::get<int64_t>(sum->second) &&
+          t.inputs.size() >= 3) {
+        data.push_back(t.inputs.back());
+      }
+      return plain_except(data, "Conv weights and bias must be nchw");
+    }
+    case LayoutRule::kUniform: {
+      std::string e = same_format({in0, out0});
+      return e.empty() ? plain_except({in0, out0}, "parameters of this op must be nchw") : e;
+    }
+    case LayoutRule::kElementwise: {
+      const TensorInfo* y = at(out0);
+      std::vector<int64_t> data = {out0};
+      bool same = y != nullptr;
+      for (int64_t i : t.inputs) {
+        const TensorInfo* ti = at(i);
+        if (!ti || ti->numel <= 1) continue;
+        same = same && ti->shape == y->shape;
+        data.push_back(i);
+      }
+      if (!same) return plain_except({}, "a broadcasting elementwise op takes nchw (plain) operands only");
+      return same_format(data);
+    }
+  }
+  return "";
 }
 
 }  // namespace ge

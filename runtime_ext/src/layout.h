@@ -1,9 +1,14 @@
-// Layout assignment: which activations the runtime stores channels-last.
+// Tensor formats: which formats each op accepts, and the runtime's own choice when the
+// spec gives none.
 //
-// oneDNN's fast convolutions and pools work on N,H,W,C data. The spec describes every
-// tensor as plain NCHW; converting at each Conv's input and output costs 15-20% of a CNN
-// (and more for depthwise ones). So at load the runtime picks, for tensors that only the
-// runtime ever sees, the layout that the kernels around them prefer:
+// Explicit formats: when any tensor of the spec has a "format", the spec's formats are
+// used exactly (the compiler inserted TransData where they change) and every kernel task
+// is checked against its op's rule below.
+//
+// Otherwise the runtime chooses. oneDNN's fast convolutions and pools work on N,H,W,C
+// data; converting at each Conv's input and output costs 15-20% of a CNN (and more for
+// depthwise ones). So at load the runtime picks, for tensors that only the runtime ever
+// sees, the layout that the kernels around them prefer:
 //
 //   * candidates are float32 rank-4 arena tensors that are not model inputs/outputs,
 //     are not aliased by a view (a tensor no task writes), and are not copied bytewise;
@@ -24,19 +29,25 @@
 
 namespace ge {
 
-// How an op's kernel treats the layout of its operands.
+// How an op's kernel treats the formats of its operands.
 enum class LayoutRule {
   kPlainOnly,    // every operand must be plain
-  kAnyData,      // Conv: data input, output and residual may each be either layout
-  kUniform,      // data input(s) and output share one layout (pools, BatchNorm, unary)
+  kAnyData,      // Conv: data input, output and residual may each be in any format
+  kUniform,      // data input and output share one format (pools, BatchNorm, unary)
   kElementwise,  // kUniform when every non-scalar operand has the output's shape
+  kConvert,      // TransData: input and output in any formats
+  kConcat,       // Concat: every input and the output share one format
 };
 
 LayoutRule layout_rule(const std::string& op);
 
-// Decides the layout of every tensor. Pure: reads the spec's tasks and I/O lists and the
-// validated `tensors` (shape, dtype, region, offset); returns one Layout per tensor.
-// Assumes indices were validated (out-of-range ones are ignored).
-std::vector<Layout> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors);
+// Decides the format of every tensor (heuristic mode: plain or nhwc). Pure: reads the
+// spec's tasks and I/O lists and the validated `tensors` (shape, dtype, region, offset);
+// returns one Format per tensor. Assumes indices were validated.
+std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors);
+
+// Empty if the kernel task `t` may run on its operands' formats, else why not (naming
+// the tensor). Operand indices must be valid (-1 = omitted).
+std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& tensors);
 
 }  // namespace ge

@@ -1,13 +1,13 @@
+// Model loading: validation, formats, the I/O plan, kernels, instances.
 #include "model.h"
 
-#include "layout.h"
-
-#include <omp.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
+#include <functional>
 #include <new>
+
+#include "layout.h"
+#include "model_internal.h"
 
 namespace ge {
 
@@ -16,19 +16,20 @@ namespace {
 constexpr int64_t kMaxStreams = 64;
 constexpr int64_t kMaxEvents = 1 << 20;
 constexpr int64_t kMaxElements = int64_t{1} << 46;
+constexpr int kMaxInstances = 1024;
+
+}  // namespace
 
 std::string node_prefix(const std::string& name, const std::string& op) {
   return cat("node '", name, "' (", op, "): ");
 }
 
-}  // namespace
-
-Status Model::load(std::shared_ptr<const Device> device, const ModelSpec& spec,
+Status Model::load(std::shared_ptr<const Device> device, const ModelSpec& spec, int instances,
                    std::unique_ptr<Model>* out) {
   std::unique_ptr<Model> m(new Model());
   m->device_ = std::move(device);
   try {
-    m->load_impl(spec);
+    m->load_impl(spec, instances);
   } catch (const Error& e) {
     return e.status();
   } catch (const std::bad_alloc&) {
@@ -41,10 +42,14 @@ Status Model::load(std::shared_ptr<const Device> device, const ModelSpec& spec,
 }
 
 Model::~Model() {
-  streams_.clear();  // joins the workers before kernels and events go away
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  pool_cv_.wait(lock, [&] { return free_.size() == instances_.size(); });
+  lock.unlock();
+  // A lane may still be leaving complete(): let it release the instance's lock.
+  for (auto& in : instances_) std::lock_guard<std::mutex> g(in->done_mu);
 }
 
-void Model::load_impl(const ModelSpec& spec) {
+void Model::load_impl(const ModelSpec& spec, int instances) {
   name_ = spec.name;
   if (spec.num_streams < 1 || spec.num_streams > kMaxStreams) {
     invalid("num_streams must be in [1, ", kMaxStreams, "], got ", spec.num_streams);
@@ -55,52 +60,90 @@ void Model::load_impl(const ModelSpec& spec) {
   if (spec.arena_bytes < 0 || spec.arena_bytes > kMaxElements) {
     invalid("arena_bytes out of range: ", spec.arena_bytes);
   }
-  arena_ = AlignedBuffer(static_cast<size_t>(spec.arena_bytes));
-  weights_ = AlignedBuffer(spec.weights_size);
-  if (spec.weights_size) std::memcpy(weights_.data(), spec.weights, spec.weights_size);
-  for (int64_t i = 0; i < spec.num_events; ++i) events_.push_back(std::make_unique<Event>());
+  if (instances < 1 || instances > kMaxInstances) {
+    invalid("instances must be in [1, ", kMaxInstances, "], got ", instances);
+  }
+  if (spec.threads_per_stream < 0 || spec.threads_per_stream > kMaxWidth) {
+    invalid("threads_per_stream must be in [0, ", kMaxWidth, "], got ", spec.threads_per_stream);
+  }
+  num_streams_ = static_cast<int>(spec.num_streams);
+  num_events_ = static_cast<int>(spec.num_events);
+  Scheduler& sched = device_->scheduler();
+  const int wanted = spec.threads_per_stream > 0 ? static_cast<int>(spec.threads_per_stream)
+                                                 : std::max(1, device_->threads() / num_streams_);
+  width_ = sched.clamp_width(wanted);
+  // The caller of execute() polls for completion only if the model's lanes leave it a
+  // core: otherwise the poll steals time from the very threads it waits for.
+  spin_wait_ = width_ * std::min(num_streams_, sched.lanes(width_)) < device_->cores();
+
+  arena_bytes_ = static_cast<size_t>(spec.arena_bytes);
+  if (spec.weights_borrowed || spec.weights_size == 0) {
+    weight_base_ = spec.weights;
+  } else {
+    weights_ = AlignedBuffer(spec.weights_size, /*zero=*/false);
+    std::memcpy(weights_.data(), spec.weights, spec.weights_size);
+    weight_base_ = weights_.data();
+  }
+  weight_size_ = spec.weights_size;
 
   load_tensors(spec);
-  std::vector<Layout> layouts = assign_layouts(spec, tensors_);
-  for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].layout = layouts[i];
-
-  const int threads_per_stream =
-      std::max(1, device_->threads() / static_cast<int>(spec.num_streams));
-  // The caller of execute() may poll for completion only if the streams' OpenMP teams
-  // leave it a core.
-  const bool spare_core = threads_per_stream * spec.num_streams < omp_get_num_procs();
-  for (int s = 0; s < spec.num_streams; ++s) {
-    streams_.push_back(std::make_unique<Stream>(*device_, s, threads_per_stream, spare_core));
+  if (!explicit_formats_) {
+    std::vector<Format> formats = assign_layouts(spec, tensors_);
+    for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].format = formats[i];
   }
   std::vector<KernelArgs> args(spec.tasks.size());
   load_tasks(spec, &args);
+  io_ = plan_io(tensors_, spec.tasks, spec.inputs, spec.outputs);
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    tensors_[i].slot = io_.slot[i];
+    tensors_[i].slot_offset = io_.slot_offset[i];
+  }
   build_kernels(&args);
 
-  std::vector<size_t> ws(streams_.size(), 0);
-  for (const Task& t : tasks_) {
-    if (t.kernel) ws[t.stream] = std::max(ws[t.stream], t.kernel->workspace_bytes());
-  }
-  for (size_t s = 0; s < streams_.size(); ++s) streams_[s]->reserve_workspace(ws[s]);
-  stream_items_.assign(streams_.size(), {});
+  stream_tasks_.assign(static_cast<size_t>(num_streams_), {});
+  workspace_bytes_.assign(static_cast<size_t>(num_streams_), 0);
   for (size_t i = 0; i < tasks_.size(); ++i) {
     Task& t = tasks_[i];
+    stream_tasks_[static_cast<size_t>(t.stream)].push_back(static_cast<uint32_t>(i));
     if (t.kernel) {
+      size_t& ws = workspace_bytes_[static_cast<size_t>(t.stream)];
+      ws = std::max(ws, t.kernel->workspace_bytes());
       try {
-        t.kernel->bind_workspace(streams_[t.stream]->workspace());
+        t.kernel->set_instances(instances);
       } catch (const dnnl::error& e) {
         invalid(node_prefix(t.name, t.op), "oneDNN: ", e.what());
       }
     }
-    stream_items_[t.stream].push_back({&Model::run_task, this, static_cast<uint32_t>(i)});
   }
-  stats_.arena_bytes = arena_.size();
-  stats_.weight_bytes = weights_.size();
-  stats_.streams = num_streams();
+  stream_ns_.reset(new std::atomic<uint64_t>[static_cast<size_t>(num_streams_)]);
+  for (int s = 0; s < num_streams_; ++s) stream_ns_[s].store(0);
+
+  for (int i = 0; i < instances; ++i) {
+    auto in = std::make_unique<Instance>();
+    in->index = i;
+    in->arena = AlignedBuffer(arena_bytes_);
+    for (size_t ws : workspace_bytes_) in->workspaces.emplace_back(ws, /*zero=*/false);
+    for (int e = 0; e < num_events_; ++e) in->events.push_back(std::make_unique<Event>());
+    for (int s = 0; s < num_streams_; ++s) in->runs.push_back(std::make_unique<StreamRun>(this, in.get(), s));
+    instances_.push_back(std::move(in));
+  }
+  for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) free_.push_back(it->get());
+
+  stats_.arena_bytes = arena_bytes_ * instances_.size();
+  stats_.weight_bytes = weight_size_;
+  for (const Task& t : tasks_) {
+    if (t.kernel) stats_.prepared_bytes += t.kernel->prepared_bytes();
+  }
+  for (size_t ws : workspace_bytes_) stats_.workspace_bytes += ws * instances_.size();
+  stats_.instances = static_cast<int>(instances_.size());
+  stats_.streams = num_streams_;
+  stats_.threads_per_stream = width_;
   stats_.tasks = tasks_.size();
 }
 
 void Model::load_tensors(const ModelSpec& spec) {
   tensors_.resize(spec.tensors.size());
+  for (const TensorSpec& ts : spec.tensors) explicit_formats_ = explicit_formats_ || !ts.format.empty();
   for (size_t i = 0; i < spec.tensors.size(); ++i) {
     const TensorSpec& ts = spec.tensors[i];
     TensorInfo& t = tensors_[i];
@@ -123,13 +166,18 @@ void Model::load_tensors(const ModelSpec& spec) {
     if (empty) n = 0;
     t.numel = n;
     t.nbytes = static_cast<size_t>(n) * dtype_size(t.dtype);
+    if (!ts.format.empty()) {
+      if (!parse_format(ts.format, &t.format)) invalid("tensor '", ts.name, "': unknown format '", ts.format, "'");
+      std::string why = format_error(t.format, t.shape);
+      if (!why.empty()) invalid("tensor '", ts.name, "': format ", ts.format, " for shape ", shape_str(t.shape), ": ", why);
+    }
     size_t region_size;
     if (ts.region == "arena") {
       t.region = Region::kArena;
-      region_size = arena_.size();
+      region_size = arena_bytes_;
     } else if (ts.region == "weight") {
       t.region = Region::kWeight;
-      region_size = weights_.size();
+      region_size = weight_size_;
     } else {
       invalid("tensor '", ts.name, "': unknown region '", ts.region, "'");
     }
@@ -143,7 +191,9 @@ void Model::load_tensors(const ModelSpec& spec) {
               " element size ", dtype_size(t.dtype));
     }
     t.offset = static_cast<size_t>(ts.offset);
-    t.data = (t.region == Region::kArena ? arena_.data() : weights_.data()) + t.offset;
+    t.slot = t.region == Region::kArena ? kArenaSlot : kWeightSlot;
+    t.slot_offset = t.offset;
+    if (t.region == Region::kWeight) t.data = weight_base_ + t.offset;
   }
   for (int64_t idx : spec.inputs) {
     const TensorInfo* t = tensor_at(idx, "model input");
@@ -151,9 +201,14 @@ void Model::load_tensors(const ModelSpec& spec) {
     if (std::find(inputs_.begin(), inputs_.end(), t) != inputs_.end()) {
       invalid("model input '", t->name, "' is bound twice");
     }
+    if (!t->plain()) invalid("model input '", t->name, "' must be stored nchw, not ", format_name(t->format));
     inputs_.push_back(t);
   }
-  for (int64_t idx : spec.outputs) outputs_.push_back(tensor_at(idx, "model output"));
+  for (int64_t idx : spec.outputs) {
+    const TensorInfo* t = tensor_at(idx, "model output");
+    if (!t->plain()) invalid("model output '", t->name, "' must be stored nchw, not ", format_name(t->format));
+    outputs_.push_back(t);
+  }
 }
 
 const TensorInfo* Model::tensor_at(int64_t index, const std::string& what) const {
@@ -164,9 +219,10 @@ const TensorInfo* Model::tensor_at(int64_t index, const std::string& what) const
 }
 
 void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_args) {
-  std::vector<uint64_t> records(events_.size(), 0);
-  std::vector<int64_t> record_stream(events_.size(), -1);
+  std::vector<uint64_t> records(static_cast<size_t>(num_events_), 0);
+  std::vector<int64_t> record_stream(static_cast<size_t>(num_events_), -1);
   tasks_.resize(spec.tasks.size());
+  if (spec.tasks.size() > (size_t{1} << 31)) invalid("too many tasks");
   for (size_t i = 0; i < spec.tasks.size(); ++i) {
     const TaskSpec& ts = spec.tasks[i];
     Task& t = tasks_[i];
@@ -203,21 +259,18 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
         args.outputs = tensor_list(ts.outputs, "output", true);
         args.attrs = &ts.attrs;
         args.device = device_.get();
-        if (layout_rule(ts.op) == LayoutRule::kPlainOnly) {
-          for (const auto* list : {&args.inputs, &args.outputs}) {
-            for (const TensorInfo* ti : *list) {
-              if (ti && ti->channels_last()) {
-                throw Error(Status::Internal(cat("tensor '", ti->name, "' is channels-last")));
-              }
-            }
-          }
+        args.explicit_formats = explicit_formats_;
+        std::string why = format_violation(ts, tensors_);
+        if (!why.empty()) {
+          if (explicit_formats_) invalid(why);
+          throw Error(Status::Internal(why));  // the runtime's own choice broke a rule
         }
       } else if (ts.kind == "record" || ts.kind == "wait") {
         if (ts.event < 0 || ts.event >= spec.num_events) {
           invalid("event ", ts.event, " out of range [0, ", spec.num_events, ")");
         }
         size_t e = static_cast<size_t>(ts.event);
-        t.event = events_[e].get();
+        t.event = static_cast<int>(ts.event);
         if (ts.kind == "record") {
           t.kind = Kind::kRecord;
           if (record_stream[e] >= 0 && record_stream[e] != ts.stream) {
@@ -241,6 +294,10 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
         if (t.src->nbytes != t.dst->nbytes) {
           invalid("copy of ", t.src->nbytes, " bytes into ", t.dst->nbytes, " bytes");
         }
+        if (t.src->format != t.dst->format && !(t.src->numel <= 1)) {
+          invalid("copy from ", format_name(t.src->format), " to ", format_name(t.dst->format),
+                  " (use TransData to change formats)");
+        }
       } else {
         invalid("unknown task kind '", ts.kind, "'");
       }
@@ -250,177 +307,53 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
   }
 }
 
-namespace {
-struct BuildJob {
-  int stream;
-  std::vector<KernelArgs>* args;
-  std::vector<Status> status;  // per task
-};
-}  // namespace
-
 void Model::build_kernels(std::vector<KernelArgs>* args) {
-  std::vector<BuildJob> jobs(streams_.size());
-  for (size_t s = 0; s < streams_.size(); ++s) {
-    jobs[s] = BuildJob{static_cast<int>(s), args, std::vector<Status>(tasks_.size())};
-  }
-  // Kernels are prepared on the worker of the stream that will run them: oneDNN sizes a
+  std::vector<Status> status(tasks_.size());
+  // Kernels are prepared on a lane of the width that will run them: oneDNN sizes a
   // primitive's parallel decomposition by the thread count at creation, and no other
   // thread ever gets an OpenMP team of its own (libgomp counts every team's threads, and
   // once they outnumber the cores it sleeps between parallel regions: every oneDNN call
-  // would then pay a thread wake-up). Streams build concurrently.
-  struct Ctx {
-    Model* model;
-    BuildJob* job;
-  };
-  std::vector<Ctx> ctx(streams_.size());
-  for (size_t s = 0; s < streams_.size(); ++s) {
-    ctx[s] = Ctx{this, &jobs[s]};
-    Stream::Item item{[](void* c, uint32_t, ExecContext& ec) {
-                        auto* cx = static_cast<Ctx*>(c);
-                        cx->model->build_stream_kernels(cx->job->stream, cx->job->args, &cx->job->status, ec);
-                      },
-                      &ctx[s], 0};
-    streams_[s]->submit(&item, 1);
+  // would then pay a thread wake-up). Streams build concurrently when there are lanes.
+  std::vector<std::function<void(LaneContext&)>> jobs;
+  for (int s = 0; s < num_streams_; ++s) {
+    bool any = false;
+    for (const Task& t : tasks_) any = any || (t.kind == Kind::kKernel && t.stream == s);
+    if (!any) continue;
+    jobs.push_back([this, s, args, &status](LaneContext& lane) {
+      for (size_t i = 0; i < tasks_.size(); ++i) {
+        Task& t = tasks_[i];
+        if (t.kind != Kind::kKernel || t.stream != s) continue;
+        KernelArgs& a = (*args)[i];
+        a.load_stream = &lane.dnnl_stream;
+        Status& st = status[i];
+        try {
+          t.kernel = find_kernel(t.op)(a);
+        } catch (const Error& e) {
+          st = e.status();
+        } catch (const dnnl::error& e) {
+          st = Status::InvalidArgument(cat("oneDNN cannot prepare this node: ", e.what()));
+        } catch (const std::bad_alloc&) {
+          st = Status::Internal("out of memory");
+        } catch (const std::exception& e) {
+          st = Status::Internal(e.what());
+        }
+        if (!st.ok()) return;
+      }
+    });
   }
-  for (auto& s : streams_) s->synchronize();
+  device_->scheduler().run_on_lanes(width_, jobs);
   // Report the first failure in program order (each stream stops at its first one).
   for (size_t i = 0; i < tasks_.size(); ++i) {
-    const Status& st = jobs[tasks_[i].stream].status[i];
-    if (!st.ok()) throw Error(st.prefixed(node_prefix(tasks_[i].name, tasks_[i].op)));
+    if (!status[i].ok()) throw Error(status[i].prefixed(node_prefix(tasks_[i].name, tasks_[i].op)));
   }
-}
-
-void Model::build_stream_kernels(int stream, std::vector<KernelArgs>* args, std::vector<Status>* status,
-                                 ExecContext& ec) {
-  for (size_t i = 0; i < tasks_.size(); ++i) {
-    Task& t = tasks_[i];
-    if (t.kind != Kind::kKernel || t.stream != stream) continue;
-    KernelArgs& a = (*args)[i];
-    a.load_stream = &ec.dnnl_stream;
-    Status& st = (*status)[i];
-    try {
-      t.kernel = find_kernel(t.op)(a);
-    } catch (const Error& e) {
-      st = e.status();
-    } catch (const dnnl::error& e) {
-      st = Status::InvalidArgument(cat("oneDNN cannot prepare this node: ", e.what()));
-    } catch (const std::bad_alloc&) {
-      st = Status::Internal("out of memory");
-    } catch (const std::exception& e) {
-      st = Status::Internal(e.what());
-    }
-    if (!st.ok()) return;
-  }
-}
-
-void Model::run_task(void* model, uint32_t index, ExecContext& ec) {
-  Model* m = static_cast<Model*>(model);
-  Task& t = m->tasks_[index];
-  if (m->run_failed_.load(std::memory_order_acquire)) return;  // drain the failed run
-  Status st;
-  try {
-    st = m->run_one(t, ec);
-  } catch (const dnnl::error& e) {
-    st = Status::Internal(cat("oneDNN: ", e.what()));
-  } catch (const std::bad_alloc&) {
-    st = Status::Internal("out of memory");
-  } catch (const std::exception& e) {
-    st = Status::Internal(e.what());
-  }
-  if (!st.ok()) m->fail(st.prefixed(node_prefix(t.name, t.op)));
-}
-
-Status Model::run_one(Task& t, ExecContext& ec) {
-  switch (t.kind) {
-    case Kind::kKernel:
-      return t.kernel->run(ec);
-    case Kind::kRecord:
-      t.event->signal(event_value(generation_, t.seq));
-      return Status::Ok();
-    case Kind::kWait:
-      // false: the run was aborted elsewhere; the failure is already recorded.
-      t.event->wait(event_value(generation_, t.seq));
-      return Status::Ok();
-    case Kind::kCopy:
-      if (t.dst->data != t.src->data) std::memmove(t.dst->data, t.src->data, t.src->nbytes);
-      task_bytes_copied_.fetch_add(t.src->nbytes, std::memory_order_relaxed);
-      return Status::Ok();
-  }
-  return Status::Internal("unknown task kind");
-}
-
-void Model::fail(const Status& status) {
-  {
-    std::lock_guard<std::mutex> lock(fail_mu_);
-    if (run_failed_.load(std::memory_order_relaxed)) return;
-    run_status_ = status;
-    run_failed_.store(true, std::memory_order_release);
-  }
-  for (auto& e : events_) e->abort(generation_);
-}
-
-Status Model::execute(const std::vector<HostTensor>& inputs, std::vector<HostResult>* outputs) {
-  outputs->clear();
-  std::lock_guard<std::mutex> lock(run_mu_);
-  if (inputs.size() != inputs_.size()) {
-    return Status::InvalidArgument(
-        cat("model '", name_, "' expects ", inputs_.size(), " inputs, got ", inputs.size()));
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const HostTensor& h = inputs[i];
-    const TensorInfo& t = *inputs_[i];
-    if (!h.dtype || *h.dtype != t.dtype || h.shape != t.shape) {
-      std::string got = (h.dtype ? std::string(dtype_name(*h.dtype)) : h.type_name) + shape_str(h.shape);
-      return Status::InvalidArgument(
-          cat("input '", t.name, "': expected ", type_str(t.dtype, t.shape), ", got ", got));
-    }
-    if (h.nbytes != t.nbytes) {
-      return Status::InvalidArgument(cat("input '", t.name, "': expected ", t.nbytes, " bytes, got ", h.nbytes));
-    }
-  }
-  auto start = std::chrono::steady_clock::now();
-  uint64_t copied = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs_[i]->nbytes) std::memcpy(inputs_[i]->data, inputs[i].data, inputs_[i]->nbytes);
-    copied += inputs_[i]->nbytes;
-  }
-
-  ++generation_;
-  run_failed_.store(false, std::memory_order_relaxed);
-  run_status_ = Status::Ok();
-  task_bytes_copied_.store(0, std::memory_order_relaxed);
-  for (size_t s = 0; s < streams_.size(); ++s) {
-    streams_[s]->submit(stream_items_[s].data(), stream_items_[s].size());
-  }
-  for (auto& s : streams_) s->synchronize();
-  if (run_failed_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> fl(fail_mu_);
-    return run_status_;
-  }
-
-  try {
-    outputs->reserve(outputs_.size());
-    for (const TensorInfo* t : outputs_) {
-      HostResult r{t->dtype, t->shape, AlignedBuffer(t->nbytes, /*zero=*/false)};
-      if (t->nbytes) std::memcpy(r.data.data(), t->data, t->nbytes);
-      copied += t->nbytes;
-      outputs->push_back(std::move(r));
-    }
-  } catch (const std::bad_alloc&) {
-    outputs->clear();
-    return Status::Internal("out of memory allocating outputs");
-  }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::lock_guard<std::mutex> sl(stats_mu_);
-  stats_.runs += 1;
-  stats_.seconds += secs;
-  stats_.bytes_copied += copied + task_bytes_copied_.load(std::memory_order_relaxed);
-  return Status::Ok();
 }
 
 ModelStats Model::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  ModelStats s = stats_;
+  s.stream_seconds.clear();
+  for (int i = 0; i < num_streams_; ++i) s.stream_seconds.push_back(stream_ns_[i].load() * 1e-9);
+  return s;
 }
 
 }  // namespace ge

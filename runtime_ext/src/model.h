@@ -1,15 +1,24 @@
-// Model: a loaded, executable graph on a Device.
+// Model: a loaded, executable graph on a Device, with N instances.
 //
-// Loading validates the spec (tensor layout, indices, every node against its op's rules),
-// allocates the activation arena and the weight region, copies the weights in, prepares
-// every kernel (oneDNN primitives, reordered weights) and starts one worker per stream.
-// Executing binds inputs into the arena, pushes every task to its stream, waits for all
-// streams and copies the outputs out. A failing task fails only its run: later tasks of
-// that run are skipped, event waiters wake, execute() returns the failure naming the node,
-// and the next execute() starts clean.
+// Loading validates the spec (tensor layout and formats, indices, every node against its
+// op's rules), takes the weight region (borrowed or copied once), prepares every kernel
+// once on a lane of the width that will run it (oneDNN primitives, reordered weights),
+// plans which inputs and outputs bind zero-copy (io_plan.h), and creates the instances:
+// each has its own arena, stream workspaces, events and stream runs; kernels and weights
+// are shared.
+//
+// execute() takes a free instance (or waits for one: requests beyond N queue), binds the
+// inputs, submits every stream of the instance to the Device's lanes, waits, and returns
+// the outputs. With iterations > 1 (sink mode) one launch runs the whole graph that many
+// times back to back over a queue of inputs; every stream of the instance finishes an
+// iteration before any starts the next.
+//
+// A failing task fails only its launch: later tasks are skipped, parked streams wake,
+// execute() returns the failure naming the node, and the instance is reusable at once.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -20,17 +29,17 @@
 #include "buffer.h"
 #include "device.h"
 #include "event.h"
+#include "io_plan.h"
 #include "kernel.h"
 #include "spec.h"
 #include "status.h"
-#include "stream.h"
 #include "tensor.h"
 
 namespace ge {
 
-// One input of execute(). `data` is borrowed for the duration of the call and must be
-// C-contiguous. `dtype` is empty when the caller's type has no DType (e.g. complex);
-// `type_name` is then used in the error message.
+// One input array. `data` is borrowed for the duration of the call and must be
+// C-contiguous in native byte order. `dtype` is empty when the caller's type has no
+// DType (e.g. complex); `type_name` is then used in the error message.
 struct HostTensor {
   std::optional<DType> dtype;
   std::string type_name;
@@ -39,49 +48,76 @@ struct HostTensor {
   size_t nbytes = 0;
 };
 
-// One output of execute(); the buffer is transferred to the caller.
+// One output array; the buffer is transferred to the caller.
 struct HostResult {
   DType dtype;
   Shape shape;
   AlignedBuffer data;
 };
 
+struct ExecRequest {
+  // inputs[i]: the inputs of iteration i. A single list is used by every iteration.
+  std::vector<std::vector<HostTensor>> inputs;
+  int64_t iterations = 1;
+  // Return the outputs of every iteration, not only of the last.
+  bool return_all = false;
+  // Bytes the caller already copied to make the inputs usable (counted in the stats).
+  uint64_t converted_bytes = 0;
+};
+
 struct ModelStats {
-  uint64_t runs = 0;          // successful executions
-  double seconds = 0;         // wall time of successful executions
-  size_t arena_bytes = 0;
-  size_t weight_bytes = 0;
-  uint64_t bytes_copied = 0;  // host<->arena copies of inputs/outputs + copy tasks
+  uint64_t runs = 0;        // successful launches
+  uint64_t iterations = 0;  // iterations of successful launches
+  uint64_t failures = 0;    // failed launches
+  double seconds = 0;       // wall time of successful launches (bind to outputs)
+  std::vector<double> stream_seconds;  // busy time of each stream's kernels, all instances
+  uint64_t bytes_copied = 0;     // inputs/outputs copied (not bound zero-copy) + copy tasks
+  uint64_t bytes_zero_copy = 0;  // input and output bytes bound to caller buffers
+  size_t arena_bytes = 0;        // all instances
+  size_t weight_bytes = 0;       // the weight region (shared)
+  size_t prepared_bytes = 0;     // kernel-owned constants (reordered weights; shared)
+  size_t workspace_bytes = 0;    // all instances and streams
+  int instances = 0;
   int streams = 0;
+  int threads_per_stream = 0;
   size_t tasks = 0;
+  uint64_t peak_waiting = 0;  // most callers ever queued for an instance
 };
 
 class Model {
  public:
-  // Blocks (prepares every kernel). `device` is retained. `spec` is borrowed for the
-  // call; the weights are copied. Returns InvalidArgument for any invalid spec, with a
-  // message naming the tensor or node ("node 'conv1' (Conv): ..."), Internal on
-  // allocation failure.
-  static Status load(std::shared_ptr<const Device> device, const ModelSpec& spec,
+  // Blocks (prepares every kernel on the device's lanes). `device` is retained. `spec`
+  // is borrowed for the call; the weights are copied unless spec.weights_borrowed (then
+  // they must outlive the model and stay unchanged). Returns InvalidArgument for any
+  // invalid spec, with a message naming the tensor or node ("node 'conv1' (Conv): ..."),
+  // Internal on allocation failure.
+  static Status load(std::shared_ptr<const Device> device, const ModelSpec& spec, int instances,
                      std::unique_ptr<Model>* out);
 
-  // Blocks: joins the stream workers.
+  // Blocks until no execute() is in flight. Call only when no caller will start one.
   ~Model();
 
-  // Blocks until the run is over. Thread-safe: concurrent calls are serialised (one
-  // arena). Returns InvalidArgument for inputs of the wrong count, dtype or shape and for
-  // bad data found by a kernel (e.g. an out-of-range Gather index); Internal otherwise.
-  // On failure `outputs` is left empty and the model stays usable.
-  Status execute(const std::vector<HostTensor>& inputs, std::vector<HostResult>* outputs);
+  // Blocks until the launch is over (and, first, until an instance is free).
+  // Thread-safe: up to `instances` launches run at once. Returns InvalidArgument for
+  // inputs of the wrong count, dtype or shape and for bad data found by a kernel (e.g. an
+  // out-of-range Gather index); Internal otherwise. On success `outputs` holds one list
+  // per returned iteration; on failure it is empty and the model stays usable.
+  Status execute(const ExecRequest& req, std::vector<std::vector<HostResult>>* outputs);
 
-  // Non-blocking (brief lock). Thread-safe.
+  // Non-blocking (brief locks). Thread-safe.
   ModelStats stats() const;
 
   const std::string& name() const { return name_; }
   size_t num_tasks() const { return tasks_.size(); }
-  int num_streams() const { return static_cast<int>(streams_.size()); }
+  int num_streams() const { return num_streams_; }
+  int instances() const { return static_cast<int>(instances_.size()); }
+  int threads_per_stream() const { return width_; }
   // Borrowed; valid for the model's lifetime.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const IoPlan& io_plan() const { return io_; }
+  const std::vector<const TensorInfo*>& inputs() const { return inputs_; }
+  const std::vector<const TensorInfo*>& outputs() const { return outputs_; }
+  bool explicit_formats() const { return explicit_formats_; }
 
  private:
   enum class Kind { kKernel, kRecord, kWait, kCopy };
@@ -91,53 +127,64 @@ class Model {
     std::string op;  // for messages: the op of a kernel, else the kind
     int stream = 0;
     std::unique_ptr<Kernel> kernel;
-    Event* event = nullptr;
+    int event = -1;
     uint64_t seq = 0;  // record: ordinal of this record; wait: ordinal waited for
     const TensorInfo* src = nullptr;  // copy
     const TensorInfo* dst = nullptr;
   };
+  struct Launch;
+  struct Instance;
+  class StreamRun;
 
   Model() = default;
-  void load_impl(const ModelSpec& spec);  // throws Error
+  void load_impl(const ModelSpec& spec, int instances);  // throws Error
   void load_tensors(const ModelSpec& spec);
   // Validates every task; fills `kernel_args` (one per task) for the kernels. Throws.
   void load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_args);
-  // Builds every kernel on its stream's worker (blocks). Throws the first failure in
-  // program order.
+  // Builds every kernel on a lane of the model's width (blocks). Throws the first
+  // failure in program order.
   void build_kernels(std::vector<KernelArgs>* kernel_args);
-  // Stream item body of build_kernels: builds the kernels of `stream` in program order,
-  // recording each outcome in `status`; stops at the first failure. Never throws.
-  void build_stream_kernels(int stream, std::vector<KernelArgs>* args, std::vector<Status>* status,
-                            ExecContext& ec);
   const TensorInfo* tensor_at(int64_t index, const std::string& what) const;
+  Status check_inputs(const std::vector<HostTensor>& inputs) const;
 
-  // Stream::Fn: runs task `index` of the current run on a stream worker. Never throws.
-  static void run_task(void* model, uint32_t index, ExecContext& ec);
-  Status run_one(Task& t, ExecContext& ec);
-  // Makes the current run fail with `status` (first failure wins) and wakes all waiters.
-  void fail(const Status& status);
+  Instance* acquire_instance();
+  void release_instance(Instance* in);
+  // Lane side. Makes the launch fail with `status` (first failure wins), wakes waiters.
+  void fail(Instance& in, const Status& status);
+  // Lane side: the last stream of an iteration (other than the last) finished it.
+  void between_iterations(Instance& in, int64_t iteration);
+  // Lane side: the last stream of the launch finished. Touches nothing of `in` after.
+  void complete(Instance& in);
+  void copy_in(Instance& in, int64_t iteration);
 
   std::shared_ptr<const Device> device_;
   std::string name_;
-  AlignedBuffer arena_;
-  AlignedBuffer weights_;
+  int num_streams_ = 1;
+  int width_ = 1;        // OpenMP threads per stream (the lanes' width)
+  bool spin_wait_ = false;
+  bool explicit_formats_ = false;
+  size_t arena_bytes_ = 0;
+  AlignedBuffer weights_;             // owned copy, or empty when borrowed
+  const uint8_t* weight_base_ = nullptr;
+  size_t weight_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<const TensorInfo*> inputs_;
   std::vector<const TensorInfo*> outputs_;
-  std::vector<std::unique_ptr<Event>> events_;
-  std::vector<Task> tasks_;  // kernels are destroyed after the streams (declared first)
-  std::vector<std::vector<Stream::Item>> stream_items_;
-  std::vector<std::unique_ptr<Stream>> streams_;
+  IoPlan io_;
+  int num_events_ = 0;
+  std::vector<Task> tasks_;
+  std::vector<std::vector<uint32_t>> stream_tasks_;  // task indices of each stream, in order
+  std::vector<size_t> workspace_bytes_;              // per stream
+  std::vector<std::unique_ptr<Instance>> instances_;
 
-  std::mutex run_mu_;  // serialises execute()
-  uint64_t generation_ = 0;
-  std::atomic<bool> run_failed_{false};
-  std::mutex fail_mu_;
-  Status run_status_;
-  std::atomic<uint64_t> task_bytes_copied_{0};
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<Instance*> free_;  // guarded by pool_mu_ (LIFO: the warmest instance first)
+  uint64_t waiting_ = 0;         // guarded by pool_mu_
 
   mutable std::mutex stats_mu_;
-  ModelStats stats_;
+  ModelStats stats_;  // guarded by stats_mu_ (except stream_ns_)
+  std::unique_ptr<std::atomic<uint64_t>[]> stream_ns_;
 };
 
 }  // namespace ge

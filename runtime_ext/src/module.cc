@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include <nanobind/stl/map.h>
+
 #include "device.h"
 #include "kernel.h"
+#include "kernel_info.h"
 #include "model.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -167,6 +170,9 @@ ge::TensorSpec to_tensor(nb::handle h, size_t index) {
   t.shape = to_ints(get(d, "shape", where, true), where + "shape");
   t.region = to_str(get(d, "region", where, true), where + "region");
   t.offset = to_int(get(d, "offset", where, true), where + "offset");
+  if (nb::handle v = get(d, "format", where, false); v.is_valid() && !v.is_none()) {
+    t.format = to_str(v, where + "format");
+  }
   return t;
 }
 
@@ -214,19 +220,27 @@ nb::dlpack::dtype to_dlpack(ge::DType t) {
   return mk(C::Float, 32);
 }
 
-// Fills `h` with a C-contiguous, native-byte-order view of `obj` (copying only if it is
-// not one already); `keep` receives the object that owns the memory. If the dtype is not
-// one the runtime knows (e.g. complex), `h->dtype` stays empty and `h` only carries the
-// names for the error message.
-void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h) {
-  nb::object np = nb::module_::import_("numpy");
-  nb::object arr = np.attr("asarray")(obj, "order"_a = "C");
+// Fills `h` with a C-contiguous, native-byte-order view of `obj`; `keep` receives the
+// object that owns the memory. An array that already is one is used as it is (zero-copy);
+// anything else is converted once by numpy, and the bytes converted are added to
+// `*converted`. If the dtype is not one the runtime knows (e.g. complex), `h->dtype` stays
+// empty and `h` only carries the names for the error message.
+void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h, uint64_t* converted) {
   CpuArray view;
-  bool ok = nb::try_cast(arr, view);
-  if (!ok && !nb::cast<bool>(arr.attr("dtype").attr("isnative"))) {
-    // Non-native byte order: DLPack cannot describe it; convert once.
-    arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
-    ok = nb::try_cast(arr, view);
+  nb::object arr;
+  bool ok = nb::try_cast(obj, view, false);  // no conversion: the caller's own buffer
+  if (ok) {
+    arr = nb::borrow(obj);
+  } else {
+    nb::object np = nb::module_::import_("numpy");
+    arr = np.attr("asarray")(obj, "order"_a = "C");
+    ok = nb::try_cast(arr, view, false);
+    if (!ok && !nb::cast<bool>(arr.attr("dtype").attr("isnative"))) {
+      // Non-native byte order: DLPack cannot describe it; convert once.
+      arr = arr.attr("astype")(arr.attr("dtype").attr("newbyteorder")("="));
+      ok = nb::try_cast(arr, view, false);
+    }
+    if (ok) *converted += view.nbytes();
   }
   *keep = arr;
   if (!ok || !from_dlpack(view.dtype(), &h->dtype.emplace())) {
@@ -247,8 +261,7 @@ nb::object to_numpy(ge::HostResult& r) {
   std::vector<size_t> shape(r.shape.begin(), r.shape.end());
   uint8_t* data = r.data.release();
   nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
-  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), owner, nullptr,
-                             to_dlpack(r.dtype));
+  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), owner, nullptr, to_dlpack(r.dtype));
   return arr.cast();
 }
 
@@ -256,15 +269,19 @@ nb::object to_numpy(ge::HostResult& r) {
 
 struct PyModel {
   std::unique_ptr<ge::Model> model;
+  nb::object weights;  // kept alive when the model uses the caller's weight array in place
 };
 
-void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec) {
+void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec, int instances) {
   ge::ModelSpec s;
   if (nb::handle v = get(spec, "name", "", false)) s.name = to_str(v, "name");
   s.arena_bytes = to_int(get(spec, "arena_bytes", "", true), "arena_bytes");
   if (nb::handle v = get(spec, "num_streams", "", false)) s.num_streams = to_int(v, "num_streams");
   if (nb::handle v = get(spec, "num_events", "", false)) s.num_events = to_int(v, "num_events");
   if (nb::handle v = get(spec, "channels_last", "", false)) s.channels_last = to_int(v, "channels_last") != 0;
+  if (nb::handle v = get(spec, "threads_per_stream", "", false)) {
+    s.threads_per_stream = to_int(v, "threads_per_stream");
+  }
   std::vector<nb::object> tensors = items(get(spec, "tensors", "", true), "tensors");
   for (size_t i = 0; i < tensors.size(); ++i) s.tensors.push_back(to_tensor(tensors[i], i));
   std::vector<nb::object> tasks = items(get(spec, "tasks", "", true), "tasks");
@@ -274,10 +291,17 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
 
   nb::object weights_keep;
   if (nb::handle w = get(spec, "weights", "", false); w.is_valid() && !w.is_none()) {
-    nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(w);
     CpuArray view;
-    if (!nb::try_cast(arr, view)) spec_error("weights must be a numpy uint8 array");
-    weights_keep = arr;
+    if (nb::try_cast(w, view, false) && view.dtype() == nb::dtype<uint8_t>() &&
+        reinterpret_cast<uintptr_t>(view.data()) % 16 == 0) {
+      // Used in place for the model's lifetime (the host device's memory is the host's).
+      weights_keep = nb::borrow(w);
+      s.weights_borrowed = true;
+    } else {
+      nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(w);
+      if (!nb::try_cast(arr, view, false)) spec_error("weights must be a numpy uint8 array");
+      weights_keep = arr;  // copied by the model during load
+    }
     s.weights = static_cast<const uint8_t*>(view.data());
     s.weights_size = view.nbytes();
   }
@@ -286,49 +310,108 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
   ge::Status st;
   {
     nb::gil_scoped_release release;
-    st = ge::Model::load(std::move(device), s, &model);
+    st = ge::Model::load(std::move(device), s, instances, &model);
   }
   if (!st.ok()) raise_status(st);
-  new (self) PyModel{std::move(model)};
+  new (self) PyModel{std::move(model), s.weights_borrowed ? weights_keep : nb::object()};
 }
 
-nb::list model_execute(PyModel& self, nb::handle inputs) {
+bool is_list_like(nb::handle h) { return PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()); }
+
+nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, bool return_all) {
   if (!is_sequence(inputs)) {
     raise_status(ge::Status::InvalidArgument("execute() takes a list of numpy arrays"));
   }
   std::vector<nb::object> objs = items(inputs, "inputs");
-  std::vector<nb::object> keep(objs.size());
-  std::vector<ge::HostTensor> host(objs.size());
-  for (size_t i = 0; i < objs.size(); ++i) to_host(objs[i], &keep[i], &host[i]);
-  std::vector<ge::HostResult> results;
+  // One list per iteration (lists of arrays), or one list of arrays for every iteration.
+  bool per_iteration = iterations > 1 && !objs.empty();
+  for (const nb::object& o : objs) per_iteration = per_iteration && is_list_like(o);
+  std::vector<std::vector<nb::object>> lists;
+  if (per_iteration) {
+    for (const nb::object& o : objs) lists.push_back(items(o, "inputs"));
+  } else {
+    lists.push_back(std::move(objs));
+  }
+  ge::ExecRequest req;
+  req.iterations = iterations;
+  req.return_all = return_all;
+  std::vector<std::vector<nb::object>> keep(lists.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    keep[i].resize(lists[i].size());
+    req.inputs.emplace_back(lists[i].size());
+    for (size_t k = 0; k < lists[i].size(); ++k) {
+      to_host(lists[i][k], &keep[i][k], &req.inputs[i][k], &req.converted_bytes);
+    }
+  }
+  std::vector<std::vector<ge::HostResult>> results;
   ge::Status st;
   {
     nb::gil_scoped_release release;
-    st = self.model->execute(host, &results);
+    st = self.model->execute(req, &results);
   }
   if (!st.ok()) raise_status(st);
-  nb::list out;
-  for (ge::HostResult& r : results) out.append(to_numpy(r));
-  return out;
+  auto as_list = [](std::vector<ge::HostResult>& rs) {
+    nb::list out;
+    for (ge::HostResult& r : rs) out.append(to_numpy(r));
+    return out;
+  };
+  if (!return_all) return as_list(results.back());
+  nb::list all;
+  for (auto& rs : results) all.append(as_list(rs));
+  return all;
 }
 
 nb::dict model_stats(PyModel& self) {
   ge::ModelStats s = self.model->stats();
   nb::dict d;
   d["runs"] = s.runs;
+  d["iterations"] = s.iterations;
+  d["failures"] = s.failures;
   d["seconds"] = s.seconds;
+  d["stream_seconds"] = s.stream_seconds;
+  d["bytes_copied"] = s.bytes_copied;
+  d["bytes_zero_copy"] = s.bytes_zero_copy;
   d["arena_bytes"] = s.arena_bytes;
   d["weight_bytes"] = s.weight_bytes;
-  d["bytes_copied"] = s.bytes_copied;
+  d["prepared_bytes"] = s.prepared_bytes;
+  d["workspace_bytes"] = s.workspace_bytes;
+  d["instances"] = s.instances;
   d["streams"] = s.streams;
+  d["threads_per_stream"] = s.threads_per_stream;
   d["tasks"] = s.tasks;
+  d["peak_waiting"] = s.peak_waiting;
+  return d;
+}
+
+nb::dict kernel_info_py(const std::string& op, nb::handle dtypes, nb::handle shapes, nb::handle attrs,
+                        nb::handle device_obj) {
+  std::vector<std::string> dt;
+  for (const nb::object& o : items(dtypes, "dtypes")) dt.push_back(o.is_none() ? "" : to_str(o, "dtypes item"));
+  std::vector<ge::Shape> sh;
+  for (const nb::object& o : items(shapes, "shapes")) sh.push_back(o.is_none() ? ge::Shape{} : to_ints(o, "shape"));
+  ge::Attrs at;
+  if (attrs.is_valid() && !attrs.is_none()) {
+    for (auto [k, v] : to_dict(attrs, "attrs")) {
+      std::string key = to_str(k, "attr name");
+      at[key] = to_attr(v, "attr '" + key + "'");
+    }
+  }
+  // Only the oneDNN engine is used: any device answers alike.
+  static ge::Device* fallback = new ge::Device(0);  // never destroyed: no lanes are ever started
+  const ge::Device* device = fallback;
+  if (device_obj.is_valid() && !device_obj.is_none()) device = nb::cast<ge::Device*>(device_obj);
+  ge::KernelInfo info = ge::kernel_info(*device, op, dt, sh, at);
+  nb::dict d;
+  d["supported"] = info.supported;
+  d["reason"] = info.reason;
+  d["preferred_format"] = info.preferred_format;
+  d["formats"] = info.formats;
   return d;
 }
 
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl::version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-         std::to_string(v->patch);
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
 }  // namespace
@@ -343,32 +426,75 @@ NB_MODULE(_runtime, m) {
 
   m.def("supported_ops", &ge::supported_ops, "Op names the device kernels implement.");
   m.def("dnnl_version", &onednn_version, "Version of the oneDNN library in use.");
+  m.def("formats", [] { return std::vector<std::string>{"nchw", "nhwc", "nChw8c", "nChw16c"}; },
+        "Tensor formats a spec may give (spec['tensors'][i]['format']).");
 
-  nb::class_<ge::Device>(m, "Device", "The host CPU backend.")
+  nb::class_<ge::Device>(m, "Device", "The host CPU backend: a thread budget and the worker lanes that run it.")
       .def(nb::init<int>(), "threads"_a = 0,
-           "threads: worker threads shared by a model's streams; 0 = number of cores.")
+           "threads: the thread budget shared by every stream and kernel of every model on this device; "
+           "0 = the cores available to the process.")
       .def_prop_ro("name", [](const ge::Device& d) { return d.name(); })
-      .def_prop_ro("threads", &ge::Device::threads);
+      .def_prop_ro("threads", &ge::Device::threads)
+      .def_prop_ro("cores", &ge::Device::cores)
+      .def_prop_ro("lanes_started", [](const ge::Device& d) { return d.scheduler().threads_started(); },
+                   "Worker threads started so far (OpenMP helpers not counted).");
+
+  m.def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
+        "device"_a = nb::none(),
+        "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "
+        "{'supported': bool, 'reason': str, 'preferred_format': str, 'formats': [str]}.");
 
   nb::class_<PyModel>(m, "Model", "A graph loaded on a Device.")
-      .def("__init__", &model_init, "device"_a, "spec"_a,
-           "Validates the spec, allocates, uploads weights and prepares kernels. "
-           "Raises InvalidArgument for an invalid spec.")
-      .def("execute", &model_execute, "inputs"_a,
-           "Runs the model; returns the outputs as new numpy arrays. Releases the GIL. "
-           "Raises InvalidArgument for bad inputs, Error for other failures.")
+      .def("__init__", &model_init, "device"_a, "spec"_a, "instances"_a = 1,
+           "Validates the spec, takes the weights, prepares kernels once and creates `instances` "
+           "arenas. Raises InvalidArgument for an invalid spec.")
+      .def("execute", &model_execute, "inputs"_a, "iterations"_a = 1, "return_all"_a = false,
+           "Runs the model and returns its outputs (numpy arrays). Releases the GIL; thread-safe: up to "
+           "`instances` calls run at once, more wait. With iterations=N (sink mode) one launch runs N "
+           "iterations over `inputs` (one list of arrays per iteration, or one list for all) and returns "
+           "the last outputs, or every iteration's with return_all=True. Raises InvalidArgument for bad "
+           "inputs, Error for other failures.")
       .def("stats", &model_stats)
       .def_prop_ro("name", [](const PyModel& p) { return p.model->name(); })
       .def_prop_ro("num_tasks", [](const PyModel& p) { return p.model->num_tasks(); })
       .def_prop_ro("num_streams", [](const PyModel& p) { return p.model->num_streams(); })
+      .def_prop_ro("instances", [](const PyModel& p) { return p.model->instances(); })
+      .def_prop_ro("threads_per_stream", [](const PyModel& p) { return p.model->threads_per_stream(); })
       .def_prop_ro(
           "channels_last",
           [](const PyModel& p) {
             std::vector<std::string> names;
             for (const ge::TensorInfo& t : p.model->tensors()) {
-              if (t.channels_last()) names.push_back(t.name);
+              if (t.channels_last() && !p.model->explicit_formats()) names.push_back(t.name);
             }
             return names;
           },
-          "Names of the intermediate tensors the runtime stores channels-last (NHWC).");
+          "Names of the intermediate tensors the runtime chose to store channels-last (NHWC).")
+      .def_prop_ro(
+          "formats",
+          [](const PyModel& p) {
+            std::map<std::string, std::string> f;
+            for (const ge::TensorInfo& t : p.model->tensors()) {
+              if (!t.plain()) f[t.name] = ge::format_name(t.format);
+            }
+            return f;
+          },
+          "Tensor name -> format, for every tensor not stored plain (nchw).")
+      .def_prop_ro(
+          "zero_copy",
+          [](const PyModel& p) {
+            const ge::Model& m = *p.model;
+            std::vector<std::string> ins, outs;
+            for (size_t i = 0; i < m.inputs().size(); ++i) {
+              if (m.io_plan().input_slot[i] >= 0) ins.push_back(m.inputs()[i]->name);
+            }
+            for (size_t i = 0; i < m.outputs().size(); ++i) {
+              if (m.io_plan().output_slot[i] >= 0) outs.push_back(m.outputs()[i]->name);
+            }
+            nb::dict d;
+            d["inputs"] = ins;
+            d["outputs"] = outs;
+            return d;
+          },
+          "Inputs kernels read from the caller's array, outputs the last kernel writes in place.");
 }

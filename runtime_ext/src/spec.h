@@ -21,6 +21,7 @@ struct TensorSpec {
   Shape shape;
   std::string region;  // "arena" | "weight"
   int64_t offset = 0;
+  std::string format;  // "" (not given) | "nchw" | "nhwc" | "nChw8c" | "nChw16c"
 };
 
 struct TaskSpec {
@@ -39,6 +40,8 @@ struct ModelSpec {
   int64_t arena_bytes = 0;
   const uint8_t* weights = nullptr;  // borrowed for the duration of load()
   size_t weights_size = 0;
+  // The weights outlive the model and never change: use them in place, do not copy.
+  bool weights_borrowed = false;
   std::vector<TensorSpec> tensors;
   int64_t num_streams = 1;
   int64_t num_events = 0;
@@ -48,6 +51,8 @@ struct ModelSpec {
   // Let the runtime store intermediate 4-D activations channels-last (layout.h). The
   // model's inputs and outputs are NCHW either way; false is for comparisons and tests.
   bool channels_last = true;
+  // OpenMP threads of each stream's kernels; 0: the device's threads / num_streams.
+  int64_t threads_per_stream = 0;
 };
 
 }  // namespace ge

@@ -1,4 +1,5 @@
-// TensorInfo: where one tensor of a loaded model lives and what it holds.
+// TensorInfo: where one tensor of a loaded model lives, how its bytes are ordered and
+// what it holds.
 #pragma once
 
 #include <cstddef>
@@ -13,34 +14,55 @@ namespace ge {
 using Shape = std::vector<int64_t>;
 
 enum class Region {
-  kArena,   // activations: rewritten by every run
-  kWeight,  // constants: written once at load, read-only afterwards
+  kArena,   // activations: rewritten by every run, one arena per model instance
+  kWeight,  // constants: written once at load, read-only afterwards, shared by instances
 };
 
-// How a 4-D activation's bytes are ordered. The shape is always the logical NCHW one;
-// channels-last tensors are stored N,H,W,C. Chosen by the runtime (layout.h), never by
-// the spec, and only for tensors that no one outside the runtime sees.
-enum class Layout : uint8_t { kPlain, kChannelsLast };
+// How a tensor's bytes are ordered. The shape is always the logical (NCHW) one.
+//   kPlain    dense row-major ("nchw" for 4-D, whatever the rank)
+//   kNhwc     channels last: N,H,W,C for rank 4 (N,W,C for 3, N,D,H,W,C for 5)
+//   kNChw8c   oneDNN blocked: N, C/8, H, W, 8c (rank 4, C a multiple of 8)
+//   kNChw16c  oneDNN blocked: N, C/16, H, W, 16c (rank 4, C a multiple of 16)
+// Either given by the spec (the compiler's layout assignment) or, when the spec gives
+// none, chosen by the runtime for tensors only it sees (layout.h).
+enum class Format : uint8_t { kPlain, kNhwc, kNChw8c, kNChw16c };
+
+// Parses "nchw" | "nhwc" | "nChw8c" | "nChw16c". False if unknown.
+bool parse_format(const std::string& name, Format* out);
+const char* format_name(Format f);
+// Empty if `f` can describe a tensor of `shape`, else why not.
+std::string format_error(Format f, const std::vector<int64_t>& shape);
+
+// Binding slots: the base pointer a tensor's address is relative to during a run.
+// Slot 0 is the instance's arena, slot 1 the weight region; slots >= 2 are caller
+// buffers bound for one run (zero-copy inputs, outputs written in place; io_plan.h).
+constexpr uint32_t kArenaSlot = 0;
+constexpr uint32_t kWeightSlot = 1;
+constexpr uint32_t kFirstIoSlot = 2;
 
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kFloat32;
   Shape shape;  // [] is a scalar (one element)
   Region region = Region::kArena;
-  Layout layout = Layout::kPlain;
-  size_t offset = 0;
+  Format format = Format::kPlain;
+  size_t offset = 0;  // in its region
   size_t nbytes = 0;
   int64_t numel = 1;
-  // Region base + offset, resolved at load. Regions never move, so kernels may keep it.
-  // Borrowed: the Model owns the memory.
-  uint8_t* data = nullptr;
+  // Run-time address: bases[slot] + slot_offset (ExecContext::ptr).
+  uint32_t slot = kArenaSlot;
+  size_t slot_offset = 0;
+  // The bytes of a weight tensor (the region never moves), for load-time reads of
+  // constants. Null for arena tensors: their address depends on the instance and run.
+  const uint8_t* data = nullptr;
 
   bool constant() const { return region == Region::kWeight; }
-  bool channels_last() const { return layout == Layout::kChannelsLast; }
+  bool plain() const { return format == Format::kPlain; }
+  bool channels_last() const { return format == Format::kNhwc; }
   int rank() const { return static_cast<int>(shape.size()); }
   template <class T>
-  T* ptr() const {
-    return reinterpret_cast<T*>(data);
+  const T* const_ptr() const {
+    return reinterpret_cast<const T*>(data);
   }
 };
 

@@ -169,3 +169,111 @@ def test_empty_session_id(stub) -> None:
         lambda: stub.GetGraphInfo(session_pb2.GetGraphInfoRequest(graph_id=1), timeout=30),
         grpc.StatusCode.INVALID_ARGUMENT)
     assert "session_id" in details
+
+
+# ---- the wider corpus: bytes, sizes, shapes, models, and the KServe side ---------------
+def _graph_with_input(shape: list[int]) -> graph_pb2.GraphDef:
+    return graph_pb2.GraphDef(
+        name="declared", inputs=[graph_pb2.TensorDesc(
+            name="x", dtype=graph_pb2.DT_FLOAT32, shape=[graph_pb2.Dim(size=d) for d in shape])],
+        outputs=[graph_pb2.TensorDesc(name="y")],
+        nodes=[graph_pb2.NodeDef(name="r", op_type="Relu", inputs=["x"], outputs=["y"])])
+
+
+def test_malformed_protobuf(server: str, client: Client) -> None:
+    with grpc.insecure_channel(server) as channel:
+        details = _raw_fails(lambda: channel.unary_unary("/graphengine.v1.GraphEngine/AddGraph")(
+            b"\x0a\xff\xff\xff\xff\xff", timeout=30), grpc.StatusCode.INVALID_ARGUMENT)
+    assert "graphengine.v1.AddGraphRequest" in details
+
+
+def test_huge_declared_shape(session: RemoteSession) -> None:
+    err = _fails(lambda: session.add_graph(_graph_with_input([1 << 31, 1 << 31])),
+                 ce.ResourceExhausted)
+    assert "'x'" in err.message and "elements" in err.message
+
+
+def test_negative_declared_dimension(session: RemoteSession) -> None:
+    err = _fails(lambda: session.add_graph(_graph_with_input([-3, 4])), ce.InvalidArgument)
+    assert "negative" in err.message and "'x'" in err.message
+
+
+@pytest.mark.parametrize("shape, data, match", [
+    ([-2, 3], b"", "negative"),
+    ([1 << 40, 1 << 40], b"\0" * 24, "exceed"),
+], ids=["negative_dim", "huge_shape"])
+def test_bad_tensor_shapes_on_the_wire(stub, session: RemoteSession, shape, data,
+                                       match) -> None:
+    gid = session.add_graph(simple_graphdef())
+    bad = graph_pb2.Tensor(name="input_b", dtype=graph_pb2.DT_FLOAT32, shape=shape, data=data)
+    request = session_pb2.RunGraphRequest(session_id=session.id, graph_id=gid,
+                                          inputs=[wire.tensor_to_pb("input_a", A), bad])
+    details = _raw_fails(lambda: stub.RunGraph(request, timeout=30),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+    assert match in details and "input_b" in details
+
+
+def test_unknown_dtype_code(stub, session: RemoteSession) -> None:
+    gid = session.add_graph(simple_graphdef())
+    bad = graph_pb2.Tensor(name="input_b", dtype=99, shape=[2, 3], data=b"\0" * 24)
+    request = session_pb2.RunGraphRequest(session_id=session.id, graph_id=gid,
+                                          inputs=[wire.tensor_to_pb("input_a", A), bad])
+    details = _raw_fails(lambda: stub.RunGraph(request, timeout=30),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+    assert "99" in details
+
+
+def test_extra_input(session: RemoteSession) -> None:
+    gid = session.add_graph(simple_graphdef())
+    err = _fails(lambda: session.run_graph(gid, {"input_a": A, "input_b": A, "input_c": A}),
+                 ce.InvalidArgument)
+    assert "input_c" in err.message
+
+
+@pytest.mark.parametrize("cut", [3, 40, -1], ids=["magic", "header", "last_byte"])
+def test_truncated_offline_model(session: RemoteSession, cut: int) -> None:
+    gid = session.add_graph(simple_graphdef())
+    blob = session.export_model(gid)
+    err = _fails(lambda: session.import_model(blob[:cut]), ce.InvalidArgument)
+    assert "offline model" in err.message
+
+
+def test_bad_gears(session: RemoteSession) -> None:
+    err = _fails(lambda: session.add_graph(simple_graphdef(), gears=[1, 4]), ce.InvalidArgument)
+    assert "gears" in err.message
+
+
+def test_unsupported_precision(client: Client) -> None:
+    err = _fails(lambda: client.session({"precision": "int4"}), ce.InvalidArgument)
+    assert "precision" in err.message
+
+
+def test_kserve_without_the_model(server: str, client: Client) -> None:
+    from graphengine.kserve.v2 import grpc_service_pb2 as kpb
+    from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
+
+    with grpc.insecure_channel(server) as channel:
+        stub = kgrpc.GRPCInferenceServiceStub(channel)
+        request = kpb.ModelInferRequest(model_name="resnet50")
+        details = _raw_fails(lambda: stub.ModelInfer(request, timeout=30),
+                             grpc.StatusCode.NOT_FOUND)
+        assert "resnet50" in details
+        details = _raw_fails(lambda: stub.ModelInfer(kpb.ModelInferRequest(), timeout=30),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        assert "model_name" in details
+
+
+def test_oversized_request(server_process, tmp_path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text("max_message_bytes: 65536\n")
+    proc = server_process("--config", str(config))
+    with Client(proc.address, timeout=30) as small, small.session() as sess:
+        gid = sess.add_graph(simple_graphdef())
+        big = np.ones((2, 3, 10000), np.float32)
+        err = _fails(lambda: sess.run_graph(gid, {"input_a": big, "input_b": big}),
+                     ce.ResourceExhausted)
+        assert "message" in err.message.lower() or "larger" in err.message.lower()
+        out = sess.run_graph(gid, {"input_a": A, "input_b": A})  # still serving
+        np.testing.assert_allclose(out["sum"], 2 * A)
+    assert proc.terminate() == 0
+

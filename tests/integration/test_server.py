@@ -24,7 +24,7 @@ RTOL, ATOL = 1e-3, 1e-4
 def test_health_is_serving(server: str) -> None:
     with grpc.insecure_channel(server) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
-        for service in ("", "graphengine.v1.GraphEngine"):
+        for service in ("", "graphengine.v1.GraphEngine", "inference.GRPCInferenceService"):
             response = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
             assert response.status == health_pb2.HealthCheckResponse.SERVING, service
 
@@ -35,7 +35,8 @@ def test_reflection_lists_services(server: str) -> None:
         request = reflection_pb2.ServerReflectionRequest(list_services="")
         response = next(stub.ServerReflectionInfo(iter([request]), timeout=10))
     names = {s.name for s in response.list_services_response.service}
-    assert {"graphengine.v1.GraphEngine", "grpc.health.v1.Health"} <= names
+    assert {"graphengine.v1.GraphEngine", "inference.GRPCInferenceService",
+            "grpc.health.v1.Health"} <= names
 
 
 def test_onnx_mlp_matches_onnxruntime(server: str) -> None:
@@ -168,3 +169,39 @@ def test_concurrent_runs_of_a_conv_net(server: str) -> None:
         assert got.shape == (2, 10)
         # Deeper float32 arithmetic than the MLP: a little more absolute slack.
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=1e-3)
+
+
+def test_streams_async_gears_and_offline_models(server: str) -> None:
+    model = mlp_onnx(batch="batch", seed=8)
+    rng = np.random.default_rng(2)
+    feeds = {f"r{i}": {"x": rng.standard_normal((i + 1, 16)).astype(np.float32)}
+             for i in range(10)}
+    with Client(server, timeout=60) as client, client.session({"instances": 2}) as sess:
+        gid = sess.add_graph(model, gears=[1, 4])
+        sess.compile_graph(gid)
+        info = sess.graph_info(gid)
+        assert info.gears == (1, 4) and info.compiled_signatures == 2 and info.device_bytes > 0
+
+        results = {r.request_id: r for r in sess.run_graph_stream(gid, feeds.items())}
+        assert sorted(results) == sorted(feeds)
+        for rid, feed in feeds.items():
+            np.testing.assert_allclose(results[rid].outputs["y"], ort_run(model, feed)["y"],
+                                       rtol=RTOL, atol=ATOL)
+        mixed = list(sess.run_graph_stream(gid, [("ok", feeds["r0"]), ("bad", {"y": 1.0})]))
+        errors = {r.request_id: r.error for r in mixed}
+        assert errors["ok"] is None and isinstance(errors["bad"], ce.InvalidArgument)
+
+        futures = [sess.run_graph_async(gid, feed) for feed in feeds.values()]
+        for future, feed in zip(futures, feeds.values()):
+            np.testing.assert_allclose(future.result(60)["y"], ort_run(model, feed)["y"],
+                                       rtol=RTOL, atol=ATOL)
+
+        blob = sess.export_model(gid)
+        copy = sess.import_model(blob, name="copy")
+        assert sess.graph_info(copy).name == "copy"
+        out = sess.run_graph(copy, feeds["r5"])
+        np.testing.assert_allclose(out["y"], ort_run(model, feeds["r5"])["y"],
+                                   rtol=RTOL, atol=ATOL)
+        (listed,) = [s for s in client.list_sessions() if s.session_id == sess.id]
+        assert set(listed.graph_ids) == {gid, copy} and listed.options.instances == 2
+        assert listed.device_bytes > 0

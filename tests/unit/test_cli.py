@@ -95,3 +95,24 @@ def test_serve_with_bad_config_exits_2(tmp_path, capsys) -> None:
     config.write_text("prot: 1\n")
     assert cli.main(["serve", "--config", str(config)]) == 2
     assert "unknown setting(s) prot" in capsys.readouterr().err
+
+
+def test_serve_flags_reach_the_config(monkeypatch, tmp_path: pathlib.Path) -> None:
+    import graphengine.server.app as app
+
+    seen = {}
+    monkeypatch.setattr(app, "serve", lambda config: seen.setdefault("config", config) and 0)
+    config = tmp_path / "c.yaml"
+    config.write_text("worker_threads: 3\nmetrics_port: 9000\n")
+    code = cli.main(["serve", "--config", str(config), "--port", "0",
+                     "--model-repository", str(tmp_path), "--metrics-port", "9100",
+                     "--grace-seconds", "2.5", "--log-format", "json"])
+    assert code == 0
+    c = seen["config"]
+    assert (c.port, c.model_repository, c.metrics_port, c.grace_seconds, c.log_format,
+            c.worker_threads) == (0, str(tmp_path), 9100, 2.5, "json", 3)
+
+
+def test_serve_with_a_bad_setting_is_usage_error(capsys) -> None:
+    assert cli.main(["serve", "--metrics-port", "70000"]) == 2
+    assert "metrics_port" in capsys.readouterr().err

@@ -14,6 +14,11 @@ def test_defaults_match_the_documented_table() -> None:
     assert c.max_message_bytes == 256 * 1024 * 1024
     assert (c.worker_threads, c.device_threads, c.max_sessions) == (8, 0, 0)
     assert (c.log_level, c.grace_seconds, c.max_tensor_elements) == ("INFO", 10.0, 0)
+    assert (c.max_graphs_per_session, c.max_nodes_per_graph, c.session_memory_limit_bytes) == (
+        0, 0, 0)
+    assert (c.session_idle_seconds, c.stream_max_inflight, c.metrics_port) == (3600.0, 32, 0)
+    assert (c.model_repository, c.repository_load_threads, c.strict_readiness) == ("", 2, False)
+    assert (c.log_format, c.tls, c.auth, c.auth_tokens) == ("kv", False, False, {})
     # Every field appears in the module docstring's table.
     import graphengine.server.config as module
     for f in dataclasses.fields(ServerConfig):
@@ -63,6 +68,16 @@ def test_unknown_override_is_rejected() -> None:
     ("grace_seconds: -1", "grace_seconds"),
     ("max_message_bytes: 10", "max_message_bytes"),
     ("host: ''", "host"),
+    ("strict_readiness: 1", "strict_readiness"),
+    ("log_format: xml", "log_format"),
+    ("metrics_port: 50051", "metrics_port"),
+    ("tls_cert_file: c.pem", "tls_key_file"),
+    ("tls_client_ca_file: ca.pem", "tls_client_ca_file"),
+    ("auth_tokens: {alice: short}", "auth_tokens"),
+    ("auth_tokens: {'a b': long-enough-token}", "auth_tokens"),
+    ("auth_tokens: [x]", "auth_tokens"),
+    ("stream_max_inflight: 0", "stream_max_inflight"),
+    ("session_idle_seconds: -1", "session_idle_seconds"),
 ])
 def test_bad_values_name_their_key(tmp_path, text: str, key: str) -> None:
     path = tmp_path / "c.yaml"
@@ -101,3 +116,45 @@ def test_derived_values() -> None:
     assert format_address("127.0.0.1", 5) == "127.0.0.1:5"
     assert format_address("::1", 5) == "[::1]:5"
     assert ServerConfig(host="::", port=0).address == "[::]:0"
+
+
+def test_tokens_from_file_and_environment(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("auth_tokens: {alice: alice-token-1}\n")
+    env = {"GRAPHENGINE_AUTH_TOKENS": "bob=bob-token-22, carol=carol-token-3"}
+    c = load_config(path, environ=env)
+    assert c.auth and c.auth_tokens == {"alice": "alice-token-1", "bob": "bob-token-22",
+                                        "carol": "carol-token-3"}
+    assert "bob-token-22" not in repr(c)  # secrets stay out of logs and tracebacks
+    assert load_config(None, environ={"OTHER": "x=yyyyyyyyy"},
+                       auth_tokens_env="OTHER").auth_tokens == {"x": "yyyyyyyyy"}
+    with pytest.raises(ConfigError, match="GRAPHENGINE_AUTH_TOKENS"):
+        load_config(None, environ={"GRAPHENGINE_AUTH_TOKENS": "no-equals-sign"})
+    with pytest.raises(ConfigError, match="same token"):
+        load_config(None, environ={"GRAPHENGINE_AUTH_TOKENS": "a=same-token,b=same-token"})
+
+
+def test_new_settings_round_trip(tmp_path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("model_repository: /models\nmetrics_port: 9100\nstrict_readiness: true\n"
+                    "tls_cert_file: c.pem\ntls_key_file: k.pem\nlog_format: json\n"
+                    "session_idle_seconds: 5\n")
+    c = load_config(path, environ={})
+    assert (c.model_repository, c.metrics_port, c.strict_readiness, c.tls) == (
+        "/models", 9100, True, True)
+    assert c.session_idle_seconds == 5.0 and c.log_format == "json"
+
+
+def test_deploy_configs_load(tmp_path) -> None:
+    import pathlib
+
+    import yaml
+
+    deploy = pathlib.Path(__file__).resolve().parents[2] / "deploy"
+    c = load_config(deploy / "graphengine.yaml", environ={})
+    assert c.host == "0.0.0.0" and c.metrics_port and c.model_repository == "/models"
+    for doc in yaml.safe_load_all((deploy / "kubernetes.yaml").read_text()):
+        if doc["kind"] == "ConfigMap":
+            path = tmp_path / "k8s.yaml"
+            path.write_text(doc["data"]["graphengine.yaml"])
+            assert load_config(path, environ={}).grace_seconds == 25.0

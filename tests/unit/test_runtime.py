@@ -215,7 +215,9 @@ def test_model_properties_and_stats():
     s = m.stats()
     assert s["runs"] == 3 and s["seconds"] > 0 and s["streams"] == 1 and s["tasks"] == 1
     assert s["arena_bytes"] >= 2 * 24 and s["weight_bytes"] == 0
-    assert s["bytes_copied"] == 3 * 2 * 24
+    # x is read from the caller's array and y written into the returned one: no copies.
+    assert s["bytes_copied"] == 0 and s["bytes_zero_copy"] == 3 * 2 * 24
+    assert m.zero_copy == {"inputs": ["x"], "outputs": ["y"]}
 
 
 def test_outputs_are_fresh_arrays_and_noncontiguous_inputs_accepted():

@@ -1,0 +1,125 @@
+"""One side of a side-by-side benchmark, in its own process (driven by benchmarks/run.py).
+
+    python benchmarks/bench_worker.py --side ours|ort --model NAME [--threads 2] [--batch 32]
+
+On start it compiles and loads the model for batch 1 (ours: Session add_graph + compile_graph;
+ORT: InferenceSession creation), runs it a few times, and prints one JSON line with the
+compile+load time and the process's peak RSS so far. Then it answers JSON commands, one per
+line on stdin, with one JSON line on stdout:
+
+    {"cmd": "latency", "seconds": S, "min_runs": N}     batch-1 run times
+    {"cmd": "throughput", "seconds": S, "min_runs": N}  batch-N run times (loads batch N first)
+    {"cmd": "dump", "path": P}                         saves the batch-1 outputs to P (.npz)
+    {"cmd": "exit"}                                     final peak RSS, then exits
+
+Keeping both sides alive and idle between commands lets the driver alternate short rounds
+of each, so the noise of a shared machine falls on both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import model_path, ort_session, random_inputs
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class Ours:
+    def __init__(self, path: Path, threads: int) -> None:
+        import graphengine
+        from graphengine.engine.runtime import default_device
+
+        self.path = path
+        self.session = graphengine.Session(device=default_device(threads))
+        self.graph_id: int | None = None
+
+    def load(self, inputs: dict[str, np.ndarray]) -> None:
+        if self.graph_id is None:
+            self.graph_id = self.session.add_graph(str(self.path))
+        self.session.compile_graph(self.graph_id, {k: v.shape for k, v in inputs.items()})
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.session.run_graph(self.graph_id, inputs)
+
+
+class Ort:
+    def __init__(self, path: Path, threads: int) -> None:
+        self.path = path
+        self.threads = threads
+        self.session = None
+
+    def load(self, inputs: dict[str, np.ndarray]) -> None:
+        if self.session is None:  # one session serves every batch size
+            self.session = ort_session(self.path, self.threads)
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        names = [o.name for o in self.session.get_outputs()]
+        return dict(zip(names, self.session.run(names, inputs)))
+
+
+def timed_runs(side, inputs, seconds: float, min_runs: int, max_runs: int = 100000) -> list[float]:
+    times: list[float] = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < max_runs and (len(times) < min_runs or time.perf_counter() < deadline):
+        t0 = time.perf_counter()
+        side.run(inputs)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--side", choices=("ours", "ort"), required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=32, help="batch of the throughput runs")
+    args = ap.parse_args(argv)
+
+    path = model_path(args.model)
+    small = random_inputs(path, batch=1, seed=0)
+    big = random_inputs(path, batch=args.batch, seed=1)
+    side = (Ours if args.side == "ours" else Ort)(path, args.threads)
+    t0 = time.perf_counter()
+    side.load(small)
+    compile_load = time.perf_counter() - t0
+    for _ in range(3):
+        side.run(small)
+    print(json.dumps({"ready": True, "compile_load_s": compile_load, "rss_mb": peak_rss_mb()}),
+          flush=True)
+
+    big_loaded = False
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["cmd"] == "latency":
+            reply = {"times": timed_runs(side, small, cmd["seconds"], cmd["min_runs"])}
+        elif cmd["cmd"] == "throughput":
+            if not big_loaded:
+                side.load(big)
+                side.run(big)
+                big_loaded = True
+            reply = {"times": timed_runs(side, big, cmd["seconds"], cmd["min_runs"])}
+        elif cmd["cmd"] == "dump":
+            np.savez(cmd["path"], **side.run(small))
+            reply = {"ok": True}
+        elif cmd["cmd"] == "exit":
+            print(json.dumps({"rss_mb": peak_rss_mb()}), flush=True)
+            return 0
+        else:
+            reply = {"error": f"unknown command {cmd['cmd']!r}"}
+        print(json.dumps(reply), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+// Kernel info store (GE's ops kernel info): what the device's kernels accept, asked by the
+// compiler's placement and layout passes before anything is loaded.
+//
+// Checks, per op: that the runtime implements it; the operand count; each operand's dtype
+// against the op's dtype table; ranks (and the static facts a kernel needs, e.g. Gemm's
+// 2-D operands, matching inner dimensions of MatMul/Gemm, broadcastable shapes of
+// elementwise ops); for Conv, the full shape/attribute validation of load plus a oneDNN
+// primitive descriptor for these shapes, whose chosen source layout becomes the
+// preferred format. Values of constant operands (e.g. Slice starts) are not known here
+// and are checked at load.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "device.h"
+#include "kernel.h"
+
+namespace ge {
+
+struct KernelInfo {
+  bool supported = false;
+  std::string reason;            // why not (empty when supported)
+  std::string preferred_format;  // "nchw", "nhwc", "nChw16c", ... or "any" (follows its data)
+  std::vector<std::string> formats;  // formats the kernel accepts for its data operands
+};
+
+// Never throws for bad arguments: they make an unsupported answer with the reason.
+// `dtypes` and `shapes` describe the inputs (same length; "" / empty for an omitted one).
+KernelInfo kernel_info(const Device& device, const std::string& op, const std::vector<std::string>& dtypes,
+                       const std::vector<Shape>& shapes, const Attrs& attrs);
+
+}  // namespace ge

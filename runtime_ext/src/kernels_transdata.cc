@@ -1,0 +1,67 @@
+// TransData (GE's layout conversion): one input, one output, the same logical shape and
+// dtype, different formats; a oneDNN reorder. Attributes "src_format" and "dst_format"
+// must name the formats the spec gives the two tensors.
+#include <cstring>
+
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+class TransDataKernel : public Kernel {
+ public:
+  explicit TransDataKernel(const KernelArgs& a) : dev_(*a.device) {
+    a.expect_inputs(1, 1);
+    a.expect_outputs(1, 1);
+    x_ = &a.in(0);
+    y_ = &a.out(0);
+    if (x_->dtype != y_->dtype) {
+      invalid("output dtype ", dtype_name(y_->dtype), " differs from input dtype ", dtype_name(x_->dtype));
+    }
+    if (x_->shape != y_->shape) {
+      invalid("output shape ", shape_str(y_->shape), " differs from input shape ", shape_str(x_->shape));
+    }
+    for (const auto& [key, t] : {std::pair<const char*, const TensorInfo*>{"src_format", x_}, {"dst_format", y_}}) {
+      if (!a.has_attr(key)) invalid("attribute '", key, "' is required");
+      const std::string name = a.attr_str(key, "");
+      Format f;
+      if (!parse_format(name, &f)) invalid("unknown format '", name, "' in attribute '", key, "'");
+      if (f != t->format) {
+        invalid("attribute ", key, "='", name, "' but tensor '", t->name, "' is stored ", format_name(t->format));
+      }
+    }
+    if (x_->format == y_->format) return;  // a plain copy
+    const dnnl::memory::desc from = tensor_md(*x_), to = tensor_md(*y_);
+    prim_ = Prim(dnnl::reorder::primitive_desc(dev_.engine(), from, dev_.engine(), to, make_attr()));
+    prim_.arg(DNNL_ARG_FROM, from, Ref::of(*x_));
+    prim_.arg(DNNL_ARG_TO, to, Ref::of(*y_));
+    Prim::share_scratchpad(&plan_, {&prim_});
+  }
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
+  Status run(ExecContext& ctx) override {
+    if (prim_.valid()) {
+      prim_.execute(ctx);
+    } else {
+      const uint8_t* x = ctx.ptr(*x_);
+      uint8_t* y = ctx.ptr(*y_);
+      if (x != y) std::memmove(y, x, x_->nbytes);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const Device& dev_;
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  Prim prim_;
+  WorkspacePlan plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) { return std::make_unique<TransDataKernel>(a); }
+
+}  // namespace ge

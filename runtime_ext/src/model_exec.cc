@@ -1,0 +1,320 @@
+// Model execution: binding, launching the streams of an instance on the lanes, sink-mode
+// iterations, failure, completion, outputs.
+#include <chrono>
+#include <cstring>
+#include <new>
+
+#include "model_internal.h"
+#include "spin.h"
+
+namespace ge {
+
+namespace {
+
+constexpr int64_t kMaxIterations = int64_t{1} << 24;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+uint8_t* resolve(const TensorInfo& t, const std::vector<uint8_t*>& bases) {
+  return bases[t.slot] + t.slot_offset;
+}
+
+}  // namespace
+
+// ---- lane side ----------------------------------------------------------------------------
+
+void Model::StreamRun::run(LaneContext& lane) {
+  Model& m = *model_;
+  Instance& in = *inst_;
+  Scheduler& sched = m.device_->scheduler();
+  const Launch& launch = *in.launch;
+  const std::vector<uint32_t>& order = m.stream_tasks_[static_cast<size_t>(stream_)];
+  ExecContext ctx{lane.dnnl_stream, in.index, nullptr, in.workspaces[static_cast<size_t>(stream_)].data()};
+  for (;;) {
+    if (in.failed.load(std::memory_order_acquire)) return finish();  // drain the failed launch
+    if (pc_ == order.size()) {
+      if (iteration_ + 1 >= launch.iterations) return finish();
+      if (!pass_barrier()) return;  // parked until every stream is done with the iteration
+      ++iteration_;
+      pc_ = 0;
+      continue;
+    }
+    ctx.bases = launch.bases[static_cast<size_t>(iteration_)].data();
+    Task& t = m.tasks_[order[pc_]];
+    const uint64_t generation = launch.first_generation + static_cast<uint64_t>(iteration_);
+    switch (t.kind) {
+      case Kind::kKernel: {
+        Status st;
+        sched.acquire(m.width_);
+        const uint64_t t0 = now_ns();
+        try {
+          st = t.kernel->run(ctx);
+        } catch (const dnnl::error& e) {
+          st = Status::Internal(cat("oneDNN: ", e.what()));
+        } catch (const std::bad_alloc&) {
+          st = Status::Internal("out of memory");
+        } catch (const std::exception& e) {
+          st = Status::Internal(e.what());
+        }
+        busy_ns_ += now_ns() - t0;
+        sched.release(m.width_);
+        if (!st.ok()) m.fail(in, st.prefixed(node_prefix(t.name, t.op)));
+        break;
+      }
+      case Kind::kRecord:
+        in.events[static_cast<size_t>(t.event)]->signal(event_value(generation, t.seq), sched);
+        break;
+      case Kind::kWait:
+        // Parked: the record (or an abort) submits this run again, at the same task.
+        if (!in.events[static_cast<size_t>(t.event)]->wait_or_park(event_value(generation, t.seq), this, m.width_)) {
+          return;
+        }
+        break;
+      case Kind::kCopy: {
+        const uint8_t* src = ctx.ptr(*t.src);
+        uint8_t* dst = ctx.ptr(*t.dst);
+        if (dst != src && t.src->nbytes) std::memmove(dst, src, t.src->nbytes);
+        in.copied.fetch_add(t.src->nbytes, std::memory_order_relaxed);
+        break;
+      }
+    }
+    ++pc_;
+  }
+}
+
+bool Model::StreamRun::pass_barrier() {
+  Model& m = *model_;
+  Instance& in = *inst_;
+  const Launch& launch = *in.launch;
+  const uint64_t target = event_value(launch.first_generation + static_cast<uint64_t>(iteration_), 1);
+  if (!arrived_) {
+    arrived_ = true;
+    if (in.arrive.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      m.between_iterations(in, iteration_);
+      in.arrive.store(m.num_streams_, std::memory_order_release);
+      in.barrier.signal(target, m.device_->scheduler());
+    }
+  }
+  if (!in.barrier.wait_or_park(target, this, m.width_)) return false;
+  arrived_ = false;
+  return true;
+}
+
+void Model::StreamRun::finish() {
+  Model& m = *model_;
+  m.stream_ns_[stream_].fetch_add(busy_ns_, std::memory_order_relaxed);
+  busy_ns_ = 0;
+  Instance& in = *inst_;
+  if (in.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) m.complete(in);
+}
+
+void Model::fail(Instance& in, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(in.fail_mu);
+    if (in.failed.load(std::memory_order_relaxed)) return;
+    in.status = status;
+    in.failed.store(true, std::memory_order_release);
+  }
+  const uint64_t last = in.launch->first_generation + static_cast<uint64_t>(in.launch->iterations) - 1;
+  Scheduler& sched = device_->scheduler();
+  for (auto& e : in.events) e->abort(last, sched);
+  in.barrier.abort(last, sched);
+}
+
+void Model::between_iterations(Instance& in, int64_t iteration) {
+  Launch& launch = *in.launch;
+  if (launch.return_all) {  // the arena is about to be reused: keep this iteration's outputs
+    const std::vector<uint8_t*>& bases = launch.bases[static_cast<size_t>(iteration)];
+    std::vector<HostResult>& res = (*launch.results)[static_cast<size_t>(iteration)];
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
+      std::memcpy(res[k].data.data(), resolve(*outputs_[k], bases), outputs_[k]->nbytes);
+      in.copied.fetch_add(outputs_[k]->nbytes, std::memory_order_relaxed);
+    }
+  }
+  copy_in(in, iteration + 1);
+}
+
+void Model::copy_in(Instance& in, int64_t iteration) {
+  const Launch& launch = *in.launch;
+  const ExecRequest& req = *launch.request;
+  const std::vector<HostTensor>& list = req.inputs[req.inputs.size() == 1 ? 0 : static_cast<size_t>(iteration)];
+  const std::vector<uint8_t*>& bases = launch.bases[static_cast<size_t>(iteration)];
+  for (size_t k = 0; k < inputs_.size(); ++k) {
+    uint8_t* dst = resolve(*inputs_[k], bases);
+    if (dst == list[k].data || inputs_[k]->nbytes == 0) continue;  // bound zero-copy
+    std::memcpy(dst, list[k].data, inputs_[k]->nbytes);
+    in.copied.fetch_add(inputs_[k]->nbytes, std::memory_order_relaxed);
+  }
+}
+
+void Model::complete(Instance& in) {
+  std::lock_guard<std::mutex> lock(in.done_mu);
+  in.done = true;
+  in.done_fast.store(true, std::memory_order_release);
+  in.done_cv.notify_all();  // under the lock: once it is released the caller may move on
+}
+
+// ---- caller side --------------------------------------------------------------------------
+
+Model::Instance* Model::acquire_instance() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  if (free_.empty()) {
+    ++waiting_;
+    {
+      std::lock_guard<std::mutex> sl(stats_mu_);
+      stats_.peak_waiting = std::max(stats_.peak_waiting, waiting_);
+    }
+    pool_cv_.wait(lock, [&] { return !free_.empty(); });
+    --waiting_;
+  }
+  Instance* in = free_.back();
+  free_.pop_back();
+  return in;
+}
+
+void Model::release_instance(Instance* in) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    free_.push_back(in);
+  }
+  pool_cv_.notify_all();  // a waiting caller, or the destructor
+}
+
+Status Model::check_inputs(const std::vector<HostTensor>& inputs) const {
+  if (inputs.size() != inputs_.size()) {
+    return Status::InvalidArgument(cat("model '", name_, "' expects ", inputs_.size(), " inputs, got ", inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const HostTensor& h = inputs[i];
+    const TensorInfo& t = *inputs_[i];
+    if (!h.dtype || *h.dtype != t.dtype || h.shape != t.shape) {
+      std::string got = (h.dtype ? std::string(dtype_name(*h.dtype)) : h.type_name) + shape_str(h.shape);
+      return Status::InvalidArgument(cat("input '", t.name, "': expected ", type_str(t.dtype, t.shape), ", got ", got));
+    }
+    if (h.nbytes != t.nbytes || (t.nbytes > 0 && !h.data)) {
+      return Status::InvalidArgument(cat("input '", t.name, "': expected ", t.nbytes, " bytes, got ", h.nbytes));
+    }
+  }
+  return Status::Ok();
+}
+
+Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult>>* outputs) {
+  outputs->clear();
+  if (req.iterations < 1 || req.iterations > kMaxIterations) {
+    return Status::InvalidArgument(cat("iterations must be in [1, ", kMaxIterations, "], got ", req.iterations));
+  }
+  if (req.inputs.size() != 1 && req.inputs.size() != static_cast<size_t>(req.iterations)) {
+    return Status::InvalidArgument(cat("expected one list of inputs or one per iteration (", req.iterations,
+                                       "), got ", req.inputs.size()));
+  }
+  for (const auto& list : req.inputs) {
+    Status st = check_inputs(list);
+    if (!st.ok()) return st;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const size_t n_iter = static_cast<size_t>(req.iterations);
+  const size_t n_ret = req.return_all ? n_iter : 1;
+  std::vector<std::vector<HostResult>> results(n_ret);
+  Launch launch;
+  try {
+    for (auto& res : results) {
+      for (const TensorInfo* t : outputs_) res.push_back(HostResult{t->dtype, t->shape, AlignedBuffer(t->nbytes, false)});
+    }
+    launch.bases.resize(n_iter);
+  } catch (const std::bad_alloc&) {
+    return Status::Internal("out of memory allocating outputs");
+  }
+
+  Instance* in = acquire_instance();
+  uint64_t zero_copy = 0;
+  const std::vector<uint8_t*> base_template = [&] {
+    std::vector<uint8_t*> b(static_cast<size_t>(io_.num_slots), nullptr);
+    b[kArenaSlot] = in->arena.data();
+    b[kWeightSlot] = const_cast<uint8_t*>(weight_base_);
+    return b;
+  }();
+  for (size_t i = 0; i < n_iter; ++i) {
+    const std::vector<HostTensor>& list = req.inputs[req.inputs.size() == 1 ? 0 : i];
+    std::vector<uint8_t*>& bases = launch.bases[i];
+    bases = base_template;
+    for (size_t k = 0; k < inputs_.size(); ++k) {
+      const int slot = io_.input_slot[k];
+      if (slot < 0) continue;
+      const TensorInfo& x = *inputs_[k];
+      const auto addr = reinterpret_cast<uintptr_t>(list[k].data);
+      if (addr % dtype_size(x.dtype) == 0) {  // kernels read the caller's buffer
+        bases[static_cast<size_t>(slot)] = static_cast<uint8_t*>(const_cast<void*>(list[k].data));
+        zero_copy += x.nbytes;
+      } else {  // misaligned for its type: copied to where the plan put it in the arena
+        bases[static_cast<size_t>(slot)] = in->arena.data() + x.offset;
+      }
+    }
+    std::vector<HostResult>& res = results[req.return_all ? i : 0];
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const int slot = io_.output_slot[k];
+      if (slot < 0) continue;
+      bases[static_cast<size_t>(slot)] = res[k].data.data();  // the last kernel writes the result
+      if (req.return_all || i + 1 == n_iter) zero_copy += outputs_[k]->nbytes;
+    }
+  }
+  launch.iterations = req.iterations;
+  launch.return_all = req.return_all;
+  launch.request = &req;
+  launch.results = &results;
+  launch.first_generation = in->generation + 1;
+  in->generation += n_iter;
+  in->launch = &launch;
+  in->failed.store(false, std::memory_order_relaxed);
+  in->status = Status::Ok();
+  in->arrive.store(num_streams_, std::memory_order_relaxed);
+  in->pending.store(num_streams_, std::memory_order_relaxed);
+  in->copied.store(0, std::memory_order_relaxed);
+  in->done = false;
+  in->done_fast.store(false, std::memory_order_relaxed);
+  copy_in(*in, 0);
+  for (auto& r : in->runs) r->reset();
+  Scheduler& sched = device_->scheduler();
+  for (auto& r : in->runs) sched.submit(width_, r.get());  // the queue's lock publishes the state
+
+  if (spin_wait_) spin_until([&] { return in->done_fast.load(std::memory_order_acquire); }, kSpinWait);
+  {
+    std::unique_lock<std::mutex> lock(in->done_mu);
+    in->done_cv.wait(lock, [&] { return in->done; });
+  }
+  if (in->failed.load(std::memory_order_acquire)) {
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(in->fail_mu);
+      st = in->status;
+    }
+    release_instance(in);
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    stats_.failures += 1;
+    return st;
+  }
+  // The last iteration's outputs that were not written in place.
+  const std::vector<uint8_t*>& last = launch.bases[n_iter - 1];
+  uint64_t copied = in->copied.load(std::memory_order_relaxed);
+  for (size_t k = 0; k < outputs_.size(); ++k) {
+    if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
+    std::memcpy(results.back()[k].data.data(), resolve(*outputs_[k], last), outputs_[k]->nbytes);
+    copied += outputs_[k]->nbytes;
+  }
+  release_instance(in);
+  *outputs = std::move(results);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::lock_guard<std::mutex> sl(stats_mu_);
+  stats_.runs += 1;
+  stats_.iterations += n_iter;
+  stats_.seconds += secs;
+  stats_.bytes_copied += copied + req.converted_bytes;
+  stats_.bytes_zero_copy += zero_copy;
+  return Status::Ok();
+}
+
+}  // namespace ge

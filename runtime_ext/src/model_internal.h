@@ -1,0 +1,82 @@
+// Model internals shared by model.cc (load) and model_exec.cc (execute): an instance's
+// run state, a launch, and the Runnable that runs one stream of one instance.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <vector>
+
+#include "model.h"
+
+namespace ge {
+
+std::string node_prefix(const std::string& name, const std::string& op);
+
+// What one execute() binds: written by the launching thread before the streams are
+// submitted, read-only for the lanes afterwards (except the result buffers the
+// between-iterations copies fill).
+struct Model::Launch {
+  int64_t iterations = 1;
+  bool return_all = false;
+  uint64_t first_generation = 0;
+  std::vector<std::vector<uint8_t*>> bases;  // per iteration: base of each binding slot
+  const ExecRequest* request = nullptr;
+  // Inputs that are copied into the arena (not bound zero-copy), per input index.
+  std::vector<char> copy_input;
+  // Result buffers: one list per returned iteration.
+  std::vector<std::vector<HostResult>>* results = nullptr;
+};
+
+struct Model::Instance {
+  int index = 0;
+  AlignedBuffer arena;
+  std::vector<AlignedBuffer> workspaces;  // per stream
+  std::vector<std::unique_ptr<Event>> events;
+  Event barrier;  // between iterations of a launch
+  std::vector<std::unique_ptr<StreamRun>> runs;  // per stream
+  uint64_t generation = 0;  // last generation used (launching thread only)
+
+  // Launch state: reset by the launching thread, then shared with the lanes.
+  Launch* launch = nullptr;
+  std::atomic<bool> failed{false};
+  std::mutex fail_mu;
+  Status status;  // guarded by fail_mu
+  std::atomic<int> arrive{0};   // streams still to finish the current iteration
+  std::atomic<int> pending{0};  // streams still to finish the launch
+  std::atomic<uint64_t> copied{0};
+
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool done = false;  // guarded by done_mu
+  std::atomic<bool> done_fast{false};
+};
+
+// One stream of one instance for one launch: runs the stream's tasks in order on the
+// lanes, parks on events instead of blocking, and passes the barrier between iterations.
+class Model::StreamRun : public Runnable {
+ public:
+  StreamRun(Model* m, Instance* in, int stream) : model_(m), inst_(in), stream_(stream) {}
+  void reset() {
+    pc_ = 0;
+    iteration_ = 0;
+    arrived_ = false;
+  }
+  void run(LaneContext& lane) override;
+
+ private:
+  // True once every stream finished the current iteration; false if parked.
+  bool pass_barrier();
+  // Reports this stream done; the last one completes the launch. Touches nothing after.
+  void finish();
+
+  Model* model_;
+  Instance* inst_;
+  int stream_;
+  size_t pc_ = 0;
+  int64_t iteration_ = 0;
+  bool arrived_ = false;  // arrived at the barrier of iteration_, not yet passed
+  uint64_t busy_ns_ = 0;
+};
+
+}  // namespace ge

@@ -1,0 +1,72 @@
+"""Model instances: N arenas of one compiled model that execute concurrently.
+
+The runtime's LoadedModel holds N instances sharing one copy of the weights; a run takes a
+free instance and gives it back. The wait for one happens here, in front of the runtime,
+so that it is the `queue` stage of a request and stops as soon as the caller's deadline
+passes or it cancels (a wait inside the runtime could not be interrupted). A runtime
+without multi-instance models gets N separate LoadedModels instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from graphengine.engine.model import CompiledModel
+from graphengine.engine.runtime import LoadedModel
+
+from .timing import StageTimes
+from .types import RunControl
+
+POLL_SECONDS = 0.05  # how often a waiting run looks at its caller's cancel and deadline
+
+
+def _load(compiled: CompiledModel, device, count: int) -> list[LoadedModel]:
+    try:
+        return [LoadedModel(compiled, device, instances=count)]
+    except TypeError:  # a runtime whose models have one arena each
+        return [LoadedModel(compiled, device) for _ in range(count)]
+
+
+class InstancePool:
+    def __init__(self, compiled: CompiledModel, device, count: int = 1) -> None:
+        self.compiled = compiled
+        self.count = max(1, count)
+        self.models = _load(compiled, device, self.count)
+        # One permit per instance: the shared model `count` times, or each model once.
+        self._free = (self.models * self.count)[:self.count]
+        self._cond = threading.Condition()
+
+    @property
+    def device_bytes(self) -> int:
+        return sum(m.device_bytes for m in self.models)
+
+    def _acquire(self, control: RunControl | None) -> LoadedModel:
+        with self._cond:
+            while not self._free:
+                if control is not None:
+                    control.check(f"waiting for an instance of '{self.compiled.name}'")
+                self._cond.wait(POLL_SECONDS if control is not None else None)
+            return self._free.pop()
+
+    def _release(self, model: LoadedModel) -> None:
+        with self._cond:
+            self._free.append(model)
+            self._cond.notify()
+
+    def execute(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
+                control: RunControl | None = None, times: StageTimes | None = None
+                ) -> dict[str, np.ndarray]:
+        t0 = time.perf_counter()
+        model = self._acquire(control)
+        t1 = time.perf_counter()
+        try:
+            return model.execute(inputs, output_names)
+        finally:
+            self._release(model)
+            if times is not None:
+                times.add("queue", t1 - t0)
+                times.add("execute", time.perf_counter() - t1)

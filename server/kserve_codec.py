@@ -1,0 +1,140 @@
+"""KServe v2 tensors <-> numpy: datatype names, typed contents and raw bytes.
+
+Inputs come either as `raw_input_contents` (one little-endian, row-major byte string per
+input, in the order of `inputs`; what tritonclient sends) or as typed `contents`. Outputs
+always go out as `raw_output_contents`, in the order of `outputs`. Every size is checked
+against the declared shape before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import InvalidInput
+from graphengine.kserve.v2 import grpc_service_pb2 as pb
+from graphengine.kserve.v2 import model_config_pb2 as mc
+
+DATATYPES: dict[str, DType] = {
+    "BOOL": DType.BOOL, "UINT8": DType.UINT8, "UINT16": DType.UINT16, "UINT32": DType.UINT32,
+    "UINT64": DType.UINT64, "INT8": DType.INT8, "INT16": DType.INT16, "INT32": DType.INT32,
+    "INT64": DType.INT64, "FP16": DType.FLOAT16, "FP32": DType.FLOAT32, "FP64": DType.FLOAT64,
+    "BF16": DType.BFLOAT16, "BYTES": DType.STRING,
+}
+NAMES: dict[DType, str] = {v: k for k, v in DATATYPES.items()}
+CONFIG_TYPES: dict[DType, int] = {
+    DType.BOOL: mc.TYPE_BOOL, DType.UINT8: mc.TYPE_UINT8, DType.UINT16: mc.TYPE_UINT16,
+    DType.UINT32: mc.TYPE_UINT32, DType.UINT64: mc.TYPE_UINT64, DType.INT8: mc.TYPE_INT8,
+    DType.INT16: mc.TYPE_INT16, DType.INT32: mc.TYPE_INT32, DType.INT64: mc.TYPE_INT64,
+    DType.FLOAT16: mc.TYPE_FP16, DType.FLOAT32: mc.TYPE_FP32, DType.FLOAT64: mc.TYPE_FP64,
+    DType.BFLOAT16: mc.TYPE_BF16, DType.STRING: mc.TYPE_STRING,
+}
+# Which typed-contents field carries each datatype (FP16 and BF16 travel raw only).
+_CONTENTS_FIELD = {
+    DType.BOOL: "bool_contents", DType.INT8: "int_contents", DType.INT16: "int_contents",
+    DType.INT32: "int_contents", DType.INT64: "int64_contents", DType.UINT8: "uint_contents",
+    DType.UINT16: "uint_contents", DType.UINT32: "uint_contents",
+    DType.UINT64: "uint64_contents", DType.FLOAT32: "fp32_contents",
+    DType.FLOAT64: "fp64_contents",
+}
+
+
+def datatype_name(dtype: DType) -> str:
+    return NAMES.get(dtype, dtype.value.upper())
+
+
+def dims(shape: Sequence[int | str] | None) -> list[int]:
+    """A shape for metadata: symbolic dimensions become -1."""
+    return [-1 if isinstance(d, str) else int(d) for d in shape or ()]
+
+
+def _dtype(name: str, tensor: str) -> DType:
+    dtype = DATATYPES.get(name)
+    if dtype is None:
+        raise InvalidInput(f"input '{tensor}': unknown datatype '{name}'; valid datatypes are "
+                           f"{', '.join(DATATYPES)}", tensor=tensor)
+    if dtype is DType.STRING:
+        raise InvalidInput(f"input '{tensor}': BYTES tensors are not supported by GraphEngine "
+                           f"models", tensor=tensor)
+    return dtype
+
+
+def _count(name: str, shape: Sequence[int], max_elements: int | None) -> int:
+    if any(d < 0 for d in shape):
+        raise InvalidInput(f"input '{name}': negative dimension in shape {list(shape)}",
+                           tensor=name)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if max_elements is not None and count > max_elements:
+        raise InvalidInput(f"input '{name}': shape {list(shape)} has {count} elements; the "
+                           f"limit is {max_elements}", tensor=name)
+    return count
+
+
+def decode_inputs(request: pb.ModelInferRequest, max_elements: int | None = None
+                  ) -> dict[str, np.ndarray]:
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise InvalidInput(f"raw_input_contents has {len(raw)} entries for "
+                           f"{len(request.inputs)} inputs; it needs one per input, in order")
+    arrays: dict[str, np.ndarray] = {}
+    for i, t in enumerate(request.inputs):
+        if not t.name:
+            raise InvalidInput(f"input {i} has no name")
+        if t.name in arrays:
+            raise InvalidInput(f"input '{t.name}' is given twice", tensor=t.name)
+        dtype = _dtype(t.datatype, t.name)
+        shape = tuple(int(d) for d in t.shape)
+        count = _count(t.name, shape, max_elements)
+        if raw:
+            if t.HasField("contents"):
+                raise InvalidInput(f"input '{t.name}' sets contents while the request uses "
+                                   f"raw_input_contents", tensor=t.name)
+            arrays[t.name] = _from_raw(t.name, dtype, shape, count, raw[i])
+        else:
+            arrays[t.name] = _from_contents(t, dtype, shape, count)
+    return arrays
+
+
+def _from_raw(name: str, dtype: DType, shape: tuple[int, ...], count: int, data: bytes
+              ) -> np.ndarray:
+    expected = count * dtype.itemsize
+    if len(data) != expected:
+        raise InvalidInput(f"input '{name}': {datatype_name(dtype)}{list(shape)} needs "
+                           f"{expected} bytes, raw_input_contents has {len(data)}", tensor=name)
+    return np.frombuffer(data, dtype=dtype.numpy.newbyteorder("<")).reshape(shape).astype(
+        dtype.numpy, copy=False)
+
+
+def _from_contents(t: pb.ModelInferRequest.InferInputTensor, dtype: DType,
+                   shape: tuple[int, ...], count: int) -> np.ndarray:
+    field = _CONTENTS_FIELD.get(dtype)
+    if field is None:
+        raise InvalidInput(f"input '{t.name}': {datatype_name(dtype)} data must be sent in "
+                           f"raw_input_contents", tensor=t.name)
+    values = getattr(t.contents, field)
+    if len(values) != count:
+        raise InvalidInput(f"input '{t.name}': shape {list(shape)} needs {count} values, "
+                           f"contents.{field} has {len(values)}", tensor=t.name)
+    try:
+        return np.array(values, dtype=dtype.numpy).reshape(shape)
+    except OverflowError:
+        raise InvalidInput(f"input '{t.name}': a value in contents.{field} does not fit "
+                           f"{datatype_name(dtype)}", tensor=t.name) from None
+
+
+def encode_outputs(response: pb.ModelInferResponse, outputs: Mapping[str, np.ndarray],
+                   names: Sequence[str]) -> None:
+    """Append `names` of `outputs`, in that order, as raw little-endian contents."""
+    for name in names:
+        array = np.asarray(outputs[name])
+        dtype = DType.from_numpy(array.dtype)
+        if dtype is DType.STRING:
+            raise InvalidInput(f"output '{name}' is a string tensor, which GraphEngine does not "
+                               f"send over KServe", tensor=name)
+        response.outputs.add(name=name, datatype=datatype_name(dtype), shape=array.shape)
+        response.raw_output_contents.append(
+            np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())

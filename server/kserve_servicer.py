@@ -1,0 +1,233 @@
+"""The KServe v2 `inference.GRPCInferenceService` servicer over the model repository.
+
+Thin like the session servicer: proto -> numpy (kserve_codec) -> the repository's served
+model -> proto. Errors are domain exceptions mapped in graphengine.server.errors; inside
+ModelStreamInfer a failed request is answered with `error_message` and the stream goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor
+from typing import Any
+
+import grpc
+
+import graphengine
+from graphengine.engine.errors import FailedPrecondition, InvalidInput, NotFound
+from graphengine.kserve.v2 import grpc_service_pb2 as pb
+from graphengine.kserve.v2 import grpc_service_pb2_grpc
+from graphengine.kserve.v2 import model_config_pb2 as mc
+
+from . import calls
+from . import kserve_codec as codec
+from .lifecycle import Lifecycle
+from .repository import ModelRepository
+from .served_model import ServedModel
+from .streams import StreamRunner
+from .timing import StageTimes, stage
+from .types import RunControl
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
+EXTENSIONS = ("model_repository", "model_configuration", "statistics")
+_UNSUPPORTED_OUTPUT_PARAMETERS = ("classification",)
+
+
+class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, repository: ModelRepository | None, *, ready: Callable[[], bool],
+                 max_tensor_elements: int | None = None,
+                 stream_executor: Executor | None = None, stream_max_inflight: int = 32,
+                 lifecycle: Lifecycle | None = None, metrics: Any = None) -> None:
+        self._repo = repository
+        self._ready = ready
+        self._max_elements = max_tensor_elements
+        self._executor = stream_executor
+        self._max_inflight = stream_max_inflight
+        self._lifecycle = lifecycle or Lifecycle()
+        self._metrics = metrics
+
+    def _repository(self) -> ModelRepository:
+        if self._repo is None:
+            raise FailedPrecondition("this server runs without a model repository "
+                                     "(graphengine serve --model-repository DIR)")
+        return self._repo
+
+    def _model(self, name: str, version: str = "") -> ServedModel:
+        if self._repo is None:
+            raise NotFound(f"model '{name}' is not served: the server has no model repository")
+        return self._repo.get(name, version)
+
+    # ---- health and metadata -------------------------------------------------------------
+    def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=True)
+
+    def ServerReady(self, request: pb.ServerReadyRequest, context: Any
+                    ) -> pb.ServerReadyResponse:
+        return pb.ServerReadyResponse(ready=self._ready())
+
+    def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
+        try:
+            self._model(request.name, request.version)
+        except Exception:
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any
+                       ) -> pb.ServerMetadataResponse:
+        return pb.ServerMetadataResponse(name="graphengine", version=graphengine.__version__,
+                                         extensions=EXTENSIONS)
+
+    def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any
+                      ) -> pb.ModelMetadataResponse:
+        model = self._model(request.name, request.version)
+
+        def tensors(infos) -> list:
+            return [pb.ModelMetadataResponse.TensorMetadata(
+                name=t.name, datatype=codec.datatype_name(t.dtype), shape=codec.dims(t.shape))
+                for t in infos]
+
+        return pb.ModelMetadataResponse(name=model.name, versions=[model.version],
+                                        platform=_platform(model),
+                                        inputs=tensors(model.info.inputs),
+                                        outputs=tensors(model.info.outputs))
+
+    def ModelConfig(self, request: pb.ModelConfigRequest, context: Any
+                    ) -> pb.ModelConfigResponse:
+        model = self._model(request.name, request.version)
+        cfg = model.config
+        batch = cfg.max_batch_size if cfg.gears else 0
+
+        def shape(t) -> list[int]:
+            return codec.dims(t.shape)[1:] if batch else codec.dims(t.shape)
+
+        config = mc.ModelConfig(
+            name=model.name, platform=_platform(model), backend="graphengine",
+            max_batch_size=batch,
+            input=[mc.ModelInput(name=t.name, data_type=codec.CONFIG_TYPES.get(t.dtype, 0),
+                                 dims=shape(t)) for t in model.info.inputs],
+            output=[mc.ModelOutput(name=t.name, data_type=codec.CONFIG_TYPES.get(t.dtype, 0),
+                                   dims=shape(t)) for t in model.info.outputs],
+            instance_group=[mc.ModelInstanceGroup(name=model.name, count=cfg.instances,
+                                                  kind=mc.ModelInstanceGroup.KIND_CPU)])
+        if cfg.gears:
+            config.parameters["gears"].string_value = ",".join(map(str, cfg.gears))
+        if cfg.dynamic_batching is not None:
+            config.dynamic_batching.preferred_batch_size.extend(cfg.gears)
+            config.dynamic_batching.max_queue_delay_microseconds = int(
+                cfg.dynamic_batching.max_queue_delay_ms * 1000)
+        return pb.ModelConfigResponse(config=config)
+
+    def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Any
+                        ) -> pb.ModelStatisticsResponse:
+        if request.name:
+            models = [self._model(request.name, request.version)]
+        else:
+            models = self._repo.models() if self._repo is not None else []
+        return pb.ModelStatisticsResponse(model_stats=[_statistics(m) for m in models])
+
+    # ---- inference -----------------------------------------------------------------------
+    def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        return self._infer(request, calls.run_control(context), calls.times())
+
+    def _infer(self, request: pb.ModelInferRequest, control: RunControl | None,
+               times: StageTimes | None) -> pb.ModelInferResponse:
+        if not request.model_name:
+            raise InvalidInput("model_name is empty")
+        if self._repo is None:
+            self._model(request.model_name)  # raises NotFound
+        wanted = []
+        for out in request.outputs:
+            bad = [p for p in _UNSUPPORTED_OUTPUT_PARAMETERS if p in out.parameters]
+            if bad:
+                raise InvalidInput(f"output '{out.name}': parameter '{bad[0]}' is not supported",
+                                   tensor=out.name)
+            wanted.append(out.name)
+        if len(set(wanted)) != len(wanted):
+            raise InvalidInput(f"outputs has duplicates: {wanted}")
+        with self._repo.serving(request.model_name, request.model_version, times) as model:
+            with stage(times, "input_copy"):
+                inputs = codec.decode_inputs(request, self._max_elements)
+            outputs = model.infer(inputs, wanted or None, control, times or StageTimes())
+            with stage(times, "output_copy"):
+                response = pb.ModelInferResponse(model_name=model.name,
+                                                 model_version=model.version, id=request.id)
+                codec.encode_outputs(response, outputs,
+                                     wanted or [t.name for t in model.info.outputs])
+        return response
+
+    def ModelStreamInfer(self, request_iterator: Iterable[pb.ModelInferRequest], context: Any
+                         ) -> Iterator[pb.ModelStreamInferResponse]:
+        if self._executor is None:
+            raise NotImplementedError("this server runs no stream executor")
+        control = calls.run_control(context)
+
+        def handle(request: pb.ModelInferRequest, times: StageTimes
+                   ) -> pb.ModelStreamInferResponse:
+            return pb.ModelStreamInferResponse(infer_response=self._infer(request, control,
+                                                                          times))
+
+        def error_item(request: pb.ModelInferRequest | None, status: grpc.StatusCode,
+                       message: str) -> pb.ModelStreamInferResponse:
+            response = pb.ModelInferResponse()
+            if request is not None:
+                response.model_name, response.model_version = (request.model_name,
+                                                               request.model_version)
+                response.id = request.id
+            return pb.ModelStreamInferResponse(error_message=message, infer_response=response)
+
+        runner = StreamRunner(method=f"/{SERVICE_NAME}/ModelStreamInfer",
+                              executor=self._executor, max_inflight=self._max_inflight,
+                              lifecycle=self._lifecycle, handle=handle, error_item=error_item,
+                              observe=self._metrics.observe_request if self._metrics else None)
+        yield from runner.serve(request_iterator, context)
+
+    # ---- repository ----------------------------------------------------------------------
+    def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Any
+                        ) -> pb.RepositoryIndexResponse:
+        entries = self._repo.index(request.ready) if self._repo is not None else []
+        return pb.RepositoryIndexResponse(models=[
+            pb.RepositoryIndexResponse.ModelIndex(name=e.name, version=e.version,
+                                                  state=e.state.value, reason=e.reason)
+            for e in entries])
+
+    def RepositoryModelLoad(self, request: pb.RepositoryModelLoadRequest, context: Any
+                            ) -> pb.RepositoryModelLoadResponse:
+        repo = self._repository()
+        config = None
+        if "config" in request.parameters:
+            config = request.parameters["config"].string_param
+        unknown = sorted(set(request.parameters) - {"config"})
+        if unknown:
+            raise InvalidInput(f"RepositoryModelLoad: unsupported parameter '{unknown[0]}'; "
+                               f"only 'config' (JSON or YAML) is")
+        repo.load(request.model_name, config)
+        return pb.RepositoryModelLoadResponse()
+
+    def RepositoryModelUnload(self, request: pb.RepositoryModelUnloadRequest, context: Any
+                              ) -> pb.RepositoryModelUnloadResponse:
+        self._repository().unload(request.model_name)
+        return pb.RepositoryModelUnloadResponse()
+
+
+def _platform(model: ServedModel) -> str:
+    return "graphengine_onnx" if model.path.endswith(".onnx") else "graphengine_offline"
+
+
+def _duration(d) -> pb.StatisticDuration:
+    return pb.StatisticDuration(count=d.count, ns=d.ns)
+
+
+def _statistics(model: ServedModel) -> pb.ModelStatistics:
+    s = model.stats.snapshot()
+    return pb.ModelStatistics(
+        name=model.name, version=model.version, last_inference=s.last_inference_ms,
+        inference_count=s.inference_count, execution_count=s.execution_count,
+        inference_stats=pb.InferStatistics(
+            success=_duration(s.success), fail=_duration(s.fail), queue=_duration(s.queue),
+            compute_input=_duration(s.compute_input), compute_infer=_duration(s.compute_infer),
+            compute_output=_duration(s.compute_output)),
+        batch_stats=[pb.InferBatchStatistics(
+            batch_size=rows, compute_input=_duration(b.compute_input),
+            compute_infer=_duration(b.compute_infer), compute_output=_duration(b.compute_output))
+            for rows, b in sorted(s.batches.items())],
+        memory_usage=[pb.MemoryUsage(type="CPU", id=0, byte_size=model.device_bytes)])

@@ -1,0 +1,141 @@
+"""Prometheus metrics (prometheus-client), served on their own HTTP port.
+
+| metric                                     | type      | labels              |
+|--------------------------------------------|-----------|---------------------|
+| `graphengine_request_duration_seconds`     | histogram | api, model, stage   |
+| `graphengine_requests_total`               | counter   | api, model, code    |
+| `graphengine_errors_total`                 | counter   | api, code           |
+| `graphengine_compile_duration_seconds`     | histogram | stage               |
+| `graphengine_batch_size`                   | histogram | model               |
+| `graphengine_sessions`                     | gauge     |                     |
+| `graphengine_loaded_models`                | gauge     | source              |
+| `graphengine_repository_models`            | gauge     | state               |
+| `graphengine_device_memory_bytes`          | gauge     | owner               |
+| `graphengine_inflight_requests`            | gauge     |                     |
+| `process_*`                                | (client)  | RSS, CPU, open fds  |
+
+Request stages: `queue` (waiting for a worker thread, a batch or a model instance),
+`input_copy` (decoding, batching, padding), `execute` (the device run), `output_copy`
+(slicing, encoding) and `total`. `api` is the RPC method name (RunGraph, ModelInfer, ...;
+one item of a stream counts under the stream's name); `model` is the repository model's
+name, empty for session graphs (whose ids would make unbounded label sets). Compile
+stages are the compile report's pass stages plus `load` and `total`.
+
+Each server owns a registry, so several servers in one process (tests) do not collide.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import generate_latest, start_http_server
+
+from .timing import StageTimes
+
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+COMPILE_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                   120.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+# name -> (help, label names); each source returns {label values tuple: value}.
+_GAUGES = {
+    "graphengine_sessions": ("open sessions", ()),
+    "graphengine_loaded_models": ("loaded compiled models (each signature of each graph)",
+                                  ("source",)),
+    "graphengine_repository_models": ("repository models by state", ("state",)),
+    "graphengine_device_memory_bytes": ("device memory held by loaded models", ("owner",)),
+    "graphengine_inflight_requests": ("RPCs being handled", ()),
+}
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.latency = Histogram("graphengine_request_duration_seconds",
+                                 "request latency by stage", ["api", "model", "stage"],
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.requests = Counter("graphengine_requests", "requests by final status code",
+                                ["api", "model", "code"], registry=r)
+        self.errors = Counter("graphengine_errors", "failed requests by status code",
+                              ["api", "code"], registry=r)
+        self.compile = Histogram("graphengine_compile_duration_seconds",
+                                 "compile time by stage", ["stage"], buckets=COMPILE_BUCKETS,
+                                 registry=r)
+        self.batch_size = Histogram("graphengine_batch_size",
+                                    "rows per execution of a repository model", ["model"],
+                                    buckets=BATCH_BUCKETS, registry=r)
+        ProcessCollector(registry=r)
+        self._sources: dict[str, Callable[[], dict[tuple[str, ...], float]]] = {}
+        r.register(_StateCollector(self._sources))
+        self._http: Any = None
+
+    # ---- recording ---------------------------------------------------------------------
+    def observe_request(self, times: StageTimes, code: str) -> None:
+        api, model = times.api, times.model
+        for stage, seconds in times.seconds.items():
+            self.latency.labels(api, model, stage).observe(seconds)
+        self.latency.labels(api, model, "total").observe(times.total())
+        self.requests.labels(api, model, code).inc()
+        if code != "OK":
+            self.errors.labels(api, code).inc()
+
+    def observe_compile(self, report: Any, load_seconds: float) -> None:
+        """One compile (+ load): the report's pass records summed per stage."""
+        per_stage: dict[str, float] = collections.defaultdict(float)
+        for record in getattr(report, "passes", ()):
+            per_stage[record.stage] += record.seconds
+        for stage, seconds in per_stage.items():
+            self.compile.labels(stage).observe(seconds)
+        self.compile.labels("load").observe(load_seconds)
+        self.compile.labels("total").observe(report.total_seconds + load_seconds)
+
+    def observe_batch(self, model: str, rows: int) -> None:
+        self.batch_size.labels(model).observe(rows)
+
+    def gauge(self, name: str, source: Callable[[], dict[tuple[str, ...], float]]) -> None:
+        """Read `source` at every scrape for gauge `name` (one of _GAUGES)."""
+        if name not in _GAUGES:
+            raise KeyError(f"unknown gauge {name}")
+        self._sources[name] = source
+
+    # ---- exposition --------------------------------------------------------------------
+    def render(self) -> bytes:
+        """The Prometheus text format, as the HTTP endpoint serves it."""
+        return generate_latest(self.registry)
+
+    def start_http(self, host: str, port: int) -> int:
+        """Serve /metrics on host:port in a daemon thread; returns the bound port."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._http = server
+        return server.server_address[1]
+
+    def stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None
+
+
+class _StateCollector:
+    """Gauges computed at scrape time from the server's state."""
+
+    def __init__(self, sources: dict[str, Callable[[], dict[tuple[str, ...], float]]]) -> None:
+        self._sources = sources
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        for name, (help_text, labels) in _GAUGES.items():
+            family = GaugeMetricFamily(name, help_text, labels=list(labels))
+            source = self._sources.get(name)
+            for values, value in (source() if source else {}).items():
+                family.add_metric(list(values), value)
+            yield family
+
+    def describe(self) -> Iterable[GaugeMetricFamily]:
+        for name, (help_text, labels) in _GAUGES.items():
+            yield GaugeMetricFamily(name, help_text, labels=list(labels))

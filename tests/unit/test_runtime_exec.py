@@ -1,0 +1,449 @@
+"""Tests of the runtime's execution model: the device's lanes and thread budget, instances,
+zero-copy binding, sink mode, statistics, tensor formats and TransData, kernel_info.
+
+Specs are built by hand with test_runtime.SpecBuilder; results are compared with numpy.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from graphengine import _runtime as rt
+from tests.unit.test_runtime import SpecBuilder, close, conv_ref, randn
+
+
+def _chain(n: int = 3, shape=(8, 16), streams: int = 1, name: str = "chain") -> SpecBuilder:
+    """x -> Tanh -> Mul(.,2) -> ... on `streams` streams (alternating, with events)."""
+    b = SpecBuilder(name, num_streams=streams, num_events=max(0, n - 1))
+    x = b.input("x", "float32", shape)
+    two = b.const("two", np.array(2.0, np.float32))
+    cur = x
+    for i in range(n):
+        s = i % streams
+        if i and streams > 1:
+            b.record(i - 1, stream=(i - 1) % streams)
+            b.wait(i - 1, stream=s)
+        y = b.tensor(f"t{i}", "float32", shape)
+        if i == 0:
+            b.kernel("Tanh", [cur], [y], stream=s)
+        else:
+            b.kernel("Mul", [cur, two], [y], stream=s)
+        cur = y
+    b.outputs = [cur]
+    return b
+
+
+def _chain_ref(x: np.ndarray, n: int = 3) -> np.ndarray:
+    return np.tanh(x) * 2.0 ** (n - 1)
+
+
+# ---- device, lanes, thread budget --------------------------------------------------------
+
+
+def test_device_lanes_are_shared_and_sized_to_the_budget():
+    dev = rt.Device(threads=2)
+    assert dev.threads == 2 and dev.cores >= 1
+    assert dev.lanes_started == 0  # lanes start on first use
+    m1 = _chain().load(dev)  # one stream: kernels get the whole budget
+    assert m1.threads_per_stream == 2
+    assert dev.lanes_started == 1
+    m2 = _chain(name="other").load(dev)  # same width: no new threads
+    m3 = _chain(n=4, streams=2).load(dev)  # 2 streams share the budget: 1 thread each
+    assert m2.threads_per_stream == 2 and m3.threads_per_stream == 1
+    assert dev.lanes_started == 1 + 2
+    x = randn(8, 16)
+    for m in (m1, m2):
+        close(m.execute([x])[0], _chain_ref(x))
+    close(m3.execute([x])[0], _chain_ref(x, 4))
+
+
+def test_threads_per_stream_override_is_clamped_to_the_budget():
+    dev = rt.Device(threads=2)
+    spec = _chain().spec()
+    spec["threads_per_stream"] = 1
+    assert rt.Model(dev, spec).threads_per_stream == 1
+    spec["threads_per_stream"] = 8
+    assert rt.Model(dev, spec).threads_per_stream == 2
+    spec["threads_per_stream"] = -1
+    with pytest.raises(rt.InvalidArgument, match="threads_per_stream"):
+        rt.Model(dev, spec)
+
+
+# ---- instances ---------------------------------------------------------------------------
+
+
+def test_instances_share_weights_and_run_concurrently():
+    b = SpecBuilder("inst")
+    x = b.input("x", "float32", [16, 32])
+    w = randn(32, 24)
+    y = b.tensor("y", "float32", [16, 24])
+    b.kernel("MatMul", [x, b.const("w", w)], [y])
+    b.outputs = [y]
+    one = b.load()
+    three = rt.Model(rt.Device(2), b.spec(), instances=3)
+    assert three.instances == 3
+    s1, s3 = one.stats(), three.stats()
+    assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
+    assert s3["weight_bytes"] == s1["weight_bytes"] and s3["instances"] == 3
+    errors: list[BaseException] = []
+
+    def caller(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(30):
+                xv = rng.standard_normal((16, 32)).astype(np.float32)
+                close(three.execute([xv])[0], xv @ w, atol=1e-4)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    s = three.stats()
+    assert s["runs"] == 240 and s["failures"] == 0
+    assert s["peak_waiting"] <= 8
+
+
+def test_failure_in_one_instance_leaves_the_others_alone():
+    b = SpecBuilder("emb", num_streams=2, num_events=1)
+    ids = b.input("ids", "int64", [4])
+    table = np.arange(100 * 3, dtype=np.float32).reshape(100, 3)
+    g = b.tensor("g", "float32", [4, 3])
+    out = b.tensor("out", "float32", [4, 3])
+    b.kernel("Gather", [b.const("table", table), ids], [g], name="emb", axis=0)
+    b.record(0, stream=0)
+    b.wait(0, stream=1)
+    b.kernel("Relu", [g], [out], stream=1)
+    b.outputs = [out]
+    m = rt.Model(rt.Device(2), b.spec(), instances=2)
+    errors: list[BaseException] = []
+
+    def caller(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for i in range(40):
+                idx = rng.integers(0, 100, 4)
+                if (i + seed) % 2:
+                    idx[1] = 100 + i
+                    with pytest.raises(rt.InvalidArgument, match=r"node 'emb'.*out of range"):
+                        m.execute([idx])
+                else:
+                    np.testing.assert_array_equal(m.execute([idx])[0], table[idx])
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+    assert m.stats()["failures"] == 80 and m.stats()["runs"] == 80
+
+
+def test_bad_instance_count():
+    with pytest.raises(rt.InvalidArgument, match="instances"):
+        rt.Model(rt.Device(1), _chain().spec(), instances=0)
+
+
+# ---- zero copy ---------------------------------------------------------------------------
+
+
+def test_zero_copy_inputs_and_outputs_and_the_copies_counted():
+    m = _chain().load()
+    assert m.zero_copy == {"inputs": ["x"], "outputs": ["t2"]}
+    x = randn(8, 16)
+    r1 = m.execute([x])[0]
+    r2 = m.execute([x * 0])[0]
+    close(r1, _chain_ref(x))  # each output is its own array, not reused by the next run
+    assert np.all(r2 == 0) and r1.flags.writeable and r1.flags.c_contiguous
+    s = m.stats()
+    assert s["bytes_copied"] == 0 and s["bytes_zero_copy"] == 2 * 2 * x.nbytes
+    xt = randn(16, 8).T  # not C-contiguous: converted once, counted
+    close(m.execute([xt])[0], _chain_ref(xt))
+    assert m.stats()["bytes_copied"] == xt.nbytes
+    raw = np.zeros(x.nbytes + 1, np.uint8)  # misaligned float32 data: copied into the arena
+    mis = np.frombuffer(raw.data, dtype=np.uint8, count=x.nbytes, offset=1).view(np.float32)
+    mis = mis.reshape(8, 16)
+    mis[...] = x
+    close(m.execute([mis])[0], _chain_ref(x))
+    assert m.stats()["bytes_copied"] == 2 * xt.nbytes
+
+
+def test_input_written_by_a_task_is_copied_not_clobbered():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [4, 4])
+    y = b.tensor("y", "float32", [4, 4])
+    b.kernel("Relu", [x], [x], name="inplace")  # writes the model input
+    b.kernel("Neg", [x], [y])
+    b.outputs = [y]
+    m = b.load()
+    assert m.zero_copy["inputs"] == []
+    xv = randn(4, 4)
+    keep = xv.copy()
+    close(m.execute([xv])[0], -np.maximum(keep, 0))
+    np.testing.assert_array_equal(xv, keep)  # the caller's array is untouched
+
+
+def test_views_of_inputs_and_outputs_follow_their_binding():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [2, 6])
+    xv = b.tensor("xv", "float32", [3, 4], offset=b.tensors[x]["offset"])  # Reshape of x
+    y = b.tensor("y", "float32", [3, 4])
+    b.kernel("Exp", [xv], [y])
+    yv = b.tensor("yv", "float32", [12], offset=b.tensors[y]["offset"])  # Reshape of y
+    z = b.tensor("z", "float32", [12])
+    b.kernel("Neg", [yv], [z])
+    # outputs: y (written in place), the view of y, z, and a view of the input
+    b.outputs = [y, yv, z, xv]
+    m = b.load()
+    assert m.zero_copy == {"inputs": ["x"], "outputs": ["y", "z"]}
+    a = randn(2, 6)
+    y_out, yv_out, z_out, xv_out = m.execute([a])
+    close(y_out, np.exp(a).reshape(3, 4))
+    close(yv_out, np.exp(a).reshape(12))
+    close(z_out, -np.exp(a).reshape(12))
+    np.testing.assert_array_equal(xv_out, a.reshape(3, 4))
+    for arr in (y_out, yv_out, z_out, xv_out):  # four distinct arrays
+        assert not any(np.shares_memory(arr, o) for o in (y_out, yv_out, z_out, xv_out)
+                       if o is not arr)
+
+
+def test_duplicate_outputs_are_distinct_arrays():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [5])
+    y = b.tensor("y", "float32", [5])
+    b.kernel("Abs", [x], [y])
+    b.outputs = [y, y]
+    a, c = b.load().execute([-np.arange(5, dtype=np.float32)])
+    np.testing.assert_array_equal(a, np.arange(5)) and np.testing.assert_array_equal(c, a)
+    assert not np.shares_memory(a, c)
+
+
+# ---- sink mode ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("streams", [1, 2])
+def test_sink_mode_runs_n_iterations_in_one_launch(streams):
+    m = _chain(n=4, streams=streams).load(rt.Device(2))
+    xs = [randn(8, 16) for _ in range(5)]
+    last = m.execute([[x] for x in xs], iterations=5)
+    close(last[0], _chain_ref(xs[-1], 4))
+    every = m.execute([[x] for x in xs], iterations=5, return_all=True)
+    assert len(every) == 5
+    for out, x in zip(every, xs):
+        close(out[0], _chain_ref(x, 4))
+    assert not np.shares_memory(every[0][0], every[1][0])
+    same = m.execute([xs[0]], iterations=3, return_all=True)  # one list for every iteration
+    for out in same:
+        close(out[0], _chain_ref(xs[0], 4))
+    s = m.stats()
+    assert s["runs"] == 3 and s["iterations"] == 13
+    assert len(s["stream_seconds"]) == streams and all(t > 0 for t in s["stream_seconds"])
+
+
+def test_sink_mode_copies_outputs_that_are_not_written_in_place():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [6])
+    y = b.tensor("y", "float32", [6])
+    b.kernel("Sqrt", [x], [y])
+    xv = b.tensor("xv", "float32", [2, 3], offset=b.tensors[x]["offset"])
+    b.outputs = [y, xv]  # xv reads the input's bytes
+    m = b.load()
+    xs = [np.arange(6, dtype=np.float32) + i for i in range(4)]
+    outs = m.execute([[x] for x in xs], iterations=4, return_all=True)
+    for (yo, xo), x in zip(outs, xs):
+        close(yo, np.sqrt(x))
+        np.testing.assert_array_equal(xo, x.reshape(2, 3))
+
+
+def test_sink_mode_failure_stops_the_launch_and_the_model_recovers():
+    b = SpecBuilder()
+    ids = b.input("ids", "int64", [2])
+    table = np.arange(20, dtype=np.float32).reshape(10, 2)
+    y = b.tensor("y", "float32", [2, 2])
+    b.kernel("Gather", [b.const("t", table), ids], [y], name="emb")
+    b.outputs = [y]
+    m = b.load()
+    good, bad = np.array([1, 2]), np.array([3, 10])
+    with pytest.raises(rt.InvalidArgument, match="node 'emb'.*index 10"):
+        m.execute([[good], [good], [bad], [good]], iterations=4)
+    np.testing.assert_array_equal(m.execute([[good], [good]], iterations=2)[0], table[good])
+    with pytest.raises(rt.InvalidArgument, match="iterations"):
+        m.execute([good], iterations=0)
+    with pytest.raises(rt.InvalidArgument, match="one per iteration"):
+        m.execute([[good], [good]], iterations=3)
+    with pytest.raises(rt.InvalidArgument, match=r"expected int64\[2\]"):
+        m.execute([[good], [good.astype(np.int32)]], iterations=2)
+    assert m.stats()["failures"] == 1
+
+
+# ---- formats and TransData ---------------------------------------------------------------
+
+
+def _fmt(b: SpecBuilder, t: int, fmt: str) -> int:
+    b.tensors[t]["format"] = fmt
+    return t
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw8c", "nChw16c"])
+def test_explicit_formats_conv_pool_relu_add_concat(fmt):
+    c, hw = 16, 8
+    b = SpecBuilder("fmt")
+    x = _fmt(b, b.input("x", "float32", [1, c, hw, hw]), "nchw")
+    xt = _fmt(b, b.tensor("xt", "float32", [1, c, hw, hw]), fmt)
+    b.kernel("TransData", [x], [xt], src_format="nchw", dst_format=fmt)
+    w1, w2 = randn(c, c, 3, 3) * 0.2, randn(c, c, 1, 1) * 0.2
+    c1 = _fmt(b, b.tensor("c1", "float32", [1, c, hw, hw]), fmt)
+    b.kernel("Conv", [xt, b.const("w1", w1)], [c1], pads=[1, 1, 1, 1])
+    r1 = _fmt(b, b.tensor("r1", "float32", [1, c, hw, hw]), fmt)
+    b.kernel("Relu", [c1], [r1])
+    c2 = _fmt(b, b.tensor("c2", "float32", [1, c, hw, hw]), fmt)
+    b.kernel("Conv", [r1, b.const("w2", w2)], [c2])
+    s = _fmt(b, b.tensor("s", "float32", [1, c, hw, hw]), fmt)
+    b.kernel("Add", [c2, r1], [s])
+    p = _fmt(b, b.tensor("p", "float32", [1, c, hw // 2, hw // 2]), fmt)
+    b.kernel("MaxPool", [s], [p], kernel_shape=[2, 2], strides=[2, 2])
+    cat = _fmt(b, b.tensor("cat", "float32", [1, 2 * c, hw // 2, hw // 2]), fmt)
+    b.kernel("Concat", [p, p], [cat], axis=1)
+    out = _fmt(b, b.tensor("out", "float32", [1, 2 * c, hw // 2, hw // 2]), "nchw")
+    b.kernel("TransData", [cat], [out], src_format=fmt, dst_format="nchw")
+    b.outputs = [out]
+    m = b.load()
+    assert m.channels_last == []  # the spec's formats, not the runtime's choice
+    assert m.formats == {n: fmt for n in ("xt", "c1", "r1", "c2", "s", "p", "cat")}
+    xv = randn(1, c, hw, hw)
+    r = np.maximum(conv_ref(xv, w1, pads=(1, 1, 1, 1)), 0)
+    sref = conv_ref(r, w2) + r
+    pref = sref.reshape(1, c, hw // 2, 2, hw // 2, 2).max(axis=(3, 5))
+    close(m.execute([xv])[0], np.concatenate([pref, pref], axis=1), atol=1e-4)
+
+
+def test_transdata_really_reorders_the_bytes():
+    b = SpecBuilder()
+    x = _fmt(b, b.input("x", "float32", [2, 3, 4, 5]), "nchw")
+    t = _fmt(b, b.tensor("t", "float32", [2, 3, 4, 5]), "nhwc")
+    b.kernel("TransData", [x], [t], src_format="nchw", dst_format="nhwc")
+    # A plain view of t's bytes (views are the compiler's business in explicit mode).
+    v = b.tensor("v", "float32", [2, 4, 5, 3], offset=b.tensors[t]["offset"])
+    y = b.tensor("y", "float32", [2, 4, 5, 3])
+    b.kernel("Identity", [v], [y])
+    back = _fmt(b, b.tensor("back", "float32", [2, 3, 4, 5]), "nchw")
+    b.kernel("TransData", [t], [back], src_format="nhwc", dst_format="nchw")
+    b.outputs = [y, back]
+    xv = randn(2, 3, 4, 5)
+    y_out, back_out = b.load().execute([xv])
+    np.testing.assert_array_equal(y_out, xv.transpose(0, 2, 3, 1))
+    np.testing.assert_array_equal(back_out, xv)
+
+
+def test_format_errors_name_the_tensor_or_node():
+    def base(fmt="nhwc"):
+        b = SpecBuilder()
+        x = b.input("x", "float32", [1, 8, 4, 4])
+        t = _fmt(b, b.tensor("t", "float32", [1, 8, 4, 4]), fmt)
+        b.kernel("TransData", [x], [t], name="td", src_format="nchw", dst_format=fmt)
+        y = b.tensor("y", "float32", [1, 8, 4, 4])
+        b.kernel("TransData", [t], [y], name="back", src_format=fmt, dst_format="nchw")
+        b.outputs = [y]
+        return b, t, y
+
+    b, t, y = base()
+    b.load()
+    b.tensors[t]["format"] = "nhwcx"
+    with pytest.raises(rt.InvalidArgument, match="tensor 't': unknown format 'nhwcx'"):
+        b.load()
+    b, t, y = base("nChw16c")
+    with pytest.raises(rt.InvalidArgument, match="tensor 't': format nChw16c .* divisible by 16"):
+        b.load()
+    b, t, y = base()
+    b.tasks[0]["attrs"]["dst_format"] = "nChw8c"
+    with pytest.raises(rt.InvalidArgument, match=r"node 'td' \(TransData\): attribute dst_format"):
+        b.load()
+    b, t, y = base()
+    b.tensors[y]["format"] = "nhwc"
+    with pytest.raises(rt.InvalidArgument, match="model output 'y' must be stored nchw"):
+        b.load()
+    b, t, y = base()
+    b.tasks[1] = {"kind": "kernel", "name": "sm", "op": "Softmax", "stream": 0,
+                  "inputs": [t], "outputs": [y], "attrs": {}}
+    with pytest.raises(rt.InvalidArgument,
+                       match=r"node 'sm' \(Softmax\): tensor 't' is stored nhwc"):
+        b.load()
+
+
+def test_heuristic_layouts_stay_when_no_format_is_given():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, 8, 6, 6])
+    c1 = b.tensor("c1", "float32", [1, 8, 6, 6])
+    b.kernel("Conv", [x, b.const("w", randn(8, 8, 1, 1))], [c1])
+    r = b.tensor("r", "float32", [1, 8, 6, 6])
+    b.kernel("Relu", [c1], [r])
+    c2 = b.tensor("c2", "float32", [1, 8, 6, 6])
+    b.kernel("Conv", [r, b.const("w2", randn(8, 8, 1, 1))], [c2])
+    b.outputs = [c2]
+    m = b.load()
+    assert set(m.channels_last) == {"c1", "r"} and m.formats == {"c1": "nhwc", "r": "nhwc"}
+
+
+# ---- kernel_info -------------------------------------------------------------------------
+
+
+def test_kernel_info_answers_for_convs_from_onednn():
+    info = rt.kernel_info("Conv", ["float32", "float32"], [[1, 64, 56, 56], [64, 64, 3, 3]],
+                          {"pads": [1, 1, 1, 1]})
+    assert info["supported"] and info["reason"] == ""
+    assert info["preferred_format"] in info["formats"]
+    assert set(info["formats"]) == {"nchw", "nhwc", "nChw8c", "nChw16c"}
+    bad = rt.kernel_info("Conv", ["float32", "float32"], [[1, 64, 56, 56], [64, 32, 3, 3]], {})
+    assert not bad["supported"] and "does not match input channels 64" in bad["reason"]
+    f64 = rt.kernel_info("Conv", ["float64", "float64"], [[1, 4, 8, 8], [4, 4, 3, 3]], {})
+    assert not f64["supported"] and "float32" in f64["reason"]
+
+
+def test_kernel_info_per_op_dtype_and_rank():
+    ki = rt.kernel_info
+    assert ki("Relu", ["float32"], [[1, 16, 8, 8]])["preferred_format"] == "any"
+    assert ki("Add", ["int64", "int64"], [[3], [3]])["supported"]
+    add_b = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 16, 1, 1]])
+    assert add_b["supported"] and add_b["formats"] == ["nchw"]
+    assert not ki("Add", ["float32", "float32"], [[3], [4]])["supported"]
+    assert not ki("Pow", ["int32", "int32"], [[3], [3]])["supported"]
+    assert not ki("Softmax", ["float64"], [[2, 3]])["supported"]
+    assert ki("Softmax", ["float32"], [[2, 3]])["formats"] == ["nchw"]
+    assert not ki("Gather", ["float32", "float32"], [[10, 4], [3]])["supported"]
+    assert ki("Gather", ["float32", "int64"], [[10, 4], [3]])["supported"]
+    assert not ki("Gemm", ["float32", "float32"], [[2, 3, 4], [4, 5]])["supported"]
+    assert ki("Gemm", ["float32", "float32"], [[2, 4], [5, 4]], {"transB": 1})["supported"]
+    assert not ki("MatMul", ["float32", "float32"], [[2, 3], [4, 5]])["supported"]
+    assert not ki("Cast", ["float32"], [[2]], {})["supported"]
+    assert ki("Cast", ["float32"], [[2]], {"to": "int64"})["supported"]
+    assert not ki("NoSuchOp", ["float32"], [[2]])["supported"]
+    assert not ki("Relu", ["float32", "float32"], [[2], [2]])["supported"]
+    assert not ki("Relu", ["complex64"], [[2]])["supported"]
+    assert ki("TransData", ["float32"], [[1, 16, 4, 4]], {"src_format": "nchw",
+                                                          "dst_format": "nChw16c"})["supported"]
+    assert ki("MaxPool", ["float32"], [[1, 24, 8, 8]])["formats"] == ["nchw", "nhwc", "nChw8c"]
+
+
+def test_kernel_info_knows_every_device_op():
+    dtypes = {"Where": ["bool", "float32", "float32"], "Gather": ["float32", "int64"],
+              "BatchNormalization": ["float32"] * 5}
+    shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
+              "MatMul": [[2, 4], [4, 3]], "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
+              "LayerNormalization": [[2, 4], [4]], "Gather": [[5, 4], [3]]}
+    attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
+                                                      "dst_format": "nhwc"}}
+    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
+    for op in rt.supported_ops():
+        n = 3 if op == "Where" else 2 if op in binary else 1
+        shp = shapes.get(op, [[1, 4, 8, 8]] * n)
+        dts = dtypes.get(op, ["float32"] * len(shp))
+        info = rt.kernel_info(op, dts, shp, attrs.get(op, {}))
+        assert info["supported"], (op, info["reason"])
