@@ -48,6 +48,8 @@ from .types import SessionLimits
 _log = logging.getLogger("graphengine.server")
 
 READY_FORMAT = "graphengine serving on {address}"
+QUIET_SECONDS = 0.25  # draining: no refused call for this long means callers have gone
+MAX_LINGER_SECONDS = 2.0
 SERVING, NOT_SERVING = (health_pb2.HealthCheckResponse.SERVING,
                         health_pb2.HealthCheckResponse.NOT_SERVING)
 
@@ -291,6 +293,12 @@ def _shutdown(parts: ServerParts, grace: float, reason: str, forced: threading.E
         if forced.is_set() or time.monotonic() >= deadline:
             break
     left = parts.lifecycle.inflight
+    # Keep the port open (refusing) until callers stop arriving, so that each one gets our
+    # UNAVAILABLE rather than a connection torn down under a call it has just sent.
+    linger_until = min(deadline, time.monotonic() + MAX_LINGER_SECONDS)
+    while (not forced.is_set() and time.monotonic() < linger_until
+           and not parts.lifecycle.quiet_for(QUIET_SECONDS)):
+        time.sleep(0.05)
     # RPCs still queued for a worker are refused UNAVAILABLE by then; stop() waits for them.
     remaining = 0.0 if forced.is_set() else max(0.0, deadline - time.monotonic())
     parts.server.stop(max(remaining, 0.5) if not forced.is_set() else None).wait()

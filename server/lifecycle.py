@@ -17,6 +17,7 @@ class Lifecycle:
         self._draining = threading.Event()
         self._idle = threading.Condition()
         self._inflight = 0
+        self.last_refused = 0.0  # time.monotonic() of the last refusal while draining
 
     @property
     def draining(self) -> bool:
@@ -31,6 +32,7 @@ class Lifecycle:
         """Admit one unit of work; False when draining (the caller refuses it)."""
         with self._idle:
             if self._draining.is_set():
+                self.last_refused = time.monotonic()
                 return False
             self._inflight += 1
             return True
@@ -45,6 +47,10 @@ class Lifecycle:
     def inflight(self) -> int:
         with self._idle:
             return self._inflight
+
+    def quiet_for(self, seconds: float) -> bool:
+        """True when no work was refused in the last `seconds` (callers have gone away)."""
+        return time.monotonic() - self.last_refused >= seconds
 
     def wait_idle(self, timeout: float | None) -> bool:
         """Block until no admitted work is left; False if `timeout` passed first."""

@@ -46,7 +46,8 @@ def make(run: Recorder, max_batch: int = 8, delay: float = 0.05, workers: int = 
 def test_concurrent_requests_share_one_batch() -> None:
     run = Recorder()
     seen = []
-    batcher = make(run, on_batch=lambda rows, times: seen.append(rows))
+    # A generous delay, so that all four threads are queued even on a loaded machine.
+    batcher = make(run, delay=0.5, on_batch=lambda rows, times: seen.append(rows))
     requests = [np.full((r, 2), i, np.float32) for i, r in enumerate((1, 2, 1, 3))]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda x: batcher.submit({"x": x}, None), requests))
