@@ -1,7 +1,7 @@
 """Concurrent callers on one loaded model: correctness and throughput, 1 caller vs N.
 
     python benchmarks/bench_concurrency.py [--model mobilenetv2] [--callers 8]
-                                           [--instances 2] [--seconds 2] [--json]
+                                           [--instances 4] [--seconds 2] [--json]
 
 One LoadedModel with `instances` arenas (weights shared) serves every caller; callers beyond
 the instances queue inside the runtime. Each caller checks every output it gets against a
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mobilenetv2")
     ap.add_argument("--callers", type=int, default=8)
-    ap.add_argument("--instances", type=int, default=2)
+    ap.add_argument("--instances", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--json", action="store_true")

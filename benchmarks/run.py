@@ -1,18 +1,22 @@
 """Side-by-side benchmark: GraphEngine (in-process Session API) vs ONNX Runtime.
 
     python benchmarks/run.py [--models resnet18,mobilenetv2,bert_mini,mlp,branchy]
-                             [--threads 2] [--rounds 3] [--seconds 1.0] [--quick]
+                             [--threads 2] [--rounds 4] [--seconds 1.5] [--quick]
 
 For each model, each side runs in its own process (benchmarks/bench_worker.py) with the
 same thread count: ours is a Session on a Device(threads); ORT an InferenceSession with
 intra_op_num_threads=threads. Measured per side:
 
-  * latency at batch 1 (p50, p90), in `rounds` short rounds that alternate between the
-    sides (so the noise of a shared machine falls on both alike); the round with the
-    lowest p50 is reported, every round is kept in the JSON;
-  * throughput at batch 32 (images) or 8 (sequences): batch / median run time;
-  * compile+load time: ours Session.add_graph + compile_graph; ORT InferenceSession();
-  * peak RSS of the process once the batch-1 model is loaded and has run;
+  * latency at batch 1 (p50, p90), in `rounds` rounds; each round starts fresh processes
+    for both sides and measures them one after the other (alternating which goes first),
+    after waiting for other processes to leave the CPUs idle; the round with the lowest p50
+    is reported (a process may land in a slow "mode" for its whole life on a shared VM),
+    every round is kept in the JSON with the CPU share other processes used during it;
+  * throughput at batch 32 (images) or 8 (sequences): batch / median run time, best of
+    `tp_rounds` rounds;
+  * compile+load time: ours Session.add_graph + compile_graph; ORT InferenceSession()
+    (median of the rounds);
+  * peak RSS of the process once the batch-1 model is loaded and has run (median);
   * the largest output difference between the two.
 
 Then the multi-stream speedup on the branchy graph (bench_streams.py) and concurrent
@@ -32,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -77,51 +82,110 @@ class Worker:
         return reply
 
 
+def cpu_busy(seconds: float = 0.5) -> float:
+    """Fraction of the machine's CPU time spent busy (any process) over `seconds`."""
+    def sample() -> list[int]:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    a = sample()
+    time.sleep(seconds)
+    b = sample()
+    d = [y - x for x, y in zip(a, b)]
+    idle = d[3] + d[4]  # idle + iowait
+    return 1.0 - idle / max(1, sum(d))
+
+
+def wait_quiet(limit: float, threshold: float = 0.15) -> float:
+    """Waits (up to `limit` s) until other work leaves the CPUs idle; returns the busy
+    fraction last seen. Between rounds our own workers are idle, so what is busy is not us:
+    another process competing for the cores would slow one side's round, not the other's."""
+    deadline = time.monotonic() + limit
+    busy = cpu_busy()
+    while busy > threshold and time.monotonic() < deadline:
+        busy = cpu_busy(1.0)
+    return busy
+
+
 def percentile(times: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(times), q))
 
 
+def proc_jiffies(pid: int) -> int:
+    """CPU time (all threads) of a process, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def machine_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4], sum(v)
+
+
+def foreign_load(worker: Worker, fn):
+    """Runs fn(); returns (its result, the share of the machine's CPU that other processes
+    used meanwhile)."""
+    pid = worker.proc.pid
+    b0, t0, p0 = *machine_jiffies(), proc_jiffies(pid)
+    out = fn()
+    b1, t1, p1 = *machine_jiffies(), proc_jiffies(pid)
+    return out, max(0.0, ((b1 - b0) - (p1 - p0)) / max(1, t1 - t0))
+
+
 def bench_model(name: str, args) -> dict:
     batch = 8 if name in SEQUENCE_MODELS else 32
-    # Load one side at a time: compile+load is timed with the other side idle.
-    workers = {side: Worker(side, name, args.threads, batch) for side in ("ours", "ort")}
     result: dict = {"model": name, "batch": batch, "sides": {}}
-    rounds: dict[str, dict[str, list]] = {s: {"latency": [], "throughput": []} for s in workers}
+    samples = {s: {"latency": [], "throughput": [], "compile_load_s": [], "rss_mb": [],
+                   "foreign": []} for s in ("ours", "ort")}
+    dumps: dict = {}
+    busy: list[float] = []
+    # Every round starts fresh processes (one side at a time: compile+load is timed with
+    # the other side idle). A process can land in a slower "mode" for its whole life (thread
+    # placement, the host's neighbours), so independent processes, best of the rounds.
     for r in range(args.rounds):
         order = ("ours", "ort") if r % 2 == 0 else ("ort", "ours")
+        workers = {}
         for side in order:
-            t = workers[side].ask(cmd="latency", seconds=args.seconds, min_runs=10)["times"]
-            rounds[side]["latency"].append(t)
-    tp_rounds = max(1, args.rounds - 1)
-    for r in range(tp_rounds):
-        order = ("ours", "ort") if r % 2 == 0 else ("ort", "ours")
+            busy.append(wait_quiet(args.quiet_wait))
+            workers[side] = w = Worker(side, name, args.threads, batch)
+            samples[side]["compile_load_s"].append(w.ready["compile_load_s"])
+            samples[side]["rss_mb"].append(w.ready["rss_mb"])
         for side in order:
-            t = workers[side].ask(cmd="throughput", seconds=args.tp_seconds, min_runs=3)["times"]
-            rounds[side]["throughput"].append(t)
-    with tempfile.TemporaryDirectory() as tmp:
-        dumps = {}
-        for side, w in workers.items():
-            path = os.path.join(tmp, f"{side}.npz")
-            w.ask(cmd="dump", path=path)
-            with np.load(path) as z:
-                dumps[side] = {k: z[k] for k in z.files}
+            w = workers[side]
+            t, load = foreign_load(w, lambda w=w: w.ask(cmd="latency", seconds=args.seconds,
+                                                        min_runs=10)["times"])
+            samples[side]["latency"].append(t)
+            samples[side]["foreign"].append(load)
+            if r < args.tp_rounds:
+                t, load = foreign_load(w, lambda w=w: w.ask(
+                    cmd="throughput", seconds=args.tp_seconds, min_runs=3)["times"])
+                samples[side]["throughput"].append(t)
+            if r == 0:
+                with tempfile.TemporaryDirectory() as tmp:
+                    path = os.path.join(tmp, f"{side}.npz")
+                    w.ask(cmd="dump", path=path)
+                    with np.load(path) as z:
+                        dumps[side] = {k: z[k] for k in z.files}
+        for w in workers.values():
+            w.close()
     diff = max((float(np.max(np.abs(dumps["ours"][k] - dumps["ort"][k])))
                 for k in dumps["ort"] if k in dumps["ours"]), default=float("nan"))
-    for side, w in workers.items():
-        final = w.close()
-        lat = min(rounds[side]["latency"], key=lambda t: statistics.median(t))
-        tp = min(rounds[side]["throughput"], key=lambda t: statistics.median(t))
+    for side, smp in samples.items():
+        lat = min(smp["latency"], key=statistics.median)
+        tp = min(smp["throughput"], key=statistics.median)
         result["sides"][side] = {
             "p50_ms": percentile(lat, 50) * 1e3,
             "p90_ms": percentile(lat, 90) * 1e3,
             "throughput": batch / statistics.median(tp),
-            "compile_load_s": w.ready["compile_load_s"],
-            "rss_mb": w.ready["rss_mb"],
-            "rss_final_mb": final["rss_mb"],
-            "rounds_p50_ms": [statistics.median(t) * 1e3 for t in rounds[side]["latency"]],
-            "rounds_throughput": [batch / statistics.median(t)
-                                  for t in rounds[side]["throughput"]],
+            "compile_load_s": statistics.median(smp["compile_load_s"]),
+            "rss_mb": statistics.median(smp["rss_mb"]),
+            "rounds_p50_ms": [statistics.median(t) * 1e3 for t in smp["latency"]],
+            "rounds_throughput": [batch / statistics.median(t) for t in smp["throughput"]],
+            "rounds_foreign_cpu": smp["foreign"],
         }
+    result["cpu_busy_before_rounds"] = busy
     ours, ort = result["sides"]["ours"], result["sides"]["ort"]
     result["ratio"] = {
         "p50": ours["p50_ms"] / ort["p50_ms"],
@@ -139,12 +203,15 @@ def bench_model(name: str, args) -> dict:
     return result
 
 
-def run_json(script: str, *extra: str) -> dict:
+def run_json(script: str, *extra: str, quiet_wait: float = 0.0) -> dict:
+    busy = wait_quiet(quiet_wait)
     out = subprocess.run([sys.executable, str(HERE / script), "--json", *extra],
                          capture_output=True, text=True)
     if out.returncode not in (0, 1) or not out.stdout.strip():
         return {"error": (out.stderr or out.stdout).strip()[-2000:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["cpu_busy_before"] = busy
+    return result
 
 
 def ensure_models(names: list[str]) -> None:
@@ -175,6 +242,11 @@ def table(results: list[dict], streams: dict, concurrency: list[dict]) -> str:
                      f"{q['rss']:10.2f}x  max|diff| {r['max_abs_diff']:.1e}{verdict}")
     lines.append("ratio = ours / ORT: below 1 is better for latency, time and memory; "
                  "above 1 is better for throughput.")
+    noisy = [r["model"] for r in results
+             if min(max(s["rounds_foreign_cpu"]) for s in r["sides"].values()) > 0.10]
+    if noisy:
+        lines.append("WARNING: other processes used over 10% of the CPUs during every round of "
+                     f"{', '.join(noisy)} on one side: those numbers are not trustworthy.")
     if streams:
         if "error" in streams:
             lines.append(f"multi-stream: {streams['error']}")
@@ -197,16 +269,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(DEFAULT_MODELS))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="fresh processes per side")
+    ap.add_argument("--tp-rounds", type=int, default=2, help="rounds that measure throughput")
     ap.add_argument("--seconds", type=float, default=1.5, help="per latency round and side")
     ap.add_argument("--tp-seconds", type=float, default=3.0, help="per throughput round")
     ap.add_argument("--quick", action="store_true", help="1 round, short runs")
     ap.add_argument("--no-streams", action="store_true")
     ap.add_argument("--no-concurrency", action="store_true")
+    ap.add_argument("--instances", type=int, default=4,
+                    help="instances of the model the concurrent callers share")
+    ap.add_argument("--quiet-wait", type=float, default=60.0,
+                    help="seconds to wait, before each round, for other processes to leave "
+                         "the CPUs idle (0: don't wait)")
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args(argv)
     if args.quick:
-        args.rounds, args.seconds, args.tp_seconds = 1, 0.5, 1.0
+        args.rounds, args.tp_rounds, args.seconds, args.tp_seconds = 1, 1, 0.5, 1.0
     names = [n for n in args.models.split(",") if n]
     ensure_models(names + (["branchy"] if not args.no_streams else []) +
                   (["mobilenetv2", "mlp"] if not args.no_concurrency else []))
@@ -217,10 +295,12 @@ def main(argv=None) -> int:
         results.append(bench_model(name, args))
     streams = {} if args.no_streams else run_json(
         "bench_streams.py", "--rounds", str(max(args.rounds, 2)),
-        "--seconds", str(args.seconds))
+        "--seconds", str(args.seconds), quiet_wait=args.quiet_wait)
     concurrency = [] if args.no_concurrency else [
-        run_json("bench_concurrency.py", "--model", m, "--callers", "8", "--instances", "2",
-                 "--threads", str(args.threads), "--seconds", str(args.tp_seconds))
+        run_json("bench_concurrency.py", "--model", m, "--callers", "8",
+                 "--instances", str(args.instances),
+                 "--threads", str(args.threads), "--seconds", str(args.tp_seconds),
+                 quiet_wait=args.quiet_wait)
         for m in ("mobilenetv2", "mlp")]
 
     print()

@@ -150,14 +150,42 @@ void Prim::execute(const ExecContext& c) {
   if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
 }
 
-AlignedBuffer reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
-                               const void* src, const dnnl::memory::desc& to) {
-  AlignedBuffer buf(to.get_size());
+std::shared_ptr<const AlignedBuffer> PreparedCache::find(const void* src, const dnnl::memory::desc& to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& e : entries_) {
+    if (e.src == src && e.to == to) return e.buf;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const AlignedBuffer> PreparedCache::put(const void* src, const dnnl::memory::desc& to,
+                                                        std::shared_ptr<const AlignedBuffer> buf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Entry& e : entries_) {
+    if (e.src == src && e.to == to) return e.buf;
+  }
+  entries_.push_back({src, to, buf});
+  return buf;
+}
+
+size_t PreparedCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Entry& e : entries_) n += e.buf->size();
+  return n;
+}
+
+std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
+                                                      const void* src, const dnnl::memory::desc& to) {
+  if (a.prepared) {
+    if (auto hit = a.prepared->find(src, to)) return hit;
+  }
+  auto buf = std::make_shared<AlignedBuffer>(to.get_size());
   dnnl::memory src_mem(from, a.device->engine(), const_cast<void*>(src));
-  dnnl::memory dst_mem(to, a.device->engine(), buf.data());
+  dnnl::memory dst_mem(to, a.device->engine(), buf->data());
   dnnl::reorder(src_mem, dst_mem).execute(*a.load_stream, src_mem, dst_mem);
   a.load_stream->wait();
-  return buf;
+  return a.prepared ? a.prepared->put(src, to, buf) : buf;
 }
 
 }  // namespace ge

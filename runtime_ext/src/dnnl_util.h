@@ -2,6 +2,8 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "buffer.h"
@@ -131,9 +133,32 @@ class Prim {
   std::vector<Instance> inst_;
 };
 
+// Constants prepared at load (weights reordered into a primitive's layout), kept once per
+// model: kernels asking for the same source bytes in the same layout share one buffer.
+// Thread-safe (kernels of different streams are built concurrently).
+class PreparedCache {
+ public:
+  // The buffer for (src, to), if prepared already.
+  std::shared_ptr<const AlignedBuffer> find(const void* src, const dnnl::memory::desc& to);
+  // Keeps `buf` for (src, to); returns the buffer kept (an earlier one if there is one).
+  std::shared_ptr<const AlignedBuffer> put(const void* src, const dnnl::memory::desc& to,
+                                           std::shared_ptr<const AlignedBuffer> buf);
+  size_t bytes() const;
+
+ private:
+  struct Entry {
+    const void* src;
+    dnnl::memory::desc to;
+    std::shared_ptr<const AlignedBuffer> buf;
+  };
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
 // A constant tensor (e.g. weights) converted at load into the layout `to` chosen by a
-// primitive. Blocks (runs the reorder on the load stream). Returns an owned buffer.
-AlignedBuffer reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
-                               const void* src, const dnnl::memory::desc& to);
+// primitive, or the model's earlier conversion of the same bytes (a.prepared). Blocks (runs
+// the reorder on the load stream). The buffer is shared and read-only.
+std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
+                                                      const void* src, const dnnl::memory::desc& to);
 
 }  // namespace ge

@@ -22,6 +22,8 @@
 
 namespace ge {
 
+class PreparedCache;  // dnnl_util.h: constants prepared once per model, shared by kernels
+
 using AttrValue =
     std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
 using Attrs = std::map<std::string, AttrValue>;
@@ -43,6 +45,9 @@ struct KernelArgs {
   dnnl::stream* load_stream = nullptr;
   // True when the spec gave tensor formats: the kernel must honour them exactly.
   bool explicit_formats = false;
+  // Where prepared constants (reordered weights) are shared between kernels of the model
+  // (e.g. its wide and narrow kernel sets). Borrowed; outlives the kernels.
+  PreparedCache* prepared = nullptr;
 
   // Input i, which must be present.
   const TensorInfo& in(size_t i) const;
@@ -101,8 +106,6 @@ class Kernel {
   // dnnl::error.
   virtual void set_instances(int /*n*/) {}
 
-  // Bytes of constants the kernel prepared and owns (e.g. reordered weights).
-  virtual size_t prepared_bytes() const { return 0; }
 
   // Runs the node on the calling lane. Blocks until the outputs are written.
   // Returns InvalidArgument for bad data found only at run time (e.g. an out-of-range

@@ -39,5 +39,8 @@ std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 std::unique_ptr<Kernel> make_cast(const KernelArgs& a);
 // kernels_transdata.cc
 std::unique_ptr<Kernel> make_transdata(const KernelArgs& a);
+// Transpose of a plain tensor as a oneDNN reorder; nullptr when oneDNN has no fast
+// kernel for it (the caller falls back to a strided copy). `perm` is validated.
+std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int64_t>& perm);
 
 }  // namespace ge

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "broadcast.h"
+#include "dnnl_util.h"
 #include "kernels.h"
 
 namespace ge {
@@ -257,9 +258,80 @@ class WhereKernel : public Kernel {
   BroadcastPlan plan_;
 };
 
+// Float32 Add/Sub/Mul/Div as a oneDNN binary primitive (JIT-vectorised; IEEE results,
+// like the loops). oneDNN broadcasts only its second operand, so it serves the shapes where
+// at most one operand broadcasts (commutative ops may swap them).
+class DnnlBinaryKernel : public Kernel {
+ public:
+  DnnlBinaryKernel(const KernelArgs& a, dnnl::algorithm alg, const TensorInfo& full, const TensorInfo& other)
+      : dev_(*a.device) {
+    const TensorInfo& y = a.out(0);
+    dnnl::memory::desc md0, md1, mdy;
+    if (other.shape == y.shape) {  // same shapes: any common format, as flat vectors
+      md0 = md1 = mdy = plain_md(Shape{y.numel});
+    } else {
+      const size_t r = std::max<size_t>(1, y.shape.size());
+      Shape s1(r - std::min(r, other.shape.size()), 1);
+      s1.insert(s1.end(), other.shape.begin(), other.shape.end());
+      md0 = mdy = plain_md(y.shape.empty() ? Shape{1} : y.shape);
+      md1 = plain_md(s1);
+    }
+    dnnl::binary::primitive_desc pd(dev_.engine(), alg, md0, md1, mdy, make_attr());
+    prim_ = Prim(pd);
+    prim_.arg(DNNL_ARG_SRC_0, md0, Ref::of(full));
+    prim_.arg(DNNL_ARG_SRC_1, md1, Ref::of(other));
+    prim_.arg(DNNL_ARG_DST, mdy, Ref::of(y));
+    Prim::share_scratchpad(&plan_, {&prim_});
+  }
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
+  Status run(ExecContext& ctx) override {
+    prim_.execute(ctx);
+    return Status::Ok();
+  }
+
+ private:
+  const Device& dev_;
+  Prim prim_;
+  WorkspacePlan plan_;
+};
+
+// The oneDNN kernel when it applies, else nullptr.
+std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& z = a.in(1);
+  const TensorInfo& y = a.out(0);
+  if (x.dtype != DType::kFloat32 || z.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) return nullptr;
+  if (y.numel == 0 || y.rank() > DNNL_MAX_NDIMS) return nullptr;
+  using alg = dnnl::algorithm;
+  alg f;
+  bool commutative = true;
+  if (a.op == "Add") {
+    f = alg::binary_add;
+  } else if (a.op == "Mul") {
+    f = alg::binary_mul;
+  } else if (a.op == "Sub") {
+    f = alg::binary_sub;
+    commutative = false;
+  } else if (a.op == "Div") {
+    f = alg::binary_div;
+    commutative = false;
+  } else {
+    return nullptr;  // Max/Min propagate NaN (the loops do), Pow has its own paths
+  }
+  // Different formats only for same-shape operands (the format rule), where flat is fine.
+  if (x.shape == y.shape) return std::make_unique<DnnlBinaryKernel>(a, f, x, z);
+  if (commutative && z.shape == y.shape) return std::make_unique<DnnlBinaryKernel>(a, f, z, x);
+  return nullptr;
+}
+
 }  // namespace
 
-std::unique_ptr<Kernel> make_binary(const KernelArgs& a) { return std::make_unique<BinaryKernel>(a); }
+std::unique_ptr<Kernel> make_binary(const KernelArgs& a) {
+  auto k = std::make_unique<BinaryKernel>(a);  // validates the node in every case
+  if (auto fast = dnnl_binary(a)) return fast;
+  return k;
+}
 std::unique_ptr<Kernel> make_where(const KernelArgs& a) { return std::make_unique<WhereKernel>(a); }
 
 }  // namespace ge

@@ -64,7 +64,6 @@ class ConvKernel : public Kernel {
  public:
   explicit ConvKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
-  size_t prepared_bytes() const override { return weights_.size(); }
   void set_instances(int n) override {
     for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, dev_.engine());
   }
@@ -78,7 +77,7 @@ class ConvKernel : public Kernel {
   const TensorInfo* r_ = nullptr;  // residual (sum post-op)
   const TensorInfo* y_ = nullptr;
   Prim conv_, src_in_, res_in_, dst_out_, w_in_;
-  AlignedBuffer weights_;  // constant weights in oneDNN's layout (if not used in place)
+  std::shared_ptr<const AlignedBuffer> weights_;  // constant weights in oneDNN's layout (shared)
   WorkspacePlan plan_;
   bool src_ws_ = false, dst_ws_ = false;
   size_t src_at_ = 0, dst_at_ = 0;
@@ -221,7 +220,7 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   if (pd.weights_desc() != w_md) {
     if (w_->constant()) {
       weights_ = reorder_constant(a, w_md, w_->data, pd.weights_desc());
-      wref = Ref::buffer(weights_.data());
+      wref = Ref::buffer(weights_->data());
     } else {  // weights computed at run time: reorder on every run, into the workspace
       wref = Ref::workspace(plan_.add(pd.weights_desc().get_size()));
       w_in_ = Prim(dnnl::reorder::primitive_desc(eng, w_md, eng, pd.weights_desc(), rattr));

@@ -21,7 +21,6 @@ using dims = dnnl::memory::dims;
 class MatmulKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return plan_.total(); }
-  size_t prepared_bytes() const override { return weights_.size(); }
   void set_instances(int n) override { prim_.set_instances(n, dev_->engine()); }
   Status run(ExecContext& ctx) override;
 
@@ -40,7 +39,7 @@ class MatmulKernel : public Kernel {
   float beta_ = 0.f;
   int64_t m_ = 0, n_ = 0, c_rows_ = 0, c_cols_ = 0;
   Prim prim_;
-  AlignedBuffer weights_;
+  std::shared_ptr<const AlignedBuffer> weights_;  // constant B in oneDNN's layout (shared)
   WorkspacePlan plan_;
 };
 
@@ -58,7 +57,7 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
   Ref wref = Ref::of(*b_);
   if (pd.weights_desc() != wei) {
     weights_ = reorder_constant(a, wei, b_->data, pd.weights_desc());
-    wref = Ref::buffer(weights_.data());
+    wref = Ref::buffer(weights_->data());
   }
   prim_.arg(DNNL_ARG_SRC, src, Ref::of(*a_));
   prim_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);

@@ -98,18 +98,21 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
     tensors_[i].slot = io_.slot[i];
     tensors_[i].slot_offset = io_.slot_offset[i];
   }
-  build_kernels(&args);
+  build_kernels(&args, width_, false);
+  has_narrow_ = width_ > 1 && instances > 1;
+  if (has_narrow_) build_kernels(&args, 1, true);
 
   stream_tasks_.assign(static_cast<size_t>(num_streams_), {});
   workspace_bytes_.assign(static_cast<size_t>(num_streams_), 0);
   for (size_t i = 0; i < tasks_.size(); ++i) {
     Task& t = tasks_[i];
     stream_tasks_[static_cast<size_t>(t.stream)].push_back(static_cast<uint32_t>(i));
-    if (t.kernel) {
+    for (Kernel* k : {t.kernel.get(), t.narrow.get()}) {
+      if (!k) continue;
       size_t& ws = workspace_bytes_[static_cast<size_t>(t.stream)];
-      ws = std::max(ws, t.kernel->workspace_bytes());
+      ws = std::max(ws, k->workspace_bytes());
       try {
-        t.kernel->set_instances(instances);
+        k->set_instances(instances);
       } catch (const dnnl::error& e) {
         invalid(node_prefix(t.name, t.op), "oneDNN: ", e.what());
       }
@@ -117,6 +120,12 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   }
   stream_ns_.reset(new std::atomic<uint64_t>[static_cast<size_t>(num_streams_)]);
   for (int s = 0; s < num_streams_; ++s) stream_ns_[s].store(0);
+  task_ns_.reset(new std::atomic<uint64_t>[tasks_.size()]);
+  task_calls_.reset(new std::atomic<uint64_t>[tasks_.size()]);
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    task_ns_[i].store(0);
+    task_calls_[i].store(0);
+  }
 
   for (int i = 0; i < instances; ++i) {
     auto in = std::make_unique<Instance>();
@@ -131,9 +140,7 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
 
   stats_.arena_bytes = arena_bytes_ * instances_.size();
   stats_.weight_bytes = weight_size_;
-  for (const Task& t : tasks_) {
-    if (t.kernel) stats_.prepared_bytes += t.kernel->prepared_bytes();
-  }
+  stats_.prepared_bytes = prepared_.bytes();
   for (size_t ws : workspace_bytes_) stats_.workspace_bytes += ws * instances_.size();
   stats_.instances = static_cast<int>(instances_.size());
   stats_.streams = num_streams_;
@@ -260,6 +267,7 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
         args.attrs = &ts.attrs;
         args.device = device_.get();
         args.explicit_formats = explicit_formats_;
+        args.prepared = &prepared_;
         std::string why = format_violation(ts, tensors_);
         if (!why.empty()) {
           if (explicit_formats_) invalid(why);
@@ -307,7 +315,7 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
   }
 }
 
-void Model::build_kernels(std::vector<KernelArgs>* args) {
+void Model::build_kernels(std::vector<KernelArgs>* args, int width, bool narrow) {
   std::vector<Status> status(tasks_.size());
   // Kernels are prepared on a lane of the width that will run them: oneDNN sizes a
   // primitive's parallel decomposition by the thread count at creation, and no other
@@ -319,7 +327,7 @@ void Model::build_kernels(std::vector<KernelArgs>* args) {
     bool any = false;
     for (const Task& t : tasks_) any = any || (t.kind == Kind::kKernel && t.stream == s);
     if (!any) continue;
-    jobs.push_back([this, s, args, &status](LaneContext& lane) {
+    jobs.push_back([this, s, args, narrow, &status](LaneContext& lane) {
       for (size_t i = 0; i < tasks_.size(); ++i) {
         Task& t = tasks_[i];
         if (t.kind != Kind::kKernel || t.stream != s) continue;
@@ -327,7 +335,7 @@ void Model::build_kernels(std::vector<KernelArgs>* args) {
         a.load_stream = &lane.dnnl_stream;
         Status& st = status[i];
         try {
-          t.kernel = find_kernel(t.op)(a);
+          (narrow ? t.narrow : t.kernel) = find_kernel(t.op)(a);
         } catch (const Error& e) {
           st = e.status();
         } catch (const dnnl::error& e) {
@@ -341,11 +349,20 @@ void Model::build_kernels(std::vector<KernelArgs>* args) {
       }
     });
   }
-  device_->scheduler().run_on_lanes(width_, jobs);
+  device_->scheduler().run_on_lanes(width, jobs);
   // Report the first failure in program order (each stream stops at its first one).
   for (size_t i = 0; i < tasks_.size(); ++i) {
     if (!status[i].ok()) throw Error(status[i].prefixed(node_prefix(tasks_[i].name, tasks_[i].op)));
   }
+}
+
+std::vector<Model::TaskProfile> Model::profile() const {
+  std::vector<TaskProfile> r;
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    const Task& t = tasks_[i];
+    r.push_back({t.name, t.op, t.stream, task_calls_[i].load(), task_ns_[i].load() * 1e-9});
+  }
+  return r;
 }
 
 ModelStats Model::stats() const {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "buffer.h"
+#include "dnnl_util.h"
 #include "device.h"
 #include "event.h"
 #include "io_plan.h"
@@ -107,6 +108,16 @@ class Model {
   // Non-blocking (brief locks). Thread-safe.
   ModelStats stats() const;
 
+  // Time spent in each task (kernels, copies) over all successful and failed runs, in
+  // program order. Non-blocking. Thread-safe.
+  struct TaskProfile {
+    std::string name, op;
+    int stream;
+    uint64_t calls;
+    double seconds;
+  };
+  std::vector<TaskProfile> profile() const;
+
   const std::string& name() const { return name_; }
   size_t num_tasks() const { return tasks_.size(); }
   int num_streams() const { return num_streams_; }
@@ -126,7 +137,8 @@ class Model {
     std::string name;
     std::string op;  // for messages: the op of a kernel, else the kind
     int stream = 0;
-    std::unique_ptr<Kernel> kernel;
+    std::unique_ptr<Kernel> kernel;  // runs with width_ threads
+    std::unique_ptr<Kernel> narrow;  // the same node with 1 thread (models with instances > 1)
     int event = -1;
     uint64_t seq = 0;  // record: ordinal of this record; wait: ordinal waited for
     const TensorInfo* src = nullptr;  // copy
@@ -141,9 +153,9 @@ class Model {
   void load_tensors(const ModelSpec& spec);
   // Validates every task; fills `kernel_args` (one per task) for the kernels. Throws.
   void load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_args);
-  // Builds every kernel on a lane of the model's width (blocks). Throws the first
-  // failure in program order.
-  void build_kernels(std::vector<KernelArgs>* kernel_args);
+  // Builds every kernel on a lane of `width` into Task::kernel (or Task::narrow) (blocks).
+  // Throws the first failure in program order.
+  void build_kernels(std::vector<KernelArgs>* kernel_args, int width, bool narrow);
   const TensorInfo* tensor_at(int64_t index, const std::string& what) const;
   Status check_inputs(const std::vector<HostTensor>& inputs) const;
 
@@ -162,6 +174,9 @@ class Model {
   int num_streams_ = 1;
   int width_ = 1;        // OpenMP threads per stream (the lanes' width)
   bool spin_wait_ = false;
+  // Concurrent launches run single-threaded kernels side by side (a second kernel set)
+  // rather than queue for the lanes of width_.
+  bool has_narrow_ = false;
   bool explicit_formats_ = false;
   size_t arena_bytes_ = 0;
   AlignedBuffer weights_;             // owned copy, or empty when borrowed
@@ -171,6 +186,7 @@ class Model {
   std::vector<const TensorInfo*> inputs_;
   std::vector<const TensorInfo*> outputs_;
   IoPlan io_;
+  PreparedCache prepared_;  // reordered weights, shared by the kernel sets
   int num_events_ = 0;
   std::vector<Task> tasks_;
   std::vector<std::vector<uint32_t>> stream_tasks_;  // task indices of each stream, in order
@@ -185,6 +201,10 @@ class Model {
   mutable std::mutex stats_mu_;
   ModelStats stats_;  // guarded by stats_mu_ (except stream_ns_)
   std::unique_ptr<std::atomic<uint64_t>[]> stream_ns_;
+  std::atomic<uint64_t> launch_ns_{0};  // moving average of launch time per iteration
+  std::atomic<int> in_flight_{0};        // launches submitted and not yet waited for
+  std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
+  std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task
 };
 
 }  // namespace ge

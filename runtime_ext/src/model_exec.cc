@@ -7,11 +7,15 @@
 #include "model_internal.h"
 #include "spin.h"
 
+#include <omp.h>
+
 namespace ge {
 
 namespace {
 
 constexpr int64_t kMaxIterations = int64_t{1} << 24;
+// Launches shorter than this (per iteration, on average) are waited for by polling.
+constexpr uint64_t kShortLaunchNs = 150000;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -44,15 +48,27 @@ void Model::StreamRun::run(LaneContext& lane) {
       continue;
     }
     ctx.bases = launch.bases[static_cast<size_t>(iteration_)].data();
-    Task& t = m.tasks_[order[pc_]];
+    const uint32_t index = order[pc_];
+    Task& t = m.tasks_[index];
     const uint64_t generation = launch.first_generation + static_cast<uint64_t>(iteration_);
     switch (t.kind) {
       case Kind::kKernel: {
+        // Another launch holds part of the budget: run the single-threaded kernel on one
+        // core rather than wait for the whole width.
+        Kernel* k = t.kernel.get();
+        int width = m.width_;
+        if (t.narrow && (launch.narrow || !sched.try_acquire(width))) {
+          k = t.narrow.get();
+          width = 1;
+          sched.acquire(1);
+          if (lane.width > 1) omp_set_num_threads(1);  // our own loops follow the ICV
+        } else if (!t.narrow) {
+          sched.acquire(width);
+        }
         Status st;
-        sched.acquire(m.width_);
         const uint64_t t0 = now_ns();
         try {
-          st = t.kernel->run(ctx);
+          st = k->run(ctx);
         } catch (const dnnl::error& e) {
           st = Status::Internal(cat("oneDNN: ", e.what()));
         } catch (const std::bad_alloc&) {
@@ -60,8 +76,12 @@ void Model::StreamRun::run(LaneContext& lane) {
         } catch (const std::exception& e) {
           st = Status::Internal(e.what());
         }
-        busy_ns_ += now_ns() - t0;
-        sched.release(m.width_);
+        const uint64_t dt = now_ns() - t0;
+        busy_ns_ += dt;
+        m.task_ns_[index].fetch_add(dt, std::memory_order_relaxed);
+        m.task_calls_[index].fetch_add(1, std::memory_order_relaxed);
+        if (width != lane.width) omp_set_num_threads(lane.width);
+        sched.release(width);
         if (!st.ok()) m.fail(in, st.prefixed(node_prefix(t.name, t.op)));
         break;
       }
@@ -70,7 +90,8 @@ void Model::StreamRun::run(LaneContext& lane) {
         break;
       case Kind::kWait:
         // Parked: the record (or an abort) submits this run again, at the same task.
-        if (!in.events[static_cast<size_t>(t.event)]->wait_or_park(event_value(generation, t.seq), this, m.width_)) {
+        if (!in.events[static_cast<size_t>(t.event)]->wait_or_park(event_value(generation, t.seq), this,
+                                                                   launch.narrow ? 1 : m.width_)) {
           return;
         }
         break;
@@ -99,7 +120,7 @@ bool Model::StreamRun::pass_barrier() {
       in.barrier.signal(target, m.device_->scheduler());
     }
   }
-  if (!in.barrier.wait_or_park(target, this, m.width_)) return false;
+  if (!in.barrier.wait_or_park(target, this, launch.narrow ? 1 : m.width_)) return false;
   arrived_ = false;
   return true;
 }
@@ -178,11 +199,18 @@ Model::Instance* Model::acquire_instance() {
 }
 
 void Model::release_instance(Instance* in) {
+  bool callers;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
     free_.push_back(in);
+    callers = waiting_ > 0;
   }
-  pool_cv_.notify_all();  // a waiting caller, or the destructor
+  // One free instance serves one waiting caller; with none waiting, the destructor may be.
+  if (callers) {
+    pool_cv_.notify_one();
+  } else {
+    pool_cv_.notify_all();
+  }
 }
 
 Status Model::check_inputs(const std::vector<HostTensor>& inputs) const {
@@ -264,6 +292,8 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   }
   launch.iterations = req.iterations;
   launch.return_all = req.return_all;
+  const int others = in_flight_.fetch_add(1, std::memory_order_relaxed);
+  launch.narrow = has_narrow_ && others > 0;
   launch.request = &req;
   launch.results = &results;
   launch.first_generation = in->generation + 1;
@@ -279,13 +309,28 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   copy_in(*in, 0);
   for (auto& r : in->runs) r->reset();
   Scheduler& sched = device_->scheduler();
-  for (auto& r : in->runs) sched.submit(width_, r.get());  // the queue's lock publishes the state
+  const int lane_width = launch.narrow ? 1 : width_;
+  for (auto& r : in->runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
 
-  if (spin_wait_) spin_until([&] { return in->done_fast.load(std::memory_order_acquire); }, kSpinWait);
+  // Poll for completion when the lanes leave this thread a core, or when launches are
+  // short (a wake-up costs ~10 us here, a good part of a 70 us run) and no other launch of
+  // the model is in flight. Never for long ones: a polling thread preempts the OpenMP
+  // team and stalls its barriers (as do several polling callers).
+  const uint64_t launched = now_ns();
+  const uint64_t typical = launch_ns_.load(std::memory_order_relaxed);
+  const bool short_run = typical > 0 && typical < kShortLaunchNs && others == 0;
+  if (spin_wait_ || short_run) {
+    const auto budget = spin_wait_ ? kSpinWait : std::chrono::microseconds(2 * typical / 1000 + 20);
+    spin_until([&] { return in->done_fast.load(std::memory_order_acquire); }, budget);
+  }
   {
     std::unique_lock<std::mutex> lock(in->done_mu);
     in->done_cv.wait(lock, [&] { return in->done; });
   }
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  // A moving average of launch times (per iteration) decides the next wait.
+  const uint64_t took = (now_ns() - launched) / n_iter;
+  launch_ns_.store(typical == 0 ? took : (typical * 7 + took) / 8, std::memory_order_relaxed);
   if (in->failed.load(std::memory_order_acquire)) {
     Status st;
     {

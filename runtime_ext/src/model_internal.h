@@ -19,6 +19,7 @@ std::string node_prefix(const std::string& name, const std::string& op);
 struct Model::Launch {
   int64_t iterations = 1;
   bool return_all = false;
+  bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
   uint64_t first_generation = 0;
   std::vector<std::vector<uint8_t*>> bases;  // per iteration: base of each binding slot
   const ExecRequest* request = nullptr;

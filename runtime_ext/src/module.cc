@@ -455,6 +455,23 @@ NB_MODULE(_runtime, m) {
            "the last outputs, or every iteration's with return_all=True. Raises InvalidArgument for bad "
            "inputs, Error for other failures.")
       .def("stats", &model_stats)
+      .def(
+          "profile",
+          [](PyModel& p) {
+            nb::list out;
+            for (const ge::Model::TaskProfile& t : p.model->profile()) {
+              nb::dict d;
+              d["name"] = t.name;
+              d["op"] = t.op;
+              d["stream"] = t.stream;
+              d["calls"] = t.calls;
+              d["seconds"] = t.seconds;
+              out.append(d);
+            }
+            return out;
+          },
+          "Per kernel task, in program order: {'name', 'op', 'stream', 'calls', 'seconds'} "
+          "accumulated over every run of every instance.")
       .def_prop_ro("name", [](const PyModel& p) { return p.model->name(); })
       .def_prop_ro("num_tasks", [](const PyModel& p) { return p.model->num_tasks(); })
       .def_prop_ro("num_streams", [](const PyModel& p) { return p.model->num_streams(); })

@@ -129,6 +129,16 @@ void Scheduler::acquire(int n) {
   token_cv_.notify_all();  // the next ticket may be servable now
 }
 
+bool Scheduler::try_acquire(int n) {
+  n = std::min(n, budget_);
+  if (token_waiters_.load(std::memory_order_seq_cst) != 0) return false;
+  int f = free_tokens_.load(std::memory_order_relaxed);
+  while (f >= n) {
+    if (free_tokens_.compare_exchange_weak(f, f - n, std::memory_order_acquire)) return true;
+  }
+  return false;
+}
+
 void Scheduler::release(int n) {
   n = std::min(n, budget_);
   free_tokens_.fetch_add(n, std::memory_order_seq_cst);

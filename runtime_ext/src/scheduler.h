@@ -71,6 +71,8 @@ class Scheduler {
 
   // Blocks until `n` core tokens are free and takes them (FIFO among waiters).
   void acquire(int n);
+  // Non-blocking: takes `n` tokens if they are free and nobody waits for tokens.
+  bool try_acquire(int n);
   // Non-blocking: returns `n` tokens.
   void release(int n);
 

@@ -82,12 +82,15 @@ def test_instances_share_weights_and_run_concurrently():
     y = b.tensor("y", "float32", [16, 24])
     b.kernel("MatMul", [x, b.const("w", w)], [y])
     b.outputs = [y]
-    one = b.load()
+    one = rt.Model(rt.Device(2), b.spec())
     three = rt.Model(rt.Device(2), b.spec(), instances=3)
     assert three.instances == 3
     s1, s3 = one.stats(), three.stats()
     assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
     assert s3["weight_bytes"] == s1["weight_bytes"] and s3["instances"] == 3
+    # With instances, concurrent launches may run single-threaded kernels: a second kernel
+    # set, which shares the first one's reordered weights.
+    assert s3["prepared_bytes"] == s1["prepared_bytes"] > 0
     errors: list[BaseException] = []
 
     def caller(seed: int) -> None:
@@ -150,6 +153,18 @@ def test_failure_in_one_instance_leaves_the_others_alone():
 def test_bad_instance_count():
     with pytest.raises(rt.InvalidArgument, match="instances"):
         rt.Model(rt.Device(1), _chain().spec(), instances=0)
+
+
+def test_profile_counts_every_task_of_every_run():
+    m = _chain(n=3, streams=2).load(rt.Device(2))
+    x = randn(8, 16)
+    m.execute([x])
+    m.execute([[x], [x]], iterations=2)
+    prof = m.profile()
+    kernels = [p for p in prof if p["op"] in ("Tanh", "Mul")]
+    assert len(kernels) == 3 and all(p["calls"] == 3 and p["seconds"] > 0 for p in kernels)
+    assert {p["stream"] for p in kernels} == {0, 1}
+    assert [p["op"] for p in prof if p["op"] in ("record", "wait")] == ["record", "wait"] * 2
 
 
 # ---- zero copy ---------------------------------------------------------------------------
