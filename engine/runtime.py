@@ -223,7 +223,8 @@ class LoadedModel:
                 return None
             args.append(a)
         res = self._call(native, args)
-        return {name: res[i] if i >= 0 else const for name, i, const in outs}
+        # a folded constant output is handed out as a copy: callers may write into it
+        return {name: res[i] if i >= 0 else const.copy() for name, i, const in outs}
 
     def _execute_once(self, inputs: Mapping[str, np.ndarray],
                       output_names: Sequence[str] | None) -> dict[str, np.ndarray]:
@@ -247,7 +248,7 @@ class LoadedModel:
                 raise InvalidInput(f"unknown output '{name}'; the graph's outputs are {names}",
                                    graph=c.name, tensor=name)
             src = c.output_sources[names.index(name)]
-            result[name] = c.constants[src] if src in c.constants else env[src]
+            result[name] = c.constants[src].copy() if src in c.constants else env[src]
         return result
 
     def _sink_program(self) -> DeviceProgram | None:
@@ -299,7 +300,8 @@ class LoadedModel:
             args = [None if n is None else env[n] if n in env else prog.constants[n]
                     for n in step.inputs]
             try:
-                outs = ops.get(step.op_type).compute(args, step.attrs)
+                with np.errstate(all="ignore"):  # IEEE results (inf, nan) are the answer
+                    outs = ops.get(step.op_type).compute(args, step.attrs)
             except GraphEngineError:
                 raise
             except (IndexError, KeyError) as exc:
