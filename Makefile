@@ -30,8 +30,9 @@ install: $(VENV)/.installed
 examples/models/mlp.onnx: install examples/make_examples.py
 	$(PY) examples/make_examples.py examples/models
 
+# Serves the example models as a KServe v2 model repository, plus the session API.
 run: install examples/models/mlp.onnx
-	$(VENV)/bin/graphengine serve --port $(PORT)
+	$(VENV)/bin/graphengine serve --port $(PORT) --model-repository examples/models
 
 test: install
 	$(PY) -m ruff check engine server clients runtime_ext/python tests benchmarks examples
