@@ -23,8 +23,8 @@ FieldProto = descriptor_pb2.FieldDescriptorProto
 
 def _reference(module: str) -> descriptor_pb2.FileDescriptorProto:
     spec = importlib.util.find_spec("tritonclient")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("tritonclient is not installed (pip install '.[test]')")
+    assert spec is not None and spec.submodule_search_locations, \
+        "tritonclient missing: pip install '.[test]'"
     path = pathlib.Path(next(iter(spec.submodule_search_locations))) / "grpc" / module
     for node in ast.walk(ast.parse(path.read_text())):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)

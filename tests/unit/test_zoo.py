@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests import zoo  # noqa: E402
+import onnxruntime as ort  # noqa: E402
 
-ort = pytest.importorskip("onnxruntime")
+from tests import zoo  # noqa: E402
 
 
 def _session(model: onnx.ModelProto):
