@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -146,6 +147,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.values: dict[str, Value] = {}
         self.opset = 17  # the ONNX opset whose op semantics the nodes follow
+        # What stage 3 did, for the build and the report (set on the compile's copy).
+        self.fusions: list[str] = []
+        self.layouts_assigned = False
         self._node_names: set[str] = set()
         self._counter = itertools.count()
 
@@ -238,8 +242,6 @@ class Graph:
                            if v is not None and v.producer is not None}) for n in self.nodes}
         ready = [n for n in self.nodes if pending[n] == 0]
         order: list[Node] = []
-        import heapq
-
         heap = [(index[n], id(n), n) for n in ready]
         heapq.heapify(heap)
         while heap:

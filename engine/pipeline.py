@@ -24,7 +24,7 @@ from .prepare import (
     infer_shapes,
     validate,
 )
-from .report import CompileReport, PartitionRecord, PlacementRecord
+from .report import CompileReport, PartitionRecord, PassRecord, PlacementRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,7 +143,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     programs, memory, ntasks = build_programs(g, options.max_streams)
     pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
     report = CompileReport(
-        graph=graph.name, passes=pm.records, fusions=list(getattr(g, "fusions", [])),
+        graph=graph.name, passes=pm.records, fusions=list(g.fusions),
         memory=memory, tasks=ntasks,
         streams=max((p.num_streams for p in programs if isinstance(p, DeviceProgram)), default=0),
         events=sum(p.num_events for p in programs if isinstance(p, DeviceProgram)),
@@ -169,9 +169,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     return compiled
 
 
-def _record(stage: str, name: str, t0: float, memory):
-    from .report import PassRecord
-
+def _record(stage: str, name: str, t0: float, memory) -> PassRecord:
     return PassRecord(stage, name, time.perf_counter() - t0, True,
                       f"arena {memory.arena_bytes} B, lower bound {memory.lower_bound_bytes} B")
 

@@ -148,7 +148,7 @@ class _Step:
 
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1
                   ) -> tuple[DeviceProgram, int, str]:
-    layout = _Layout(formats=bool(getattr(graph, "layouts_assigned", False)))
+    layout = _Layout(formats=graph.layouts_assigned)
     for v in part.inputs:
         layout.activation(v)
     steps: list[_Step] = []

@@ -216,8 +216,6 @@ def _rewrite_gelu(graph: Graph, last: Node, ctx) -> str:
     gelu.meta.engine, gelu.meta.partition = last.meta.engine, last.meta.partition
     gelu.outputs[0].meta = out.meta
     graph.replace_all_uses(out, gelu.outputs[0])
-    if out in graph.outputs:
-        graph.outputs = [gelu.outputs[0] if v is out else v for v in graph.outputs]
     for n in reversed(nodes):
         graph.remove_node(n)
     _rename_output(graph, gelu.outputs[0], out.name)
@@ -247,7 +245,7 @@ def _match_layernorm(graph: Graph, div: Node):
         return None
     d, s = div.input(0), div.input(1)
     sub = d.producer if d is not None else None
-    if sub is None or sub.op_type != "Sub" or v_users(d) != 2:
+    if sub is None or sub.op_type != "Sub" or len(set(d.users)) != 2:
         return None
     x, mean = sub.input(0), _mean_of(graph, sub.input(1))
     if mean is None or mean.input(0) is not x:
@@ -272,10 +270,6 @@ def _match_layernorm(graph: Graph, div: Node):
         return None
     eps = float(np.asarray(eps_v.const).reshape(-1)[0])
     return x, eps, nodes
-
-
-def v_users(v: Value) -> int:
-    return len(set(v.users))
 
 
 def _rewrite_layernorm(graph: Graph, div: Node, ctx) -> str:
@@ -337,5 +331,5 @@ def fuse(graph: Graph, table: list[Fusion] | None = None) -> PassResult:
             ctx = row.match(graph, node)
             if ctx is not None:
                 applied.append(row.rewrite(graph, node, ctx))
-    graph.fusions = getattr(graph, "fusions", []) + applied  # type: ignore[attr-defined]
+    graph.fusions += applied
     return PassResult(graph, bool(applied), f"{len(applied)} fusions")

@@ -83,7 +83,7 @@ def _reads_nhwc(node: Node, index: int) -> bool:
 
 
 def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
-    if not enabled or not ops.get("TransData").device or not _runtime_has_transdata():
+    if not enabled or not _runtime_has_transdata():
         return PassResult(graph, False, "layout assignment off")
     nhwc_nodes = [n for n in graph.nodes if _agnostic(n)]
     if not any(n.op_type == "Conv" for n in nhwc_nodes):
@@ -102,10 +102,9 @@ def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
                     (v.producer.inputs[0].format or NCHW) == fmt:
                 converted[key] = v.producer.inputs[0]  # the inverse of what made v
                 return converted[key]
-            anchor = v.producer if v.producer is not None else None
             td = graph.add_node("TransData", [v], attrs={"src_format": src, "dst_format": fmt},
-                                name=graph.unique_name(f"transdata_{fmt}"), after=anchor)
-            if anchor is None:
+                                name=graph.unique_name(f"transdata_{fmt}"), after=v.producer)
+            if v.producer is None:  # a graph input: right before its first reader
                 graph.nodes.remove(td)
                 graph.nodes.insert(graph.nodes.index(before), td)
             td.meta.engine, td.meta.partition = before.meta.engine, before.meta.partition
@@ -128,7 +127,7 @@ def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
                 new_inputs[i] = convert(v, want, node)
         if new_inputs != list(node.inputs):
             node.set_inputs(new_inputs)
-    graph.layouts_assigned = True  # type: ignore[attr-defined]
+    graph.layouts_assigned = True
     return PassResult(graph, inserted > 0, f"{len(nhwc_nodes)} nodes NHWC, "
                       f"{inserted} TransData inserted")
 

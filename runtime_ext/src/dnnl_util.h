@@ -161,4 +161,21 @@ class PreparedCache {
 std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
                                                       const void* src, const dnnl::memory::desc& to);
 
+// A kernel that is one bound oneDNN primitive and nothing else at run time. Kernels with a
+// fallback (e.g. a plain copy when the primitive is not needed) override run().
+class PrimitiveKernel : public Kernel {
+ public:
+  explicit PrimitiveKernel(const Device& dev) : dev_(dev) {}
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
+  Status run(ExecContext& ctx) override {
+    prim_.execute(ctx);
+    return Status::Ok();
+  }
+
+  const Device& dev_;
+  Prim prim_;
+  WorkspacePlan plan_;
+};
+
 }  // namespace ge

@@ -261,10 +261,10 @@ class WhereKernel : public Kernel {
 // Float32 Add/Sub/Mul/Div as a oneDNN binary primitive (JIT-vectorised; IEEE results,
 // like the loops). oneDNN broadcasts only its second operand, so it serves the shapes where
 // at most one operand broadcasts (commutative ops may swap them).
-class DnnlBinaryKernel : public Kernel {
+class DnnlBinaryKernel : public PrimitiveKernel {
  public:
   DnnlBinaryKernel(const KernelArgs& a, dnnl::algorithm alg, const TensorInfo& full, const TensorInfo& other)
-      : dev_(*a.device) {
+      : PrimitiveKernel(*a.device) {
     const TensorInfo& y = a.out(0);
     dnnl::memory::desc md0, md1, mdy;
     if (other.shape == y.shape) {  // same shapes: any common format, as flat vectors
@@ -283,17 +283,7 @@ class DnnlBinaryKernel : public Kernel {
     prim_.arg(DNNL_ARG_DST, mdy, Ref::of(y));
     Prim::share_scratchpad(&plan_, {&prim_});
   }
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
-  Status run(ExecContext& ctx) override {
-    prim_.execute(ctx);
-    return Status::Ok();
-  }
 
- private:
-  const Device& dev_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
 // The oneDNN kernel when it applies, else nullptr.

@@ -8,22 +8,6 @@ namespace {
 
 using dims = dnnl::memory::dims;
 
-// One bound oneDNN primitive and nothing else to do at run time.
-class PrimitiveKernel : public Kernel {
- public:
-  explicit PrimitiveKernel(const Device& dev) : dev_(dev) {}
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
-  Status run(ExecContext& ctx) override {
-    prim_.execute(ctx);
-    return Status::Ok();
-  }
-
-  const Device& dev_;
-  Prim prim_;
-  WorkspacePlan plan_;
-};
-
 int normalize_axis(int64_t axis, int rank) {
   if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);

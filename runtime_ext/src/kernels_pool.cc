@@ -10,23 +10,13 @@ namespace {
 
 using dims = dnnl::memory::dims;
 
-class PoolKernel : public Kernel {
+class PoolKernel : public PrimitiveKernel {
  public:
   explicit PoolKernel(const KernelArgs& a);
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
-  Status run(ExecContext& ctx) override {
-    prim_.execute(ctx);
-    return Status::Ok();
-  }
 
- private:
-  const Device& dev_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
-PoolKernel::PoolKernel(const KernelArgs& a) : dev_(*a.device) {
+PoolKernel::PoolKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
   a.expect_inputs(1, 1);
   a.expect_outputs(1, 1);
   const TensorInfo& x = a.in(0);

@@ -11,11 +11,9 @@ namespace ge {
 
 namespace {
 
-class ReduceKernel : public Kernel {
+class ReduceKernel : public PrimitiveKernel {
  public:
   explicit ReduceKernel(const KernelArgs& a);
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
     if (prim_.valid()) {
       prim_.execute(ctx);
@@ -28,14 +26,11 @@ class ReduceKernel : public Kernel {
   }
 
  private:
-  const Device& dev_;
   const TensorInfo* x_;
   const TensorInfo* y_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
-ReduceKernel::ReduceKernel(const KernelArgs& a) : dev_(*a.device) {
+ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
   a.expect_inputs(1, 2);
   a.expect_outputs(1, 1);
   x_ = &a.in(0);

@@ -11,9 +11,9 @@ namespace ge {
 
 namespace {
 
-class TransDataKernel : public Kernel {
+class TransDataKernel : public PrimitiveKernel {
  public:
-  explicit TransDataKernel(const KernelArgs& a) : dev_(*a.device) {
+  explicit TransDataKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
     a.expect_inputs(1, 1);
     a.expect_outputs(1, 1);
     x_ = &a.in(0);
@@ -40,8 +40,6 @@ class TransDataKernel : public Kernel {
     prim_.arg(DNNL_ARG_TO, to, Ref::of(*y_));
     Prim::share_scratchpad(&plan_, {&prim_});
   }
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
   Status run(ExecContext& ctx) override {
     if (prim_.valid()) {
       prim_.execute(ctx);
@@ -54,34 +52,20 @@ class TransDataKernel : public Kernel {
   }
 
  private:
-  const Device& dev_;
   const TensorInfo* x_;
   const TensorInfo* y_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
 // A reorder between two descriptions of the same logical tensor (used by Transpose).
-class ReorderKernel : public Kernel {
+class ReorderKernel : public PrimitiveKernel {
  public:
   ReorderKernel(const KernelArgs& a, const dnnl::memory::desc& from, const dnnl::memory::desc& to)
-      : dev_(*a.device) {
+      : PrimitiveKernel(*a.device) {
     prim_ = Prim(dnnl::reorder::primitive_desc(dev_.engine(), from, dev_.engine(), to, make_attr()));
     prim_.arg(DNNL_ARG_FROM, from, Ref::of(a.in(0)));
     prim_.arg(DNNL_ARG_TO, to, Ref::of(a.out(0)));
     Prim::share_scratchpad(&plan_, {&prim_});
   }
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
-  Status run(ExecContext& ctx) override {
-    prim_.execute(ctx);
-    return Status::Ok();
-  }
-
- private:
-  const Device& dev_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
 }  // namespace

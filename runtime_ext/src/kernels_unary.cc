@@ -11,9 +11,9 @@ namespace ge {
 
 namespace {
 
-class EltwiseKernel : public Kernel {
+class EltwiseKernel : public PrimitiveKernel {
  public:
-  EltwiseKernel(const KernelArgs& a, dnnl::algorithm alg, float alpha, float beta) : dev_(*a.device) {
+  EltwiseKernel(const KernelArgs& a, dnnl::algorithm alg, float alpha, float beta) : PrimitiveKernel(*a.device) {
     const TensorInfo& x = a.in(0);
     const TensorInfo& y = a.out(0);
     // Elementwise: the same bytes in any format (input and output share one, no padding),
@@ -26,17 +26,7 @@ class EltwiseKernel : public Kernel {
     prim_.arg(DNNL_ARG_DST, md, Ref::of(y));
     Prim::share_scratchpad(&plan_, {&prim_});
   }
-  size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
-  Status run(ExecContext& ctx) override {
-    prim_.execute(ctx);
-    return Status::Ok();
-  }
 
- private:
-  const Device& dev_;
-  Prim prim_;
-  WorkspacePlan plan_;
 };
 
 enum class LoopOp { kErf, kFloor, kCeil };
