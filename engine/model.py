@@ -54,13 +54,25 @@ class DeviceProgram:
 
     index: int
     tensors: list[TensorSlot]
-    weights: np.ndarray  # uint8
+    # The weight region: uint8 segments laid end to end, each starting 64-byte aligned; a
+    # weight slot's offset is into that concatenation and inside one segment. Usually one
+    # segment, or two when the weights of the imported file are used in place
+    # (build/tasks.py): that file's weight buffer, then the compiler's own constants.
+    weights: list[np.ndarray]
     arena_bytes: int
     num_streams: int
     num_events: int
     tasks: list[Task]
     inputs: list[int]
     outputs: list[int]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.weights, np.ndarray):  # one segment (and older offline files)
+            self.weights = [self.weights]
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(int(w.nbytes) for w in self.weights)
 
     @property
     def input_names(self) -> list[str]:
@@ -75,7 +87,7 @@ class DeviceProgram:
         return {
             "name": f"{name}#{self.index}",
             "arena_bytes": self.arena_bytes,
-            "weights": self.weights,
+            "weights": list(self.weights),
             "tensors": [_slot_spec(t) for t in self.tensors],
             "num_streams": self.num_streams,
             "num_events": self.num_events,
@@ -128,5 +140,5 @@ class CompiledModel:
     @property
     def device_bytes(self) -> int:
         """Device memory a loaded instance holds: arenas plus weights."""
-        return sum(p.arena_bytes + int(p.weights.nbytes) for p in self.programs
+        return sum(p.arena_bytes + p.weight_bytes for p in self.programs
                    if isinstance(p, DeviceProgram))

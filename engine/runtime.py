@@ -138,7 +138,7 @@ class LoadedModel:
     @property
     def device_bytes(self) -> int:
         """Device memory held: every instance's arenas plus one copy of the weights."""
-        return sum(p.arena_bytes * self.instances + int(p.weights.nbytes)
+        return sum(p.arena_bytes * self.instances + p.weight_bytes
                    for p in self.compiled.programs if isinstance(p, DeviceProgram))
 
     # ---- execution ----------------------------------------------------------------------

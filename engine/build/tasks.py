@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import InvalidGraph
+from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
 from ..partition import Partition, collect_partitions
@@ -27,7 +28,7 @@ def build_programs(graph: Graph, max_streams: int = 1
             prog, plan_bound, strategy = _build_device(graph, part, max_streams)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
-            memory.weight_bytes += int(prog.weights.nbytes)
+            memory.weight_bytes += prog.weight_bytes
             memory.strategy = strategy
             tasks += len(prog.tasks)
             programs.append(prog)
@@ -60,21 +61,15 @@ class _Layout:
         self.index: dict[Value, int] = {}
         self.storage: dict[Value, int] = {}  # value -> storage id (activations only)
         self.storage_size: list[int] = []
-        self.weights: list[np.ndarray] = []
-        self.weight_bytes = 0
+        self.weights: list[tuple[int, np.ndarray]] = []  # (slot, C-contiguous array)
 
     def weight(self, v: Value) -> int:
         if v not in self.index:
             arr = np.asarray(v.const, order="C")  # keeps 0-d scalars 0-d
             self.index[v] = len(self.slots)
+            self.weights.append((len(self.slots), arr))
             self.slots.append(TensorSlot(v.name, arr.dtype.name, list(arr.shape), "weight",
-                                         self.weight_bytes, "nchw" if self.formats else ""))
-            raw = arr.reshape(-1).view(np.uint8)
-            pad = align(raw.nbytes) - raw.nbytes
-            self.weights.append(raw)
-            if pad:
-                self.weights.append(np.zeros(pad, np.uint8))
-            self.weight_bytes += raw.nbytes + pad
+                                         -1, "nchw" if self.formats else ""))
         return self.index[v]
 
     def activation(self, v: Value, alias_of: Value | None = None) -> int:
@@ -93,13 +88,45 @@ class _Layout:
                                          "arena", -1, fmt))
         return self.index[v]
 
-    def blob(self) -> np.ndarray:
-        out = np.empty(self.weight_bytes, np.uint8)
-        pos = 0
-        for part in self.weights:
-            out[pos:pos + part.nbytes] = part
-            pos += part.nbytes
-        return out
+    def segments(self) -> list[np.ndarray]:
+        """The weight region's segments; sets every weight slot's offset.
+
+        Weights that are views of the imported file's weight buffer (importers/onnx_wire)
+        stay where they are when the program uses at least half of that buffer: the
+        buffer becomes the first segment, used in place by the runtime. Everything else
+        (folded, transformed or user-given constants) is packed into a new segment.
+        """
+        shared: np.ndarray | None = None
+        inside: dict[int, int] = {}  # slot -> offset in the shared buffer
+        candidates: dict[int, tuple[np.ndarray, list[tuple[int, int, int]]]] = {}
+        for slot, arr in self.weights:
+            buf = weight_buffer_of(arr)
+            if buf is None or arr.nbytes == 0 or not arr.flags.c_contiguous:
+                continue
+            at = arr.ctypes.data - buf.ctypes.data
+            if at < 0 or at + arr.nbytes > buf.nbytes or at % arr.dtype.itemsize:
+                continue
+            candidates.setdefault(buf.ctypes.data, (buf, []))[1].append((slot, at, arr.nbytes))
+        for buf, uses in candidates.values():
+            used = sum(n for _, n in {(at, n) for _, at, n in uses})
+            if 2 * used >= buf.nbytes:  # one buffer at most: the graph has one import
+                shared = buf
+                inside = {s: at for s, at, _ in uses}
+                break
+        base = align(shared.nbytes) if shared is not None else 0
+        size = 0
+        placed: list[tuple[int, np.ndarray, int]] = []
+        for slot, arr in self.weights:
+            if slot in inside:
+                self.slots[slot].offset = inside[slot]
+                continue
+            placed.append((slot, arr, size))
+            self.slots[slot].offset = base + size
+            size += align(arr.nbytes)
+        own = np.zeros(size, np.uint8) if placed else np.empty(0, np.uint8)
+        for _, arr, at in placed:
+            own[at:at + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        return ([shared] if shared is not None else []) + [own]
 
 
 def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence[int]) -> Task:
@@ -199,7 +226,7 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1
         if layout.slots[idx].region == "arena":
             layout.slots[idx].offset = plan.offsets[layout.storage[v]]
     prog = DeviceProgram(
-        index=part.index, tensors=layout.slots, weights=layout.blob(),
+        index=part.index, tensors=layout.slots, weights=layout.segments(),
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,
         num_events=sched.num_events, tasks=tasks,
         inputs=[layout.index[v] for v in part.inputs],

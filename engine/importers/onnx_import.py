@@ -26,6 +26,7 @@ from ..errors import InvalidGraph, InvalidModel
 from ..ir import Dim, Graph, TensorMeta, Value
 from .onnx_functions import inline_functions
 from .onnx_upgrade import NodeSpec, upgrade
+from .onnx_wire import WeightBuffer, WireError, split_weights
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 ModelLike = bytes | str | os.PathLike | onnx.ModelProto
@@ -33,13 +34,40 @@ ModelLike = bytes | str | os.PathLike | onnx.ModelProto
 
 def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
     """Build a Graph from an ONNX model given as a proto, serialized bytes or a file path."""
-    proto, base_dir = load_proto(model)
+    proto, base_dir, weights = _load_split(model)
+    if proto is None:
+        proto, base_dir = load_proto(model)
     opset = model_opset(proto)
     graph_proto = inline_functions(proto)
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
-    _Scope(g, opset, base_dir, None).fill(graph_proto)
+    _Scope(g, opset, base_dir, None).fill(graph_proto, weights)
     return g
+
+
+def _load_split(model: ModelLike
+                ) -> tuple[onnx.ModelProto | None, str | None, WeightBuffer | None]:
+    """The model parsed with its large weights moved to one aligned buffer (onnx_wire);
+    (None, None, None) when that does not apply, and load_proto takes over."""
+    if isinstance(model, onnx.ModelProto):
+        return None, None, None
+    base_dir = None
+    try:
+        if isinstance(model, (str, os.PathLike)):
+            path = Path(model)
+            if not path.is_file():
+                return None, None, None
+            stripped, weights = split_weights(path=path)
+            base_dir = str(path.parent)
+        else:
+            stripped, weights = split_weights(data=model)
+        proto = onnx.ModelProto()
+        proto.ParseFromString(stripped)
+    except (WireError, OSError, DecodeError, RuntimeError, ValueError, TypeError):
+        return None, None, None
+    if not proto.HasField("graph") or not proto.ir_version:
+        return None, None, None
+    return proto, base_dir, weights
 
 
 def load_proto(model: ModelLike) -> tuple[onnx.ModelProto, str | None]:
@@ -147,6 +175,22 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
     return arr
 
 
+def moved_array(t: onnx.TensorProto, raw: np.ndarray, base_dir: str | None) -> np.ndarray:
+    """An initializer whose raw_data onnx_wire moved to `raw` (uint8): a read-only view."""
+    element_type(t.data_type, t.name, "tensor")
+    fast = _RAW_DTYPES.get(t.data_type)
+    if fast is None or t.data_location == onnx.TensorProto.EXTERNAL:
+        t.raw_data = raw.tobytes()  # rare types: let the general reader decode them
+        return tensor_array(t, base_dir)
+    count = int(np.prod(t.dims, dtype=np.int64))
+    if raw.nbytes != count * fast.itemsize:
+        raise InvalidModel(f"tensor '{t.name}': raw data has {raw.nbytes} bytes, dims "
+                           f"{list(t.dims)} need {count * fast.itemsize}", tensor=t.name)
+    out = raw.view(fast).reshape(tuple(t.dims))
+    out.flags.writeable = False
+    return out
+
+
 def sparse_array(sp: onnx.SparseTensorProto, base_dir: str | None) -> np.ndarray:
     values = tensor_array(sp.values, base_dir)
     indices = tensor_array(sp.indices, base_dir).astype(np.int64)
@@ -193,11 +237,16 @@ class _Scope:
         self.outer: list[str] = []  # enclosing-scope names this graph reads
         self.node_names: set[str] = set()
 
-    def fill(self, gp: onnx.GraphProto) -> None:
+    def fill(self, gp: onnx.GraphProto, weights: WeightBuffer | None = None) -> None:
         g = self.g
         init_names = set()
-        for t in gp.initializer:
-            self._add_const(t.name, tensor_array(t, self.base_dir))
+        for i, t in enumerate(gp.initializer):
+            span = weights.spans[i] if weights is not None and i < len(weights.spans) else None
+            if span is None:
+                array = tensor_array(t, self.base_dir)
+            else:
+                array = moved_array(t, weights.data[span[0]:span[0] + span[1]], self.base_dir)
+            self._add_const(t.name, array)
             init_names.add(t.name)
         for sp in gp.sparse_initializer:
             self._add_const(sp.values.name, sparse_array(sp, self.base_dir))

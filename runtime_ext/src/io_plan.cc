@@ -27,8 +27,8 @@ IoPlan plan_io(const std::vector<TensorInfo>& tensors, const std::vector<TaskSpe
   plan.slot.resize(n);
   plan.slot_offset.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    plan.slot[i] = tensors[i].region == Region::kArena ? kArenaSlot : kWeightSlot;
-    plan.slot_offset[i] = tensors[i].offset;
+    plan.slot[i] = tensors[i].slot;  // the arena or a weight segment (Model::load_tensors)
+    plan.slot_offset[i] = tensors[i].slot_offset;
   }
   std::vector<std::vector<int64_t>> writers(n);
   std::vector<int64_t> first_read(n, kNever);

@@ -77,14 +77,19 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   spin_wait_ = width_ * std::min(num_streams_, sched.lanes(width_)) < device_->cores();
 
   arena_bytes_ = static_cast<size_t>(spec.arena_bytes);
-  if (spec.weights_borrowed || spec.weights_size == 0) {
-    weight_base_ = spec.weights;
-  } else {
-    weights_ = AlignedBuffer(spec.weights_size, /*zero=*/false);
-    std::memcpy(weights_.data(), spec.weights, spec.weights_size);
-    weight_base_ = weights_.data();
+  if (spec.weights.size() > kMaxWeightSegments) {
+    invalid("weights: ", spec.weights.size(), " segments, at most ", kMaxWeightSegments);
   }
-  weight_size_ = spec.weights_size;
+  for (const ModelSpec::WeightSegment& w : spec.weights) {
+    Segment seg{weight_size_, w.data, w.size};
+    if (!w.borrowed && w.size > 0) {
+      owned_weights_.emplace_back(w.size, /*zero=*/false);
+      std::memcpy(owned_weights_.back().data(), w.data, w.size);
+      seg.base = owned_weights_.back().data();
+    }
+    segments_.push_back(seg);
+    weight_size_ += (w.size + 63) / 64 * 64;
+  }
 
   load_tensors(spec);
   if (!explicit_formats_) {
@@ -184,7 +189,7 @@ void Model::load_tensors(const ModelSpec& spec) {
       region_size = arena_bytes_;
     } else if (ts.region == "weight") {
       t.region = Region::kWeight;
-      region_size = weight_size_;
+      region_size = weight_size_;  // then narrowed to the segment the tensor starts in
     } else {
       invalid("tensor '", ts.name, "': unknown region '", ts.region, "'");
     }
@@ -198,9 +203,24 @@ void Model::load_tensors(const ModelSpec& spec) {
               " element size ", dtype_size(t.dtype));
     }
     t.offset = static_cast<size_t>(ts.offset);
-    t.slot = t.region == Region::kArena ? kArenaSlot : kWeightSlot;
+    t.slot = kArenaSlot;
     t.slot_offset = t.offset;
-    if (t.region == Region::kWeight) t.data = weight_base_ + t.offset;
+    if (t.region == Region::kWeight) {
+      size_t k = segments_.size();
+      while (k > 0 && segments_[k - 1].start > t.offset) --k;
+      if (k == 0 || t.offset - segments_[k - 1].start + t.nbytes > segments_[k - 1].size) {
+        invalid("tensor '", ts.name, "': bytes [", ts.offset, ", ", ts.offset + static_cast<int64_t>(t.nbytes),
+                ") do not lie inside one weight segment");
+      }
+      const Segment& seg = segments_[k - 1];
+      t.slot = kWeightSlot + static_cast<uint32_t>(k - 1);
+      t.slot_offset = t.offset - seg.start;
+      t.data = seg.base + t.slot_offset;
+      if (reinterpret_cast<uintptr_t>(t.data) % dtype_size(t.dtype) != 0) {
+        invalid("tensor '", ts.name, "': its weight bytes are not aligned to the ", dtype_name(t.dtype),
+                " element size ", dtype_size(t.dtype));
+      }
+    }
   }
   for (int64_t idx : spec.inputs) {
     const TensorInfo* t = tensor_at(idx, "model input");

@@ -179,8 +179,15 @@ class Model {
   bool has_narrow_ = false;
   bool explicit_formats_ = false;
   size_t arena_bytes_ = 0;
-  AlignedBuffer weights_;             // owned copy, or empty when borrowed
-  const uint8_t* weight_base_ = nullptr;
+  // The weight region's segments: start in the region, base address, size; owned copies
+  // of the segments that were not borrowed.
+  struct Segment {
+    size_t start = 0;
+    const uint8_t* base = nullptr;
+    size_t size = 0;
+  };
+  std::vector<Segment> segments_;
+  std::vector<AlignedBuffer> owned_weights_;
   size_t weight_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<const TensorInfo*> inputs_;

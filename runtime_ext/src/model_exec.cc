@@ -263,7 +263,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   const std::vector<uint8_t*> base_template = [&] {
     std::vector<uint8_t*> b(static_cast<size_t>(io_.num_slots), nullptr);
     b[kArenaSlot] = in->arena.data();
-    b[kWeightSlot] = const_cast<uint8_t*>(weight_base_);
+    for (size_t k = 0; k < segments_.size(); ++k) b[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
     return b;
   }();
   for (size_t i = 0; i < n_iter; ++i) {

@@ -269,8 +269,10 @@ nb::object to_numpy(ge::HostResult& r) {
 
 struct PyModel {
   std::unique_ptr<ge::Model> model;
-  nb::object weights;  // kept alive when the model uses the caller's weight array in place
+  nb::list weights;  // the caller's weight arrays the model uses in place, kept alive
 };
+
+bool is_list_like(nb::handle h);
 
 void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec, int instances) {
   ge::ModelSpec s;
@@ -289,21 +291,32 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
   s.inputs = to_ints(get(spec, "inputs", "", true), "inputs");
   s.outputs = to_ints(get(spec, "outputs", "", true), "outputs");
 
-  nb::object weights_keep;
+  // "weights": one uint8 array, or a list of them (segments of the weight region).
+  std::vector<nb::object> keep;  // the arrays used in place, or the copies load() reads
   if (nb::handle w = get(spec, "weights", "", false); w.is_valid() && !w.is_none()) {
-    CpuArray view;
-    if (nb::try_cast(w, view, false) && view.dtype() == nb::dtype<uint8_t>() &&
-        reinterpret_cast<uintptr_t>(view.data()) % 16 == 0) {
-      // Used in place for the model's lifetime (the host device's memory is the host's).
-      weights_keep = nb::borrow(w);
-      s.weights_borrowed = true;
+    std::vector<nb::object> parts;
+    if (is_list_like(w)) {
+      parts = items(w, "weights");
     } else {
-      nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(w);
-      if (!nb::try_cast(arr, view, false)) spec_error("weights must be a numpy uint8 array");
-      weights_keep = arr;  // copied by the model during load
+      parts.push_back(nb::borrow(w));
     }
-    s.weights = static_cast<const uint8_t*>(view.data());
-    s.weights_size = view.nbytes();
+    for (nb::object& part : parts) {
+      CpuArray view;
+      ge::ModelSpec::WeightSegment seg;
+      if (nb::try_cast(part, view, false) && view.dtype() == nb::dtype<uint8_t>() &&
+          reinterpret_cast<uintptr_t>(view.data()) % 16 == 0) {
+        // Used in place for the model's lifetime (the host device's memory is the host's).
+        seg.borrowed = true;
+        keep.push_back(part);
+      } else {
+        nb::object arr = nb::module_::import_("numpy").attr("ascontiguousarray")(part);
+        if (!nb::try_cast(arr, view, false)) spec_error("weights must be numpy uint8 arrays");
+        keep.push_back(arr);  // copied by the model during load
+      }
+      seg.data = static_cast<const uint8_t*>(view.data());
+      seg.size = view.nbytes();
+      s.weights.push_back(seg);
+    }
   }
 
   std::unique_ptr<ge::Model> model;
@@ -313,7 +326,11 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
     st = ge::Model::load(std::move(device), s, instances, &model);
   }
   if (!st.ok()) raise_status(st);
-  new (self) PyModel{std::move(model), s.weights_borrowed ? weights_keep : nb::object()};
+  nb::list borrowed;
+  for (size_t i = 0; i < s.weights.size(); ++i) {
+    if (s.weights[i].borrowed) borrowed.append(keep[i]);
+  }
+  new (self) PyModel{std::move(model), std::move(borrowed)};
 }
 
 bool is_list_like(nb::handle h) { return PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()); }

@@ -38,10 +38,16 @@ struct TaskSpec {
 struct ModelSpec {
   std::string name;
   int64_t arena_bytes = 0;
-  const uint8_t* weights = nullptr;  // borrowed for the duration of load()
-  size_t weights_size = 0;
-  // The weights outlive the model and never change: use them in place, do not copy.
-  bool weights_borrowed = false;
+  // The weight region: segments laid end to end, each starting 64-byte aligned (a weight
+  // tensor's offset is into that concatenation and lies inside one segment). A segment is
+  // borrowed for the duration of load(), or for the model's lifetime when `borrowed`: it
+  // outlives the model and never changes, so it is used in place, not copied.
+  struct WeightSegment {
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+    bool borrowed = false;
+  };
+  std::vector<WeightSegment> weights;
   std::vector<TensorSpec> tensors;
   int64_t num_streams = 1;
   int64_t num_events = 0;

@@ -34,11 +34,13 @@ const char* format_name(Format f);
 std::string format_error(Format f, const std::vector<int64_t>& shape);
 
 // Binding slots: the base pointer a tensor's address is relative to during a run.
-// Slot 0 is the instance's arena, slot 1 the weight region; slots >= 2 are caller
-// buffers bound for one run (zero-copy inputs, outputs written in place; io_plan.h).
+// Slot 0 is the instance's arena, slots 1 .. kMaxWeightSegments the weight region's
+// segments; slots from kFirstIoSlot on are caller buffers bound for one run (zero-copy
+// inputs, outputs written in place; io_plan.h).
 constexpr uint32_t kArenaSlot = 0;
-constexpr uint32_t kWeightSlot = 1;
-constexpr uint32_t kFirstIoSlot = 2;
+constexpr uint32_t kWeightSlot = 1;  // the first weight segment
+constexpr uint32_t kMaxWeightSegments = 8;
+constexpr uint32_t kFirstIoSlot = kWeightSlot + kMaxWeightSegments;
 
 struct TensorInfo {
   std::string name;

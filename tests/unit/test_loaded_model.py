@@ -63,7 +63,7 @@ def test_instances_share_weights(mlp):
     three = LoadedModel(compiled, DEVICE, instances=3)
     prog = next(p for p in compiled.programs if isinstance(p, DeviceProgram))
     assert one.instances == 1 and three.instances == 3
-    assert three.device_bytes == 3 * prog.arena_bytes + prog.weights.nbytes
+    assert three.device_bytes == 3 * prog.arena_bytes + prog.weight_bytes
     s1, s3 = one.stats(), three.stats()
     assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
     assert s3["weight_bytes"] == s1["weight_bytes"] > 0

@@ -114,13 +114,13 @@ def test_file_layout_matches_the_documented_header(tmp_path) -> None:
     assert crc == zlib.crc32(data[52:], zlib.crc32(data[:48]))
     desc = json.loads(data[hlen:hlen + dlen])
     assert desc["name"] == "mlp" and desc["gear"] is None and len(desc["models"]) == 1
-    weights = compiled.programs[0].weights
-    assert wlen >= weights.nbytes
+    assert wlen >= compiled.programs[0].weight_bytes
     assert list(tmp_path.iterdir()) == [tmp_path / "m.om"]  # the temporary file is gone
     for loaded in (offline.read(tmp_path / "m.om"), offline.load(data)):
         assert_same(loaded, compiled)
-        assert loaded.programs[0].weights.ctypes.data % 64 == 0  # aligned for the runtime
-        assert loaded.programs[0].weights.flags.writeable
+        for segment in loaded.programs[0].weights:
+            assert segment.ctypes.data % 64 == 0  # aligned for the runtime
+            assert segment.flags.writeable
 
 
 def test_loading_runs_no_compile_work(monkeypatch) -> None:
@@ -303,7 +303,7 @@ def first_slot(desc: dict) -> dict:
 
 
 def weights_of(desc: dict) -> dict:
-    return desc["models"][0]["programs"][0]["weights"]
+    return desc["models"][0]["programs"][0]["weights"][-1]
 
 
 def with_edit(fn):
@@ -365,12 +365,12 @@ def test_inspect_summarizes_without_building() -> None:
         "index": program.index, "engine": "device", "tensors": len(program.tensors),
         "tasks": len(program.tasks), "streams": program.num_streams,
         "events": program.num_events, "arena_bytes": program.arena_bytes,
-        "weights_bytes": program.weights.nbytes}]
+        "weights_bytes": program.weight_bytes}]
     assert program.num_streams == 3
     assert summary["inputs"] == [{"name": s.name, "dtype": s.dtype.value, "shape": list(s.shape)}
                                  for s in compiled.inputs]
     assert summary["memory"] == dataclasses.asdict(compiled.report.memory)
-    assert summary["weights_bytes"] == program.weights.nbytes
+    assert summary["weights_bytes"] == program.weight_bytes
     assert summary["report"]["passes"] == json.loads(compiled.report.to_json())["passes"]
     assert summary["report_text"] == compiled.report.render()
 

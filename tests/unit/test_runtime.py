@@ -912,6 +912,45 @@ def test_spec_errors():
         rt.Model(DEVICE, spec)
 
 
+def test_weight_segments_are_used_in_place_and_checked():
+    # Weights in two segments (an imported file's buffer, then the compiler's constants):
+    # a tensor's offset is into their concatenation, each segment 64-byte aligned.
+    a = randn(3, 5)
+    bias = randn(5)
+    first = np.zeros(200, np.uint8)  # 200 bytes: the second segment starts at 256
+    first[:60] = a.view(np.uint8).reshape(-1)
+    second = bias.view(np.uint8).copy()
+
+    def spec(bias_offset: int) -> dict:
+        b = SpecBuilder()
+        x = b.input("x", "float32", [2, 3])
+        y = b.tensor("y", "float32", [2, 5])
+        b.tensors.append({"name": "a", "dtype": "float32", "shape": [3, 5],
+                          "region": "weight", "offset": 0})
+        b.tensors.append({"name": "bias", "dtype": "float32", "shape": [5],
+                          "region": "weight", "offset": bias_offset})
+        b.kernel("Gemm", [x, 2, 3], [y], name="gemm")
+        b.outputs = [y]
+        out = b.spec()
+        out["weights"] = [first, second]
+        return out
+
+    xs = randn(2, 3)
+    m = rt.Model(DEVICE, spec(256))
+    (y,) = m.execute([xs])
+    np.testing.assert_allclose(y, xs @ a + bias, rtol=1e-5, atol=1e-6)
+    assert m.stats()["weight_bytes"] == 256 + 64
+    with pytest.raises(rt.InvalidArgument, match=r"tensor 'bias': bytes \[192, 212\) do not lie "
+                                                 r"inside one weight segment"):
+        rt.Model(DEVICE, spec(192))  # the first segment's padding
+    with pytest.raises(rt.InvalidArgument, match=r"tensor 'bias': bytes \[320, 340\) exceed"):
+        rt.Model(DEVICE, spec(320))
+    too_many = spec(256)
+    too_many["weights"] = [first] * 9
+    with pytest.raises(rt.InvalidArgument, match="9 segments, at most 8"):
+        rt.Model(DEVICE, too_many)
+
+
 def test_load_reports_first_bad_node_in_program_order_across_streams():
     # Kernels are built on their streams' workers concurrently; the error must still be
     # the first bad node in program order, whichever stream finishes first.
