@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
-from .device_helpers import F32, F32_I64, kernel, reject
+from .device_helpers import kernel, reject
 from .kernel_utils import widen
 from .registry import DeviceKernel, OpSchema, register
 from .shape_helpers import (
@@ -30,11 +30,11 @@ BOOL = frozenset({DType.BOOL})
 Fn = Callable[[np.ndarray, np.ndarray, dict[str, Any]], np.ndarray]
 
 
-def _device(op: str, dtypes: frozenset[DType]) -> Callable[..., DeviceKernel | str]:
+def _device(op: str) -> Callable[..., DeviceKernel | str]:
     def device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         if len(node.inputs) != 2:
             return f"device {op} takes exactly 2 inputs, got {len(node.inputs)}"
-        why = reject(node, dtypes)
+        why = reject(node)
         return why or kernel(op, {}, (0, 1))
     return device
 
@@ -102,11 +102,11 @@ def _cmp(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Fn:
     return lambda x, y, a: fn(widen(x), widen(y))
 
 
-binary("Add", _float_op(np.add), device=_device("Add", F32_I64))
-binary("Sub", _float_op(np.subtract), device=_device("Sub", F32_I64))
-binary("Mul", _float_op(np.multiply), device=_device("Mul", F32_I64))
-binary("Div", _div, device=_device("Div", F32))
-binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow", F32))
+binary("Add", _float_op(np.add), device=_device("Add"))
+binary("Sub", _float_op(np.subtract), device=_device("Sub"))
+binary("Mul", _float_op(np.multiply), device=_device("Mul"))
+binary("Div", _div, device=_device("Div"))
+binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow"))
 binary("Mod", _mod, attrs={"fmod": A.i(0)})
 binary("BitShift", _bitshift, INTS, attrs={"direction": A.s(A.REQUIRED)})
 binary("BitwiseAnd", lambda x, y, a: np.bitwise_and(x, y), INTS)
@@ -154,7 +154,7 @@ def variadic(name: str, fn: Callable[[list[np.ndarray]], np.ndarray],
         return [np.asarray(fn([widen(x) for x in arrays])).astype(arrays[0].dtype)]
 
     register(OpSchema(name, 1, -1, infer, compute,
-                      device=_device(device_op, F32) if device_op else None))
+                      device=_device(device_op) if device_op else None))
 
 
 variadic("Max", lambda xs: reduce(np.maximum, xs), "Max")
@@ -171,7 +171,7 @@ def _where_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _where_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, F32_I64, data_inputs=(1, 2))
+    why = reject(node, data_inputs=(1, 2))
     if why:
         return why
     cond = node.inputs[0].meta

@@ -11,7 +11,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
-from .device_helpers import RUNTIME_DTYPES, kernel, reject
+from .device_helpers import kernel, reject
 from .kernel_utils import is_bfloat16, is_ml_dtype, np_dtype, onnx_dtype, to_low_precision
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
@@ -64,7 +64,7 @@ def _cast_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _cast_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     """The runtime casts between any two of its dtypes; CastLike is a Cast to input 1's."""
-    why = reject(node, RUNTIME_DTYPES, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     return why or kernel("Cast", {"to": node.outputs[0].meta.dtype.value}, (0,))
 
 

@@ -1,4 +1,4 @@
-"""Checks shared by device lowerings: the device engine runs static float32 tensors only."""
+"""Checks shared by device lowerings: static tensors of dtypes the runtime can store."""
 
 from __future__ import annotations
 
@@ -11,24 +11,22 @@ from ..dtypes import DType
 from ..ir import Node
 from .registry import DeviceKernel
 
-F32 = frozenset({DType.FLOAT32})
-F32_I64 = frozenset({DType.FLOAT32, DType.INT64})
-F32_I64_I32 = frozenset({DType.FLOAT32, DType.INT64, DType.INT32})
 # The element types the native runtime knows (runtime_ext/src/dtype.cc); views and copies
 # move bytes, so they run for all of these. Any other dtype stays on the host.
 RUNTIME_DTYPES = frozenset({
     DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.INT64, DType.INT32, DType.INT16,
     DType.INT8, DType.UINT8, DType.BOOL})
-ANY_FIXED = RUNTIME_DTYPES
 
 
-def reject(node: Node, dtypes: Iterable[DType] = F32,
-           data_inputs: Iterable[int] | None = None) -> str | None:
-    """Why the device cannot run `node` (dtype or dynamic shape), or None when it can.
+def reject(node: Node, data_inputs: Iterable[int] | None = None) -> str | None:
+    """Why the device cannot hold `node`'s tensors (a dtype the runtime cannot store, no
+    inferred type, a dynamic shape), or None when it can.
 
-    Only the data inputs (default: all present inputs) and all outputs are checked.
+    Which element types each kernel computes on is the runtime's answer (kernel_info,
+    asked by partition/placement.py after lowering), not repeated here. Only the data
+    inputs (default: all present inputs) and all outputs are checked.
     """
-    allowed = frozenset(dtypes)
+    allowed = RUNTIME_DTYPES
     idx = range(len(node.inputs)) if data_inputs is None else data_inputs
     values = [(f"input {i}", node.input(i)) for i in idx] + [
         (f"output {i}", o) for i, o in enumerate(node.outputs)]
@@ -61,7 +59,7 @@ def const_scalar(node: Node, i: int) -> float | None:
 
 def view(node: Node, attrs: dict[str, Any]) -> DeviceKernel | str:
     """Lowering of pure view ops (Reshape, Flatten, Squeeze...): a Copy the planner aliases."""
-    why = reject(node, ANY_FIXED, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     if why:
         return why
     return kernel("Copy", {}, (0,))

@@ -10,7 +10,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import ANY_FIXED, kernel, reject
+from .device_helpers import kernel, reject
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
@@ -46,7 +46,7 @@ def _gather_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _gather_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, ANY_FIXED, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     if why:
         return why
     idx = node.inputs[1].meta
@@ -253,7 +253,7 @@ def _slice(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
 
 
 def _slice_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, ANY_FIXED, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     if why:
         return why
     vals = [None if node.input(i) is None else const_ints(node, i) for i in range(1, 5)]
@@ -321,7 +321,7 @@ def _pad(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
 def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     if a["mode"] != "constant":
         return f"device Pad supports constant mode only, not {a['mode']}"
-    why = reject(node, ANY_FIXED, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     if why:
         return why
     pads = const_ints(node, 1)

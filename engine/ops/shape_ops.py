@@ -12,7 +12,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import ANY_FIXED, kernel, reject, view
+from .device_helpers import kernel, reject, view
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     broadcast,
@@ -211,7 +211,7 @@ def _transpose_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _transpose_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, ANY_FIXED)
+    why = reject(node)
     if why:
         return why
     rank = len(node.inputs[0].meta.shape)
@@ -267,7 +267,7 @@ def dim_sum(node: Node, dims: Sequence[Dim], pos: int) -> Dim:
 
 
 def _concat_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, ANY_FIXED)
+    why = reject(node)
     if why:
         return why
     rank = len(node.outputs[0].meta.shape)
@@ -341,7 +341,7 @@ def _expand_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _expand_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    why = reject(node, ANY_FIXED, data_inputs=(0,))
+    why = reject(node, data_inputs=(0,))
     return why or kernel("Expand", {}, (0,))
 
 

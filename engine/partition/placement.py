@@ -1,7 +1,10 @@
 """Engine placement: ask each engine, in cost order, whether it takes the node.
 
 Policy lives in the per-engine predicates; this pass only records the first engine that
-accepts and every rejection's reason (the report shows them).
+accepts and every rejection's reason (the report shows them). The device predicate lowers
+the node to a runtime kernel (the op schema's `device` rule) and then asks the runtime's
+kernel info store (`_runtime.kernel_info`) whether that kernel runs these dtypes and
+shapes; the runtime's reason is kept when it declines.
 """
 
 from __future__ import annotations
@@ -29,10 +32,23 @@ def device_accepts(node: Node) -> str | None:
         return f"device lowering failed: {exc}"
     if isinstance(verdict, str):
         return verdict
-    from ..runtime import device_kernel_ops
+    if verdict.op == "Copy":  # a task kind, not a kernel: any dtype and shape
+        return None
+    # GE's kernel info store: the runtime itself says whether it runs this kernel on these
+    # dtypes and shapes (and which layout it prefers, for optimize/layout.py).
+    from ..runtime import kernel_info
 
-    if verdict.op != "Copy" and verdict.op not in device_kernel_ops():  # Copy is a task kind
-        return f"runtime has no kernel '{verdict.op}'"
+    dtypes, shapes = [], []
+    for i in verdict.inputs:
+        v = node.inputs[i] if 0 <= i < len(node.inputs) else None
+        dtypes.append(v.meta.dtype.value if v is not None else "")
+        shapes.append(list(v.meta.shape) if v is not None else [])
+    try:
+        info = kernel_info(verdict.op, dtypes, shapes, verdict.attrs)
+    except Exception as exc:  # attrs the runtime cannot even read: it declines the node
+        return f"runtime kernel info for '{verdict.op}' failed: {exc}"
+    if not info["supported"]:
+        return f"runtime kernel '{verdict.op}': {info['reason']}"
     return None
 
 

@@ -12,6 +12,7 @@ import pytest
 from graphengine.engine import ops
 from graphengine.engine.dtypes import DType
 from graphengine.engine.ir import Graph, Node, TensorMeta
+from graphengine.engine.partition import placement
 
 F32 = DType.FLOAT32
 
@@ -61,9 +62,11 @@ def test_conv_rejections() -> None:
         "device Conv is 2-D only, input has rank 3"
     assert lower(build("Conv", [t("n", 3, 8, 8), np.zeros((4, 3, 3, 3), np.float32)])) == \
         "input 0 shape is not static"
+    # Element types are the runtime's answer (kernel info), asked at placement.
     w64 = np.zeros((4, 3, 1, 1), np.float64)
-    assert "dtype float64 not supported by device Conv" in \
-        lower(build("Conv", [t(1, 3, 4, 4, dtype=DType.FLOAT64), w64]))
+    node = build("Conv", [t(1, 3, 4, 4, dtype=DType.FLOAT64), w64])
+    assert placement.device_accepts(node) == \
+        "runtime kernel 'Conv': Conv takes float32, got float64"
 
 
 def test_pools() -> None:
@@ -89,8 +92,12 @@ def test_gemm_matmul_binary() -> None:
     assert k.inputs == (0, 1, -1)
     assert lower(build("MatMul", [t(2, 3), t(3, 4)])).inputs == (0, 1)
     assert lower(build("Add", [t(2, 3, dtype=DType.INT64), t(3, dtype=DType.INT64)])).op == "Add"
-    assert lower(build("Div", [t(2, dtype=DType.INT64), t(2, dtype=DType.INT64)])) == \
-        "dtype int64 not supported by device Div"
+    # Which element types run is the runtime's answer, asked at placement.
+    assert placement.device_accepts(
+        build("Div", [t(2, dtype=DType.INT64), t(2, dtype=DType.INT64)])) is None
+    assert placement.device_accepts(build("Div", [t(2, dtype=DType.INT8), t(2, dtype=DType.INT8)])
+                                    ) == ("runtime kernel 'Div': Div takes float32, float64, "
+                                          "int64 or int32, got int8")
     assert lower(build("Max", [t(2), t(2), t(2)])) == "device Max takes exactly 2 inputs, got 3"
     assert lower(build("Pow", [t(2, 3), t(1)])).op == "Pow"
 
