@@ -38,7 +38,7 @@ class InstancePool:
         self.models = _load(compiled, device, self.count)
         # One permit per instance: the shared model `count` times, or each model once.
         self._free = (self.models * self.count)[:self.count]
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())  # not reentrant: cheaper
 
     @property
     def device_bytes(self) -> int:
