@@ -3,8 +3,11 @@
 oneDNN's fastest convolutions read and write NHWC. Keeping every activation between
 convolutions NHWC avoids a reorder around each kernel; TransData nodes convert at the
 edges of the NHWC region only (typically the graph's input and the flatten before the
-classifier), and inverse TransData pairs are removed. The runtime executes exactly the
-formats chosen here (tensor slots carry them).
+classifier), and inverse TransData pairs are removed. Where NCHW and NHWC order the bytes
+the same way (one channel, or 1x1 spatial: a global pool's [N,C,1,1] output before the
+classifier) the conversion is a FormatView instead: the same bytes under the other format
+name, which the memory planner aliases and which runs no task. The runtime executes
+exactly the formats chosen here (tensor slots carry them).
 
 A node is layout-agnostic when the device kernel computes the same result in NHWC:
 convolutions, pools, BatchNormalization, unary elementwise ops, and binary elementwise
@@ -50,7 +53,33 @@ def _register_transdata() -> None:
         device=device))
 
 
+def _register_format_view() -> None:
+    if ops.has("FormatView"):
+        return
+
+    def infer(node: Node, attrs):
+        return [node.inputs[0].meta]
+
+    def compute(inputs, attrs):
+        return [inputs[0]]
+
+    def device(node: Node, attrs):
+        return DeviceKernel("Copy", {}, (0,))  # an alias of the input (schema.alias)
+
+    ops.register(OpSchema(
+        "FormatView", 1, 1, infer, compute,
+        attrs={"src_format": AttrSpec(AttrKind.STRING, NCHW),
+               "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
+        device=device, alias={0: 0}))
+
+
 _register_transdata()
+_register_format_view()
+
+
+def same_bytes(shape) -> bool:
+    """Whether NCHW and NHWC lay a 4-D tensor of `shape` out identically."""
+    return len(shape) == 4 and (shape[1] == 1 or shape[2] * shape[3] == 1)
 
 
 def _is_act4d(v: Value | None) -> bool:
@@ -98,12 +127,13 @@ def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
         key = (v, fmt)
         if key not in converted:
             src = v.format or NCHW
-            if v.producer is not None and v.producer.op_type == "TransData" and \
-                    (v.producer.inputs[0].format or NCHW) == fmt:
+            if v.producer is not None and v.producer.op_type in ("TransData", "FormatView") \
+                    and (v.producer.inputs[0].format or NCHW) == fmt:
                 converted[key] = v.producer.inputs[0]  # the inverse of what made v
                 return converted[key]
-            td = graph.add_node("TransData", [v], attrs={"src_format": src, "dst_format": fmt},
-                                name=graph.unique_name(f"transdata_{fmt}"), after=v.producer)
+            op = "FormatView" if same_bytes(v.meta.shape) else "TransData"
+            td = graph.add_node(op, [v], attrs={"src_format": src, "dst_format": fmt},
+                                name=graph.unique_name(f"{op.lower()}_{fmt}"), after=v.producer)
             if v.producer is None:  # a graph input: right before its first reader
                 graph.nodes.remove(td)
                 graph.nodes.insert(graph.nodes.index(before), td)
@@ -115,7 +145,7 @@ def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
         return converted[key]
 
     for node in list(graph.nodes):
-        if node.op_type == "TransData" or node.meta.engine is not Engine.DEVICE:
+        if node.op_type in ("TransData", "FormatView") or node.meta.engine is not Engine.DEVICE:
             continue
         mine = NHWC if node in nhwc_nodes else NCHW
         new_inputs = list(node.inputs)
@@ -128,8 +158,9 @@ def assign_layouts(graph: Graph, enabled: bool = True) -> PassResult:
         if new_inputs != list(node.inputs):
             node.set_inputs(new_inputs)
     graph.layouts_assigned = True
+    views = sum(n.op_type == "FormatView" for n in graph.nodes)
     return PassResult(graph, inserted > 0, f"{len(nhwc_nodes)} nodes NHWC, "
-                      f"{inserted} TransData inserted")
+                      f"{inserted - views} TransData and {views} FormatView inserted")
 
 
 def _plain_partition_outputs(graph: Graph) -> int:
@@ -137,7 +168,7 @@ def _plain_partition_outputs(graph: Graph) -> int:
     count = 0
     outputs = set(graph.outputs)
     for node in list(graph.nodes):
-        if node.op_type == "TransData":
+        if node.op_type in ("TransData", "FormatView"):
             continue
         for out in node.outputs:
             if out.format != NHWC:
@@ -159,11 +190,12 @@ def _split_output(graph: Graph, node: Node, out: Value) -> int:
     out.format = NCHW
     same_part = [u for u in out.users if u.meta.partition == node.meta.partition]
     for user in same_part:
-        if user.op_type == "TransData" or (user.meta.engine is Engine.DEVICE and
+        if user.op_type in ("TransData", "FormatView") or (user.meta.engine is Engine.DEVICE and
                                            (user.inputs and _agnostic(user))):
             user.replace_input(out, fresh)
-    td = graph.add_node("TransData", [fresh], attrs={"src_format": NHWC, "dst_format": NCHW},
-                        outputs=[], name=graph.unique_name("transdata_nchw"), after=node)
+    op = "FormatView" if same_bytes(out.meta.shape) else "TransData"
+    td = graph.add_node(op, [fresh], attrs={"src_format": NHWC, "dst_format": NCHW},
+                        outputs=[], name=graph.unique_name(f"{op.lower()}_nchw"), after=node)
     # reuse the original value (and so its name) as the TransData's output
     out.producer, out.index = td, 0
     td.outputs.append(out)

@@ -1,9 +1,14 @@
 """Layout assignment: NHWC between convolutions, TransData only at the edges."""
 
+import numpy as np
+import onnxruntime as ort
+
 from graphengine.engine.importers import load_model
+from graphengine.engine.model import DeviceProgram
 from graphengine.engine.optimize import layout
 from graphengine.engine.passes import PassManager
-from graphengine.engine.pipeline import CompileOptions, bind_shapes, stages
+from graphengine.engine.pipeline import CompileOptions, bind_shapes, compile_graph, stages
+from graphengine.engine.runtime import LoadedModel
 from tests import zoo
 
 
@@ -19,11 +24,12 @@ def optimized(model, monkeypatch):
 def test_resnet_is_nhwc_inside_with_transdata_at_the_boundary_only(monkeypatch):
     g = optimized(zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10), monkeypatch)
     tds = [n for n in g.nodes if n.op_type == "TransData"]
-    assert len(tds) == 2, [n.name for n in tds]
-    first, last = tds
-    assert first.inputs[0] in g.inputs and first.attrs["dst_format"] == "nhwc"
-    assert last.attrs["dst_format"] == "nchw"
-    assert last.outputs[0].users[0].op_type == "Flatten"
+    assert len(tds) == 1, [n.name for n in tds]
+    assert tds[0].inputs[0] in g.inputs and tds[0].attrs["dst_format"] == "nhwc"
+    # The pooled [N,C,1,1] tensor has the same bytes in both formats: a view, no task.
+    (view,) = [n for n in g.nodes if n.op_type == "FormatView"]
+    assert view.attrs["dst_format"] == "nchw" and view.inputs[0].meta.shape[2:] == (1, 1)
+    assert view.outputs[0].users[0].op_type == "Flatten"
     convs = [n for n in g.nodes if n.op_type == "Conv"]
     assert convs and all(c.outputs[0].format == "nhwc" for c in convs)
 
@@ -34,7 +40,22 @@ def test_mobilenet_has_no_inverse_pairs(monkeypatch):
         if n.op_type == "TransData":
             producer = n.inputs[0].producer
             assert producer is None or producer.op_type != "TransData"
-    assert sum(n.op_type == "TransData" for n in g.nodes) == 2
+    assert sum(n.op_type == "TransData" for n in g.nodes) == 1
+    assert sum(n.op_type == "FormatView" for n in g.nodes) == 1
+
+
+def test_format_views_run_no_task_and_give_the_same_outputs():
+    model = zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10)
+    compiled = compile_graph(load_model(model))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    assert sum(t.op == "TransData" for t in prog.tasks) == 1
+    assert not any("formatview" in t.name for t in prog.tasks)
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    got = list(LoadedModel(compiled).execute({compiled.inputs[0].name: x}).values())
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {compiled.inputs[0].name: x})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_graph_without_convolutions_keeps_plain_layouts(monkeypatch):
