@@ -333,7 +333,7 @@ class Graph:
         """A structural copy; constant arrays are shared (they are never mutated)."""
         g = Graph(self.name)
         g.opset = self.opset
-        g._counter = itertools.count(next(self._counter) + 1000000)
+        g._counter = itertools.count(next(self._counter))  # unique_name checks clashes
         vmap: dict[Value, Value] = {}
         for v in self.inputs:
             vmap[v] = g.add_input(v.name, v.meta)
