@@ -1,6 +1,7 @@
 // Helpers shared by the kernels built on oneDNN primitives.
 #pragma once
 
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <mutex>
@@ -176,6 +177,26 @@ class PrimitiveKernel : public Kernel {
   const Device& dev_;
   Prim prim_;
   WorkspacePlan plan_;
+};
+
+// A one-input, one-output kernel whose load may find that no primitive is needed (the
+// output is the input's bytes: nothing reduced, no format change): then it copies.
+class PrimitiveOrCopyKernel : public PrimitiveKernel {
+ public:
+  using PrimitiveKernel::PrimitiveKernel;
+  Status run(ExecContext& ctx) override {
+    if (prim_.valid()) {
+      prim_.execute(ctx);
+    } else {
+      const uint8_t* x = ctx.ptr(*x_);
+      uint8_t* y = ctx.ptr(*y_);
+      if (x != y) std::memmove(y, x, x_->nbytes);
+    }
+    return Status::Ok();
+  }
+
+  const TensorInfo* x_ = nullptr;
+  const TensorInfo* y_ = nullptr;
 };
 
 }  // namespace ge

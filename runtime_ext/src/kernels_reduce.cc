@@ -2,7 +2,6 @@
 // or (opset 18) a constant second input; keepdims only changes the output's shape, not
 // its bytes, so oneDNN always sees the keepdims form.
 #include <algorithm>
-#include <cstring>
 
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -11,26 +10,12 @@ namespace ge {
 
 namespace {
 
-class ReduceKernel : public PrimitiveKernel {
+class ReduceKernel : public PrimitiveOrCopyKernel {  // nothing reduced: a copy
  public:
   explicit ReduceKernel(const KernelArgs& a);
-  Status run(ExecContext& ctx) override {
-    if (prim_.valid()) {
-      prim_.execute(ctx);
-    } else {  // nothing is reduced: a copy
-      const uint8_t* x = ctx.ptr(*x_);
-      uint8_t* y = ctx.ptr(*y_);
-      if (x != y) std::memmove(y, x, x_->nbytes);
-    }
-    return Status::Ok();
-  }
-
- private:
-  const TensorInfo* x_;
-  const TensorInfo* y_;
 };
 
-ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
+ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.device) {
   a.expect_inputs(1, 2);
   a.expect_outputs(1, 1);
   x_ = &a.in(0);

@@ -1,7 +1,6 @@
 // TransData (GE's layout conversion): one input, one output, the same logical shape and
 // dtype, different formats; a oneDNN reorder. Attributes "src_format" and "dst_format"
 // must name the formats the spec gives the two tensors.
-#include <cstring>
 #include <string>
 
 #include "dnnl_util.h"
@@ -11,9 +10,9 @@ namespace ge {
 
 namespace {
 
-class TransDataKernel : public PrimitiveKernel {
+class TransDataKernel : public PrimitiveOrCopyKernel {
  public:
-  explicit TransDataKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
+  explicit TransDataKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.device) {
     a.expect_inputs(1, 1);
     a.expect_outputs(1, 1);
     x_ = &a.in(0);
@@ -40,20 +39,6 @@ class TransDataKernel : public PrimitiveKernel {
     prim_.arg(DNNL_ARG_TO, to, Ref::of(*y_));
     Prim::share_scratchpad(&plan_, {&prim_});
   }
-  Status run(ExecContext& ctx) override {
-    if (prim_.valid()) {
-      prim_.execute(ctx);
-    } else {
-      const uint8_t* x = ctx.ptr(*x_);
-      uint8_t* y = ctx.ptr(*y_);
-      if (x != y) std::memmove(y, x, x_->nbytes);
-    }
-    return Status::Ok();
-  }
-
- private:
-  const TensorInfo* x_;
-  const TensorInfo* y_;
 };
 
 // A reorder between two descriptions of the same logical tensor (used by Transpose).
