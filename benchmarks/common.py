@@ -8,30 +8,17 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root
+from tests import zoo
 
 MODEL_NAMES = ("mlp", "resnet18", "mobilenetv2", "bert_mini", "minilm6", "branchy")
-
-# Ops through which an integer input keeps meaning "token ids" on its way to a Gather.
-_PASS_THROUGH = {"Cast", "Reshape", "Flatten", "Unsqueeze", "Squeeze", "Identity", "Expand"}
-
-_NP_TYPES = {
-    TensorProto.FLOAT: np.float32,
-    TensorProto.DOUBLE: np.float64,
-    TensorProto.FLOAT16: np.float16,
-    TensorProto.INT64: np.int64,
-    TensorProto.INT32: np.int32,
-    TensorProto.INT8: np.int8,
-    TensorProto.UINT8: np.uint8,
-    TensorProto.BOOL: np.bool_,
-}
-
-DEFAULT_DYNAMIC_DIM = 128  # value used for a symbolic non-batch dimension (e.g. sequence)
 
 
 def model_cache_dir() -> Path:
@@ -57,95 +44,12 @@ def _load(model_or_path) -> onnx.ModelProto:
     return onnx.load(str(model_path(model_or_path)), load_external_data=False)
 
 
-def _gather_vocab(graph: onnx.GraphProto, name: str) -> int | None:
-    """First dim of the Gather table that ``name`` indexes (following shape-only ops)."""
-    tables = {init.name: list(init.dims) for init in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and node.attribute:
-            attr = node.attribute[0]
-            if attr.name == "value":
-                tables[node.output[0]] = list(attr.t.dims)
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for inp in node.input:
-            consumers.setdefault(inp, []).append(node)
-    seen, frontier = {name}, [name]
-    while frontier:
-        cur = frontier.pop()
-        for node in consumers.get(cur, []):
-            if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == cur:
-                dims = tables.get(node.input[0])
-                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-                if dims and axis == 0:
-                    return int(dims[0])
-            elif node.op_type in _PASS_THROUGH and node.input[0] == cur:
-                for out in node.output:
-                    if out not in seen:
-                        seen.add(out)
-                        frontier.append(out)
-    return None
-
-
-def _concrete_shape(vi: onnx.ValueInfoProto, batch: int, dims: dict | None) -> list[int]:
-    shape = []
-    for i, d in enumerate(vi.type.tensor_type.shape.dim):
-        if d.HasField("dim_value") and d.dim_value > 0:
-            shape.append(int(d.dim_value))
-        elif dims and d.dim_param in dims:
-            shape.append(int(dims[d.dim_param]))
-        elif i == 0:
-            shape.append(batch)
-        else:
-            shape.append(DEFAULT_DYNAMIC_DIM)
-    return shape
-
-
-def make_random_inputs(
-    model: onnx.ModelProto, batch: int = 1, seed: int = 0, dims: dict | None = None
-) -> dict[str, np.ndarray]:
-    """Valid random inputs for ``model``'s graph inputs (initializers excluded).
-
-    float: standard normal. Integer inputs feeding a Gather: ids in ``[0, vocab)``. Inputs named
-    like an attention mask: ones with a few trailing zeros per row. Other integers: 0 or 1.
-    Symbolic dims: the first is ``batch``; others come from ``dims`` by name, else 128.
-    """
-    rng = np.random.default_rng(seed)
-    graph = model.graph
-    inits = {i.name for i in graph.initializer}
-    out: dict[str, np.ndarray] = {}
-    for vi in graph.input:
-        if vi.name in inits:
-            continue
-        elem = vi.type.tensor_type.elem_type
-        dtype = _NP_TYPES.get(elem)
-        if dtype is None:
-            raise ValueError(f"input {vi.name}: unsupported element type {elem}")
-        shape = _concrete_shape(vi, batch, dims)
-        if np.issubdtype(dtype, np.floating):
-            out[vi.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype is np.bool_:
-            out[vi.name] = np.ones(shape, dtype=np.bool_)
-        elif "mask" in vi.name.lower():
-            mask = np.ones(shape, dtype=dtype)
-            if len(shape) >= 2 and shape[-1] > 1:
-                flat = mask.reshape(-1, shape[-1])
-                for row in range(flat.shape[0]):
-                    zeros = int(rng.integers(1, max(2, shape[-1] // 8) + 1))
-                    zeros = min(zeros, shape[-1] - 1)
-                    flat[row, shape[-1] - zeros :] = 0
-            out[vi.name] = mask
-        else:
-            vocab = _gather_vocab(graph, vi.name)
-            high = vocab if vocab else 2
-            out[vi.name] = rng.integers(0, high, size=shape).astype(dtype)
-    return out
-
-
 def random_inputs(
     name_or_path, batch: int = 1, seed: int = 0, dims: dict | None = None
 ) -> dict[str, np.ndarray]:
     """Random inputs for a model given by name (cache), path, or ModelProto."""
-    return make_random_inputs(_load(name_or_path), batch=batch, seed=seed, dims=dims)
+    # One rule for valid random feeds, shared with the tests (tests/zoo.py is torch-free).
+    return zoo.random_inputs(_load(name_or_path), seed=seed, batch=batch, dims=dims)
 
 
 def ort_session(path, threads: int = 2):
