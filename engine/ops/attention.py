@@ -1,5 +1,5 @@
 """Transformer ops: Attention, RotaryEmbedding, SwiGLU, LinearAttention,
-CausalConvWithState."""
+CausalConvWithState, and FusedAttention (made by the compiler's attention fusion)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import numpy as np
 
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .kernel_utils import is_bfloat16, onnx_np_dtype, opt
-from .registry import OpSchema, register, shape_error
-from .shape_helpers import FLOATS, check_dtype, meta_in, out, shape_in, sym
+from .device_helpers import kernel, reject
+from .kernel_utils import is_bfloat16, onnx_np_dtype, opt, widen
+from .registry import DeviceKernel, OpSchema, register, shape_error
+from .shape_helpers import FLOATS, broadcast, check_dtype, meta_in, out, shape_in, sym
 
 
 def _work_dtype(x: np.ndarray) -> np.dtype:
@@ -293,3 +294,79 @@ def _causal_conv_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 register(OpSchema("CausalConvWithState", 2, 4, _causal_conv_infer, _causal_conv,
                   max_outputs=2, attrs={"activation": A.s("none")}))
+
+
+# ---- FusedAttention -------------------------------------------------------------------------
+# Made by engine/optimize/fusion_attention.py from MatMul, scale, mask Add, Softmax, MatMul and
+# the Transposes around them; runs as one native kernel (runtime_ext/src/kernels_attention.cc).
+# Q, K, V are read as stored; each perm is a Transpose the fusion absorbed (identity if none):
+#   Y = transpose(softmax(scale * Q' @ K' + mask, axis=-1) @ V', out_perm)
+# with Q' = transpose(Q, q_perm) [B,H,Sq,D], K' = transpose(K, k_perm) [B,H,D,Sk] and
+# V' = transpose(V, v_perm) [B,H,Sk,Dv]; the optional mask broadcasts to [B,H,Sq,Sk].
+IDENTITY4 = (0, 1, 2, 3)
+_PERMS = ("q_perm", "k_perm", "v_perm", "out_perm")
+
+
+def _perm(node: Node | None, a: dict[str, Any], key: str) -> tuple[int, ...]:
+    p = tuple(int(x) for x in a.get(key, IDENTITY4))
+    if sorted(p) != list(IDENTITY4):
+        msg = f"attribute '{key}' must be a permutation of 0..3, got {list(p)}"
+        if node is None:
+            raise ValueError(msg)
+        raise shape_error(node, msg)
+    return p
+
+
+def _fused_attention(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    q, k, v = (widen(x) for x in ins[:3])
+    mask = opt(ins, 3)
+    qp, kp, vp, op = (_perm(None, a, key) for key in _PERMS)
+    scores = np.matmul(np.transpose(q, qp), np.transpose(k, kp)) * q.dtype.type(a["scale"])
+    if mask is not None:
+        scores = scores + widen(mask).astype(q.dtype)
+    e = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+    probs = e / np.sum(e, axis=-1, keepdims=True)
+    y = np.matmul(probs, np.transpose(v, vp))
+    return [np.ascontiguousarray(np.transpose(y, op)).astype(ins[0].dtype)]
+
+
+def _fused_attention_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    dt = check_dtype(node, 0, FLOATS, "Q")
+    for i, what in ((1, "K"), (2, "V"), (3, "mask")):
+        if node.input(i) is not None and check_dtype(node, i, FLOATS, what) != dt:
+            raise shape_error(node, f"{what} must have Q's dtype {dt.value}")
+    qp, kp, vp, op = (_perm(node, a, key) for key in _PERMS)
+    qs, ks, vs = (shape_in(node, i) for i in range(3))
+    if qs is None or ks is None or vs is None:
+        return [out(dt, None)]
+    if not len(qs) == len(ks) == len(vs) == 4:
+        raise shape_error(node, "Q, K and V must be 4-D")
+    q4, k4, v4 = ([s[i] for i in p] for s, p in ((qs, qp), (ks, kp), (vs, vp)))
+    b, h, sq, d = q4
+    sk, dv = k4[3], v4[3]
+    for what, got, want in (("K", k4, [b, h, d, sk]), ("V", v4, [b, h, sk, dv])):
+        if any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(got, want)):
+            raise shape_error(node, f"{what} seen through its perm is {got}, expected {want} "
+                                    f"for Q seen as [B,H,Sq,D] {q4}")
+    scores = (b, h, sq, sk)
+    ms = shape_in(node, 3)
+    if ms is not None and (len(ms) > 4 or broadcast(node, [ms, scores]) != scores):
+        raise shape_error(node, f"mask {list(ms)} does not broadcast to the scores {list(scores)}")
+    o = (b, h, sq, dv)
+    return [out(dt, [o[i] for i in op])]
+
+
+def _fused_attention_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    why = reject(node)
+    if why:
+        return why
+    attrs = {"scale": float(a["scale"])}
+    attrs.update({key: list(_perm(node, a, key)) for key in _PERMS})
+    return kernel("FusedAttention", attrs, (0, 1, 2) if node.input(3) is None else (0, 1, 2, 3))
+
+
+register(OpSchema("FusedAttention", 3, 4, _fused_attention_infer, _fused_attention,
+                  device=_fused_attention_device, attrs={
+                      "scale": A.f(A.REQUIRED), "q_perm": A.ints(list(IDENTITY4)),
+                      "k_perm": A.ints(list(IDENTITY4)), "v_perm": A.ints(list(IDENTITY4)),
+                      "out_perm": A.ints(list(IDENTITY4))}))

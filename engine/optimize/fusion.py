@@ -318,10 +318,13 @@ def _rename_output(graph: Graph, v: Value, name: str) -> None:
     graph.values[name] = v
 
 
+from .fusion_attention import ATTENTION  # noqa: E402  (it uses the helpers above)
+
 FUSIONS: list[Fusion] = [
     Fusion("conv_bn", _match_conv_bn, _rewrite_conv_bn),
     Fusion("erf_gelu", _match_gelu, _rewrite_gelu),
     Fusion("layernorm", _match_layernorm, _rewrite_layernorm),
+    ATTENTION,
     Fusion("matmul_bias", _match_bias, _rewrite_bias),
     Fusion("residual_add", _match_residual, _rewrite_residual),
     Fusion("activation", _match_activation, _rewrite_activation),

@@ -61,6 +61,7 @@ const std::vector<std::pair<std::string, KernelFactory>>& registry() {
       {"Gather", make_gather},
       {"Cast", make_cast},
       {"TransData", make_transdata},
+      {"FusedAttention", make_attention},
   };
   return table;
 }

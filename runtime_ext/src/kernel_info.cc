@@ -72,6 +72,7 @@ const Rule kRules[] = {
     {"Gather", 2, 2, Types::kAny, 1, 12},
     {"Cast", 1, 1, Types::kAny, 0, 12},
     {"TransData", 1, 1, Types::kDnnl, 3, 5},
+    {"FusedAttention", 3, 4, Types::kF32, 4, 4},
 };
 
 bool type_ok(Types t, DType d) {
@@ -227,7 +228,8 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
       const std::set<int64_t> ok = {1, 2, 3, 5, 6, 7, 9, 10, 11};
       if (!ok.count(*code)) why = cat("unsupported ONNX dtype code ", *code, " in attribute 'to'");
     }
-  } else if (o == "Conv") {
+  } else if (o == "Conv" || o == "FusedAttention") {
+    // These factories' own checks answer: run them on stand-in tensors (no data).
     try {
       std::vector<TensorInfo> ts(static_cast<size_t>(n));
       KernelArgs a;
@@ -244,11 +246,15 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
         ts[i].dtype = *types[i];
         ts[i].shape = shapes[i];
         ts[i].numel = shape_numel(shapes[i]);
-        ts[i].region = i == 0 ? Region::kArena : Region::kWeight;
+        ts[i].region = i == 0 || o == "FusedAttention" ? Region::kArena : Region::kWeight;
         a.inputs.push_back(&ts[i]);
       }
-      if (!a.inputs[1]) throw Error(Status::InvalidArgument("weight W is required"));
-      r.preferred_format = conv_preferred_format(a);
+      if (o == "FusedAttention") {
+        check_attention(a);
+      } else {
+        if (!a.inputs[1]) throw Error(Status::InvalidArgument("weight W is required"));
+        r.preferred_format = conv_preferred_format(a);
+      }
     } catch (const Error& e) {
       why = e.status().message();
     } catch (const dnnl::error& e) {

@@ -6,7 +6,7 @@
 // 2-D operands, matching inner dimensions of MatMul/Gemm, broadcastable shapes of
 // elementwise ops); for Conv, the full shape/attribute validation of load plus a oneDNN
 // primitive descriptor for these shapes, whose chosen source layout becomes the
-// preferred format. Values of constant operands (e.g. Slice starts) are not known here
+// preferred format; for FusedAttention, the full shape/attribute validation of load. Values of constant operands (e.g. Slice starts) are not known here
 // and are checked at load.
 #pragma once
 

@@ -33,6 +33,10 @@ std::unique_ptr<Kernel> make_transpose(const KernelArgs& a);
 std::unique_ptr<Kernel> make_slice(const KernelArgs& a);
 std::unique_ptr<Kernel> make_expand(const KernelArgs& a);
 std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
+// kernels_attention.cc
+std::unique_ptr<Kernel> make_attention(const KernelArgs& a);  // FusedAttention
+// For kernel_info: checks the inputs and attributes like load would. Throws Error.
+void check_attention(const KernelArgs& a);
 // kernels_gather.cc
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 // kernels_cast.cc

@@ -1,0 +1,220 @@
+"""Attention fusion: a transformer layer's attention core becomes one FusedAttention node.
+
+The pattern, matched from its second MatMul (brackets: optional)::
+
+    Q -[Transpose]-[Mul|Div by a scalar]-.
+                                          MatMul -[Div|Mul by a scalar]-[Add mask]- Softmax(-1) -.
+    K -[Transpose]-[Mul|Div by a scalar]-'                                                        |
+    V -[Transpose]------------------------------------------------------------------ MatMul(P, V)
+                                                                                  -[Transpose]- Y
+
+Torch exports BERT-style attention exactly so: Reshape [B,S,H,D] -> Transpose(0,2,1,3) (K:
+Transpose(0,2,3,1)) -> MatMul -> Div by sqrt(D) -> Add of the extended mask -> Softmax -> MatMul
+-> Transpose(0,2,1,3) -> Reshape [B,S,H*D]; scaled_dot_product_attention exports the scale as
+Muls on Q and K instead. The Transposes become the node's perms (the kernel reads Q, K and V
+where they are and writes Y in its final layout), so with the Reshapes being views the head
+split and merge cost nothing; the scalar factors multiply into `scale`; the mask is any float32
+tensor (constant or computed, e.g. from the attention_mask input) that broadcasts to the
+scores without enlarging them.
+
+Like every fusion it acts inside one device partition only: each absorbed node is on the device
+in the same partition, and each absorbed intermediate has no other reader (a Transpose on an
+operand whose output is read elsewhere stays, and the node reads its output instead).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import Graph, Node, Value
+from ..ops.attention import IDENTITY4
+from .fusion import Fusion, _on_device, _rename_output, _sole_producer
+
+_FLOAT32_MAX = 3.4e38
+
+
+@dataclasses.dataclass
+class _Operand:
+    source: Value  # what the fused node reads
+    perm: tuple[int, ...] = IDENTITY4  # the absorbed Transposes, composed
+    factor: float = 1.0  # the absorbed scalar Mul/Div factors, multiplied
+    nodes: list[Node] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class _Match:
+    q: _Operand
+    k: _Operand
+    v: _Operand
+    mask: Value | None
+    out_perm: tuple[int, ...]
+    scale: float
+    nodes: list[Node]  # every absorbed node, in graph order
+
+
+def _f32_4d(v: Value | None) -> bool:
+    return (v is not None and v.meta is not None and v.meta.is_static and v.meta.rank == 4
+            and v.meta.dtype is DType.FLOAT32 and v.meta.numel > 0)
+
+
+def _scaled(node: Node) -> tuple[Value, float] | None:
+    """(x, c) when `node` is x * c, c * x or x / (1/c) for a constant scalar c, keeping x's
+    shape; else None."""
+    a, b = node.input(0), node.input(1)
+    if a is None or b is None:
+        return None
+    if node.op_type == "Mul" and a.is_constant:
+        a, b = b, a
+    if a.is_constant or not b.is_constant or np.size(b.const) != 1 or \
+            node.outputs[0].meta != a.meta:
+        return None
+    c = float(np.asarray(b.const, np.float64).reshape(()))
+    if node.op_type == "Div":
+        if c == 0.0:
+            return None
+        c = 1.0 / c
+    return a, c
+
+
+def _peel(graph: Graph, v: Value | None, matmul: Node, scalars: bool) -> _Operand | None:
+    """Walks up from an operand of `matmul` through absorbable Transposes (and, if `scalars`,
+    scalar Mul/Div): in matmul's device partition, with no other reader."""
+    if v is None or not _f32_4d(v):
+        return None
+    op = _Operand(v)
+    kinds = {"Transpose", "Mul", "Div"} if scalars else {"Transpose"}
+    while True:
+        node = _sole_producer(graph, op.source, kinds)
+        if node is None or not _on_device(matmul, node):
+            return op
+        if node.op_type == "Transpose":
+            perm = tuple(int(x) for x in node.attrs.get("perm", (3, 2, 1, 0)))
+            src = node.input(0)
+            if len(perm) != 4 or src is None or not _f32_4d(src):
+                return op
+            # transpose(transpose(src, perm), op.perm) reads src's axis perm[op.perm[i]]
+            op.perm = tuple(perm[i] for i in op.perm)
+            op.source = src
+        else:
+            scaled = _scaled(node)
+            if scaled is None:
+                return op
+            op.source, factor = scaled
+            op.factor *= factor
+        op.nodes.append(node)
+
+
+def _scores(graph: Graph, v: Value | None) -> tuple[Node, float, list[Node]] | None:
+    """MatMul(Q, K) under scalar Mul/Div nodes: (the MatMul, their factor, those nodes)."""
+    factor, nodes = 1.0, []
+    while True:
+        node = _sole_producer(graph, v, {"MatMul", "Mul", "Div"})
+        if node is None:
+            return None
+        if node.op_type == "MatMul":
+            return node, factor, nodes
+        scaled = _scaled(node)
+        if scaled is None:
+            return None
+        v, f = scaled
+        factor *= f
+        nodes.append(node)
+
+
+def _plain_matmul(node: Node) -> bool:
+    return not any(node.attrs.get(k) for k in ("_has_bias", "_activation", "_sum"))
+
+
+def match_attention(graph: Graph, mm2: Node) -> _Match | None:
+    if mm2.op_type != "MatMul" or not _plain_matmul(mm2) or not _f32_4d(mm2.outputs[0]):
+        return None
+    from ..runtime import device_kernel_ops
+
+    if "FusedAttention" not in device_kernel_ops():
+        return None
+    softmax = _sole_producer(graph, mm2.input(0), {"Softmax"})
+    if softmax is None or int(softmax.attrs.get("axis", -1)) not in (-1, 3):
+        return None
+    scores_v = softmax.input(0)
+    if not _f32_4d(scores_v):
+        return None
+    mask: Value | None = None
+    add = _sole_producer(graph, scores_v, {"Add"})
+    found = None
+    if add is not None:
+        for i in (0, 1):
+            m, chain = add.input(1 - i), add.input(i)
+            if m is None or chain is None or m is chain:
+                continue
+            found = _scores(graph, chain)
+            if found is not None:
+                mask = m
+                break
+        if found is None:
+            return None
+    else:
+        found = _scores(graph, scores_v)
+    if found is None:
+        return None
+    mm1, factor, scale_nodes = found
+    if not _plain_matmul(mm1) or mm1.outputs[0].meta != scores_v.meta:
+        return None
+    if mask is not None and (mask.meta is None or not mask.meta.is_static
+                             or mask.meta.dtype is not DType.FLOAT32 or mask.meta.rank > 4):
+        return None
+    q = _peel(graph, mm1.input(0), mm1, scalars=True)
+    k = _peel(graph, mm1.input(1), mm1, scalars=True)
+    v = _peel(graph, mm2.input(1), mm2, scalars=False)
+    if q is None or k is None or v is None:
+        return None
+    # MatMul broadcasts batch dims; the kernel does not: Q, K and V must agree on [B,H].
+    qs, ks, vs = (mm.input(i).meta.shape for mm, i in ((mm1, 0), (mm1, 1), (mm2, 1)))
+    if not qs[:2] == ks[:2] == vs[:2]:
+        return None
+    out_perm, tail = IDENTITY4, []
+    out = mm2.outputs[0]
+    if len(out.users) == 1 and out not in graph.outputs:
+        t = out.users[0]
+        if t.op_type == "Transpose" and len(t.attrs.get("perm", ())) == 4 and \
+                _on_device(mm2, t):
+            out_perm, tail = tuple(int(x) for x in t.attrs["perm"]), [t]
+    scale = factor * q.factor * k.factor
+    if not math.isfinite(scale) or abs(scale) > _FLOAT32_MAX:
+        return None
+    nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + ([add] if add else []) + \
+        [softmax, mm2] + tail
+    if len(set(nodes)) != len(nodes) or not _on_device(*nodes):
+        return None
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    return _Match(q, k, v, mask, out_perm, scale, sorted(nodes, key=order.__getitem__))
+
+
+def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
+    last = m.nodes[-1]
+    final = last.outputs[0]
+    inputs = [m.q.source, m.k.source, m.v.source] + ([m.mask] if m.mask is not None else [])
+    attrs = {"scale": m.scale, "q_perm": list(m.q.perm), "k_perm": list(m.k.perm),
+             "v_perm": list(m.v.perm), "out_perm": list(m.out_perm)}
+    node = graph.add_node("FusedAttention", inputs, attrs=attrs,
+                          name=graph.unique_name("fused_attention"), after=last)
+    node.meta.engine, node.meta.partition = last.meta.engine, last.meta.partition
+    node.outputs[0].meta = final.meta
+    graph.replace_all_uses(final, node.outputs[0])
+    for n in reversed(m.nodes):
+        graph.remove_node(n)
+    _rename_output(graph, node.outputs[0], final.name)
+    node.meta.fused = tuple(name for n in m.nodes for name in (n.name, *n.meta.fused))
+    core = [n.op_type for n in m.nodes if n.op_type != "Transpose"]
+    transposes = len(m.nodes) - len(core)
+    what = "+".join(core) + (f", {transposes} Transpose{'s' * (transposes != 1)}"
+                             if transposes else "")
+    mask = f", mask {m.mask.name}" if m.mask is not None else ""
+    return (f"Attention({what}): {len(m.nodes)} nodes -> {node.name} "
+            f"(scale {m.scale:.6g}{mask})")
+
+
+ATTENTION = Fusion("attention", match_attention, rewrite_attention)

@@ -1,0 +1,302 @@
+// FusedAttention: the attention core of a transformer layer, fused by the compiler
+// (engine/optimize/fusion_attention.py) from MatMul, scale, mask Add, Softmax, MatMul and
+// the Transposes around them.
+//
+// Inputs Q, K, V (float32, rank 4) are read as stored. The attributes q_perm, k_perm,
+// v_perm and out_perm are the Transposes the compiler absorbed (identity when none):
+//   Q' = transpose(Q, q_perm)   [B,H,Sq,D]
+//   K' = transpose(K, k_perm)   [B,H,D,Sk]   (already the right-hand side of Q'K')
+//   V' = transpose(V, v_perm)   [B,H,Sk,Dv]
+//   Y  = transpose(softmax(scale * Q'K' + mask) V', out_perm)
+// The optional mask (input 3, float32, rank <= 4) broadcasts to [B,H,Sq,Sk]; it is added
+// after the scale, and the softmax runs along Sk.
+//
+// Three oneDNN primitives and no copies: a matmul reading Q and K through strided
+// descriptors (a transpose is only other strides) with the scale as an eltwise post-op and
+// the mask as a binary post-op; an in-place softmax over the scores; a matmul reading V
+// strided and writing Y directly in its own layout. The scores live in the kernel's
+// workspace. Where oneDNN would pick its slow reference matmul (some mask broadcasts such
+// as [1,1,Sq,Sk], operands whose innermost logical dim is not contiguous) the mask is
+// added by a loop instead, and such operands are first copied dense by a reorder.
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "broadcast.h"
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+using dims = dnnl::memory::dims;
+
+// Scores [B,H,Sq,Sk] are one float buffer in the workspace; bound it (64 GiB) so that a
+// graph cannot make load ask for absurd scratch.
+constexpr int64_t kMaxScores = int64_t{1} << 34;
+
+using Perm = std::array<int64_t, 4>;
+
+std::string perm_str(const std::vector<int64_t>& p) {
+  std::string s = "[";
+  for (size_t i = 0; i < p.size(); ++i) s += cat(i ? "," : "", p[i]);
+  return s + "]";
+}
+
+Perm perm_attr(const KernelArgs& a, const char* key) {
+  const std::vector<int64_t> p = a.attr_ints(key, {0, 1, 2, 3});
+  if (p.size() != 4) invalid("attribute '", key, "' must list 4 axes, got ", perm_str(p));
+  Perm r{};
+  bool seen[4] = {};
+  for (size_t i = 0; i < 4; ++i) {
+    if (p[i] < 0 || p[i] > 3 || seen[p[i]]) invalid("attribute '", key, "' must be a permutation of 0..3, got ", perm_str(p));
+    seen[p[i]] = true;
+    r[i] = p[i];
+  }
+  return r;
+}
+
+// A rank-4 tensor seen through a permutation: logical dim i is stored dim perm[i].
+struct View {
+  dims d = dims(4), strides = dims(4);
+  dnnl::memory::desc md() const { return dnnl::memory::desc(d, dt::f32, strides); }
+  bool dense() const { return strides == dims(dense_strides(Shape(d.begin(), d.end()))); }
+};
+
+View view_of(const TensorInfo& t, const Perm& perm) {
+  const Shape st = dense_strides(t.shape);
+  View v;
+  for (size_t i = 0; i < 4; ++i) {
+    v.d[i] = t.shape[static_cast<size_t>(perm[i])];
+    v.strides[i] = st[static_cast<size_t>(perm[i])];
+  }
+  return v;
+}
+
+std::string dims_str(const dims& d) { return shape_str(Shape(d.begin(), d.end())); }
+
+struct Geometry {
+  int64_t B = 0, H = 0, Sq = 0, Sk = 0, D = 0, Dv = 0;
+  View q, k, v;
+  Perm out_perm{};
+  Shape y;  // Y's shape: [B,H,Sq,Dv] transposed by out_perm
+  const TensorInfo* mask = nullptr;
+  float scale = 1.f;
+};
+
+// Checks the inputs and attributes (not the output) and derives the shapes.
+Geometry geometry(const KernelArgs& a) {
+  a.expect_inputs(3, 4);
+  const char* names[] = {"Q", "K", "V", "mask"};
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    const TensorInfo* t = i < 3 ? &a.in(i) : a.opt_in(i);
+    if (!t) continue;
+    a.expect_dtype(*t, DType::kFloat32, names[i]);
+    if (!t->plain()) invalid(names[i], " '", t->name, "' must be stored plain, not ", format_name(t->format));
+    if (i < 3 && t->rank() != 4) invalid(names[i], " must have rank 4, got ", shape_str(t->shape));
+  }
+  Geometry g;
+  if (!a.has_attr("scale")) invalid("attribute 'scale' is required");
+  const double scale = a.attr_float("scale", 1.0);
+  if (!std::isfinite(scale) || std::fabs(scale) > 3.4e38) invalid("attribute 'scale' must be a finite float32, got ", scale);
+  g.scale = static_cast<float>(scale);
+  g.q = view_of(a.in(0), perm_attr(a, "q_perm"));
+  g.k = view_of(a.in(1), perm_attr(a, "k_perm"));
+  g.v = view_of(a.in(2), perm_attr(a, "v_perm"));
+  g.out_perm = perm_attr(a, "out_perm");
+  g.B = g.q.d[0];
+  g.H = g.q.d[1];
+  g.Sq = g.q.d[2];
+  g.D = g.q.d[3];
+  g.Sk = g.k.d[3];
+  g.Dv = g.v.d[3];
+  if (g.k.d[0] != g.B || g.k.d[1] != g.H || g.k.d[2] != g.D) {
+    invalid("K seen through k_perm is ", dims_str(g.k.d), " but Q seen through q_perm is ", dims_str(g.q.d),
+            ": K must be [B,H,D,Sk] = [", g.B, ",", g.H, ",", g.D, ",Sk]");
+  }
+  if (g.v.d[0] != g.B || g.v.d[1] != g.H || g.v.d[2] != g.Sk) {
+    invalid("V seen through v_perm is ", dims_str(g.v.d), " but must be [B,H,Sk,Dv] = [", g.B, ",", g.H, ",", g.Sk,
+            ",Dv]");
+  }
+  for (int64_t d : {g.B, g.H, g.Sq, g.Sk, g.D, g.Dv}) {
+    if (d == 0) invalid("empty tensors are not supported (Q ", dims_str(g.q.d), ", K ", dims_str(g.k.d), ")");
+  }
+  const int64_t scores = mul_checked(mul_checked(g.B, g.H), mul_checked(g.Sq, g.Sk));
+  if (scores > kMaxScores) invalid("the attention scores [", g.B, ",", g.H, ",", g.Sq, ",", g.Sk, "] are too large");
+  g.mask = a.opt_in(3);
+  if (g.mask) {
+    const Shape full = {g.B, g.H, g.Sq, g.Sk};
+    const Shape& ms = g.mask->shape;
+    bool ok = ms.size() <= 4;
+    for (size_t i = 0; ok && i < ms.size(); ++i) {
+      const int64_t want = full[4 - ms.size() + i];
+      ok = ms[i] == 1 || ms[i] == want;
+    }
+    if (!ok) invalid("mask shape ", shape_str(ms), " does not broadcast to the scores ", shape_str(full));
+  }
+  const Shape o = {g.B, g.H, g.Sq, g.Dv};
+  g.y.resize(4);
+  for (size_t i = 0; i < 4; ++i) g.y[i] = o[static_cast<size_t>(g.out_perm[i])];
+  return g;
+}
+
+bool is_reference(const dnnl::matmul::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+class AttentionKernel : public Kernel {
+ public:
+  explicit AttentionKernel(const KernelArgs& a);
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override {
+    for (Prim* p : {&copy_[0], &copy_[1], &copy_[2], &scores_, &softmax_, &context_, &copy_out_}) {
+      p->set_instances(n, dev_.engine());
+    }
+  }
+  Status run(ExecContext& ctx) override;
+
+ private:
+  // Where an operand is read from: the tensor through its strided view, or (when oneDNN
+  // has no fast matmul for those strides) a dense copy in the workspace.
+  struct Operand {
+    dnnl::memory::desc md;
+    Ref ref;
+  };
+  Operand dense_copy(int which, const View& v, const TensorInfo& t);
+
+  const Device& dev_;
+  Prim copy_[3];  // Q, K, V made dense first (only for unusual strides)
+  Prim scores_, softmax_, context_;
+  Prim copy_out_;  // the context written dense, then into Y (only for unusual strides)
+  const TensorInfo* mask_loop_ = nullptr;  // the mask, when run() adds it by a loop
+  BroadcastPlan mask_plan_;
+  size_t scores_at_ = 0;
+  WorkspacePlan plan_;
+};
+
+AttentionKernel::Operand AttentionKernel::dense_copy(int which, const View& v, const TensorInfo& t) {
+  const dnnl::memory::desc to(v.d, dt::f32, dnnl::memory::format_tag::abcd);
+  const size_t at = plan_.add(to.get_size());
+  copy_[which] = Prim(dnnl::reorder::primitive_desc(dev_.engine(), v.md(), dev_.engine(), to, make_attr()));
+  copy_[which].arg(DNNL_ARG_FROM, v.md(), Ref::of(t));
+  copy_[which].arg(DNNL_ARG_TO, to, Ref::workspace(at));
+  return {to, Ref::workspace(at)};
+}
+
+AttentionKernel::AttentionKernel(const KernelArgs& a) : dev_(*a.device) {
+  const Geometry g = geometry(a);
+  a.expect_outputs(1, 1);
+  const TensorInfo& y = a.out(0);
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  if (!y.plain()) invalid("output Y '", y.name, "' must be stored plain, not ", format_name(y.format));
+  if (y.shape != g.y) invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(g.y));
+  const dnnl::engine& eng = dev_.engine();
+
+  const dnnl::memory::desc scores_md(dims{g.B, g.H, g.Sq, g.Sk}, dt::f32, dnnl::memory::format_tag::abcd);
+  scores_at_ = plan_.add(scores_md.get_size());
+  const Ref scores = Ref::workspace(scores_at_);
+
+  // Scores = scale * Q'K' (+ mask).
+  Operand q{g.q.md(), Ref::of(a.in(0))}, k{g.k.md(), Ref::of(a.in(1))};
+  dnnl::memory::desc mask_md;
+  if (g.mask) {
+    dims md(4, 1);
+    const Shape& ms = g.mask->shape;
+    for (size_t i = 0; i < ms.size(); ++i) md[4 - ms.size() + i] = ms[i];
+    mask_md = dnnl::memory::desc(md, dt::f32, dims(dense_strides(Shape(md.begin(), md.end()))));
+  }
+  auto scores_pd = [&](bool mask_post_op) {
+    dnnl::post_ops ops;
+    if (g.scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, g.scale, 0.f);
+    if (mask_post_op) ops.append_binary(dnnl::algorithm::binary_add, mask_md);
+    return dnnl::matmul::primitive_desc(eng, q.md, k.md, scores_md, make_attr(ops));
+  };
+  bool mask_post_op = g.mask != nullptr;
+  dnnl::matmul::primitive_desc pd1 = scores_pd(mask_post_op);
+  if (is_reference(pd1) && mask_post_op) {
+    mask_post_op = false;  // this broadcast is not in the fast matmul: add it by a loop
+    pd1 = scores_pd(false);
+  }
+  if (is_reference(pd1)) {
+    if (!g.q.dense()) q = dense_copy(0, g.q, a.in(0));
+    if (!g.k.dense()) k = dense_copy(1, g.k, a.in(1));
+    pd1 = scores_pd(false);
+  }
+  if (g.mask && !mask_post_op) {
+    mask_loop_ = g.mask;
+    const Shape full = {g.B, g.H, g.Sq, g.Sk};
+    mask_plan_ = plan_broadcast(full, {&g.mask->shape}, {"mask"});
+  }
+  scores_ = Prim(pd1);
+  scores_.arg(DNNL_ARG_SRC, q.md, q.ref);
+  scores_.arg(DNNL_ARG_WEIGHTS, k.md, k.ref);
+  scores_.arg(DNNL_ARG_DST, scores_md, scores);
+  if (mask_post_op) scores_.arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(g.scale != 1.f ? 1 : 0) | DNNL_ARG_SRC_1, mask_md, Ref::of(*g.mask));
+
+  // Softmax along Sk, in place.
+  dnnl::softmax_forward::primitive_desc sp(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate,
+                                           scores_md, scores_md, 3, make_attr());
+  softmax_ = Prim(sp);
+  softmax_.arg(DNNL_ARG_SRC, scores_md, scores);
+  softmax_.arg(DNNL_ARG_DST, scores_md, scores);
+
+  // Y = P V', written through Y's strides as [B,H,Sq,Dv].
+  dims ostrides(4);
+  const Shape ys = dense_strides(y.shape);
+  for (size_t j = 0; j < 4; ++j) ostrides[static_cast<size_t>(g.out_perm[j])] = ys[j];
+  const dnnl::memory::desc out_md(dims{g.B, g.H, g.Sq, g.Dv}, dt::f32, ostrides);
+  Operand v{g.v.md(), Ref::of(a.in(2))}, out{out_md, Ref::of(y)};
+  dnnl::matmul::primitive_desc pd2(eng, scores_md, v.md, out.md, make_attr());
+  if (is_reference(pd2)) {
+    if (!g.v.dense()) v = dense_copy(2, g.v, a.in(2));
+    const dnnl::memory::desc dense_out(dims{g.B, g.H, g.Sq, g.Dv}, dt::f32, dnnl::memory::format_tag::abcd);
+    if (dense_out != out_md) {
+      out = {dense_out, Ref::workspace(plan_.add(dense_out.get_size()))};
+      copy_out_ = Prim(dnnl::reorder::primitive_desc(eng, dense_out, eng, out_md, make_attr()));
+      copy_out_.arg(DNNL_ARG_FROM, dense_out, out.ref);
+      copy_out_.arg(DNNL_ARG_TO, out_md, Ref::of(y));
+    }
+    pd2 = dnnl::matmul::primitive_desc(eng, scores_md, v.md, out.md, make_attr());
+  }
+  context_ = Prim(pd2);
+  context_.arg(DNNL_ARG_SRC, scores_md, scores);
+  context_.arg(DNNL_ARG_WEIGHTS, v.md, v.ref);
+  context_.arg(DNNL_ARG_DST, out.md, out.ref);
+  Prim::share_scratchpad(&plan_, {&copy_[0], &copy_[1], &copy_[2], &scores_, &softmax_, &context_, &copy_out_});
+}
+
+Status AttentionKernel::run(ExecContext& ctx) {
+  for (Prim& c : copy_) {
+    if (c.valid()) c.execute(ctx);
+  }
+  scores_.execute(ctx);
+  if (mask_loop_) {
+    float* s = reinterpret_cast<float*>(ctx.workspace + scores_at_);
+    const float* m = ctx.ptr<const float>(*mask_loop_);
+    for_each_segment(mask_plan_, [&](const int64_t* off, int64_t at, int64_t len, const int64_t* step) {
+      float* row = s + at;
+      const float* mr = m + off[0];
+      if (step[0] == 1) {
+        for (int64_t i = 0; i < len; ++i) row[i] += mr[i];
+      } else if (step[0] == 0) {
+        const float mv = *mr;  // broadcast along the row
+        for (int64_t i = 0; i < len; ++i) row[i] += mv;
+      } else {
+        for (int64_t i = 0; i < len; ++i) row[i] += mr[i * step[0]];
+      }
+    });
+  }
+  softmax_.execute(ctx);
+  context_.execute(ctx);
+  if (copy_out_.valid()) copy_out_.execute(ctx);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void check_attention(const KernelArgs& a) { geometry(a); }
+
+std::unique_ptr<Kernel> make_attention(const KernelArgs& a) { return std::make_unique<AttentionKernel>(a); }
+
+}  // namespace ge

@@ -1,0 +1,338 @@
+"""Attention fusion: MatMul, scale, mask, Softmax, MatMul and the head Transposes become one
+FusedAttention node that computes what onnxruntime computes for the unfused graph."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.importers import load_model
+from graphengine.engine.ir import Engine
+from graphengine.engine.partition import placement
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import load
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests import zoo  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def attention_model(b, s, h, d, *, mask=None, scale="div", sk=None, extra_output=None,
+                    k_transpose=(0, 2, 3, 1)) -> onnx.ModelProto:
+    """One attention block laid out the way torch exports BERT's self-attention.
+
+    x [b,s,h*d] -> Q/K/V MatMul -> Reshape [b,s,h,d] -> Transpose -> MatMul(Q, K^T) -> scale
+    -> [Add mask] -> Softmax -> MatMul(P, V) -> Transpose -> Reshape [b,s,h*d] -> y.
+    With `sk`, K and V come from a second input "m" [b,sk,h*d] (cross-attention).
+    mask: None | "input" (int64 attention_mask [b,sk] turned into -10000 * (1 - mask), as BERT
+    does) | "causal" (constant [1,1,s,sk]) | "full" (float input [b,h,s,sk]).
+    scale: "div" | "mul" (Mul by 1/sqrt(d), constant first) | "qk" (sqrt of it on Q and on K^T,
+    as scaled_dot_product_attention exports) | "none".
+    """
+    sk = sk or s
+    hd = h * d
+    nodes, inits = [], {}
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, hd])]
+    kv_src = "x"
+    if sk != s:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [b, sk, hd]))
+        kv_src = "m"
+
+    def init(name, value):
+        inits[name] = np.asarray(value)
+        return name
+
+    def node(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    for p, src, n in (("q", "x", s), ("k", kv_src, sk), ("v", kv_src, sk)):
+        w = init(f"w{p}", RNG.normal(0, 1 / math.sqrt(hd), (hd, hd)).astype(np.float32))
+        mm = node("MatMul", [src, w], f"{p}_proj")
+        node("Reshape", [mm, init(f"shape_{p}", np.array([b, n, h, d], np.int64))], f"{p}_heads")
+    q = node("Transpose", ["q_heads"], "q_t", perm=[0, 2, 1, 3])
+    k = node("Transpose", ["k_heads"], "k_t", perm=list(k_transpose))
+    v = node("Transpose", ["v_heads"], "v_t", perm=[0, 2, 1, 3])
+    if tuple(k_transpose) == (0, 2, 1, 3):
+        k = node("Transpose", [k], "k_tt", perm=[0, 1, 3, 2])
+    if scale == "qk":
+        root = init("root", np.float32(d ** -0.25))
+        q = node("Mul", [q, root], "q_scaled")
+        k = node("Mul", [root, k], "k_scaled")
+    scores = node("MatMul", [q, k], "scores")
+    if scale == "div":
+        scores = node("Div", [scores, init("sqrt_d", np.float32(math.sqrt(d)))], "scaled")
+    elif scale == "mul":
+        scores = node("Mul", [init("inv_sqrt_d", np.float32(1 / math.sqrt(d))), scores],
+                      "scaled")
+    if mask == "input":
+        inputs.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64,
+                                                    [b, sk]))
+        m = node("Unsqueeze", ["attention_mask", init("ax1", np.array([1], np.int64))], "m1")
+        m = node("Unsqueeze", [m, init("ax2", np.array([2], np.int64))], "m2")
+        m = node("Cast", [m], "m3", to=TensorProto.FLOAT)
+        m = node("Sub", [init("one", np.float32(1)), m], "m4")
+        m = node("Mul", [m, init("neg", np.float32(-10000))], "ext_mask")
+        scores = node("Add", [scores, m], "masked")
+    elif mask == "causal":
+        c = np.triu(np.full((s, sk), -1e4, np.float32), k=1 + sk - s)[None, None]
+        scores = node("Add", [init("causal", c), scores], "masked")
+    elif mask == "full":
+        inputs.append(helper.make_tensor_value_info("bias", TensorProto.FLOAT, [b, h, s, sk]))
+        scores = node("Add", [scores, "bias"], "masked")
+    probs = node("Softmax", [scores], "probs", axis=-1)
+    ctx = node("MatMul", [probs, v], "ctx")
+    ctx = node("Transpose", [ctx], "ctx_t", perm=[0, 2, 1, 3])
+    node("Reshape", [ctx, init("shape_y", np.array([b, s, hd], np.int64))], "y")
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, hd])]
+    if extra_output:
+        shape = {"k_t": [b, h, d, sk], "ctx_t": [b, s, h, d]}.get(extra_output, [b, h, s, sk])
+        outputs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT, shape))
+    graph = helper.make_graph(nodes, "attention", inputs, outputs,
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model
+
+
+def feeds_for(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    feeds = {}
+    for vi in model.graph.input:
+        shape = [dim.dim_value for dim in vi.type.tensor_type.shape.dim]
+        if vi.type.tensor_type.elem_type == TensorProto.INT64:  # a 0/1 mask, never all 0
+            m = (RNG.random(shape) > 0.3).astype(np.int64)
+            m[..., 0] = 1
+            feeds[vi.name] = m
+        else:
+            feeds[vi.name] = RNG.normal(size=shape).astype(np.float32)
+    return feeds
+
+
+def ort_run(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def compile_and_run(model, feeds):
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    outs = load(compiled).execute(feeds)
+    ops = [p.op_type for p in compiled.report.placements]
+    return compiled, list(outs.values()), ops
+
+
+def assert_matches_ort(model, feeds, outs) -> None:
+    for got, want in zip(outs, ort_run(model, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
+def attention_lines(compiled) -> list[str]:
+    return [f for f in compiled.report.fusions if f.startswith("Attention")]
+
+
+# ---- the pattern is found and computes the same numbers ---------------------------------
+@pytest.mark.parametrize("b,s,h,d", [(1, 16, 4, 8), (2, 7, 3, 5), (3, 1, 2, 4), (1, 33, 1, 17)])
+@pytest.mark.parametrize("mask", [None, "input"])
+def test_bert_style_attention_becomes_one_node(b, s, h, d, mask):
+    model = attention_model(b, s, h, d, mask=mask)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    lines = attention_lines(compiled)
+    assert len(lines) == 1, compiled.report.fusions
+    n_nodes = 9 if mask else 8
+    assert lines[0].startswith(
+        f"Attention(MatMul+Div{'+Add' if mask else ''}+Softmax+MatMul, 4 Transposes): "
+        f"{n_nodes} nodes -> "), lines
+    assert f"scale {1 / math.sqrt(d):.6g}" in lines[0]
+    assert ("mask ext_mask" in lines[0]) == bool(mask)
+    assert ops.count("FusedAttention") == 1
+    for gone in ("Transpose", "Softmax", "Div"):
+        assert gone not in ops
+    assert ops.count("MatMul") == 3  # the projections only
+    node = next(p for p in compiled.report.placements if p.op_type == "FusedAttention")
+    assert node.engine == Engine.DEVICE.value
+
+
+@pytest.mark.parametrize("scale,mask", [("mul", "causal"), ("qk", "full"), ("none", None),
+                                        ("qk", "causal")])
+def test_scale_and_mask_variants(scale, mask):
+    model = attention_model(2, 6, 3, 4, mask=mask, scale=scale)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    want = {"div": 0.5, "mul": 0.5, "qk": 0.5, "none": 1.0}[scale]
+    assert f"scale {want:.6g}" in line
+    assert ops.count("FusedAttention") == 1 and "Mul" not in ops and "Softmax" not in ops
+
+
+def test_cross_attention_with_other_key_length_and_split_key_transpose():
+    # K as Transpose(0,2,1,3) then Transpose(0,1,3,2): both are absorbed (composed)
+    model = attention_model(2, 5, 2, 3, sk=9, mask="input", k_transpose=(0, 2, 1, 3))
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert "5 Transposes" in line
+    assert "Transpose" not in ops
+
+
+# ---- the pattern is left alone ----------------------------------------------------------
+@pytest.mark.parametrize("reader", ["probs", "scaled", "masked", "scores"])
+def test_not_fused_when_an_intermediate_has_another_reader(reader):
+    model = attention_model(1, 8, 2, 4, mask="input", extra_output=reader)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    assert attention_lines(compiled) == []
+    assert "FusedAttention" not in ops and "Softmax" in ops
+
+
+def test_operand_transpose_with_another_reader_stays():
+    # k_t is also a graph output: the fused node reads it instead of absorbing its Transpose
+    model = attention_model(1, 8, 2, 4, mask="input", extra_output="k_t")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert "3 Transposes" in line
+    assert ops.count("Transpose") == 1 and ops.count("FusedAttention") == 1
+
+
+def test_fused_output_may_be_a_graph_output_and_a_view_source():
+    # ctx_t (the absorbed output Transpose) is a graph output and the Reshape's input
+    model = attention_model(2, 5, 3, 4, mask="input", extra_output="ctx_t")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert "4 Transposes" in line and ops.count("FusedAttention") == 1
+    assert [s.name for s in compiled.outputs] == ["y", "ctx_t"]
+
+
+def keep_on_host(monkeypatch, name: str) -> None:
+    def device(node):
+        return "kept on the host by the test" if node.name == name \
+            else placement.device_accepts(node)
+
+    monkeypatch.setattr(placement, "ENGINES", [(Engine.DEVICE, device),
+                                               (Engine.HOST, placement.host_accepts)])
+
+
+@pytest.mark.parametrize("host_node", ["probs", "scores", "masked"])
+def test_not_fused_when_a_core_node_runs_on_the_host(monkeypatch, host_node):
+    keep_on_host(monkeypatch, host_node)
+    model = attention_model(2, 6, 2, 4, mask="input")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    assert attention_lines(compiled) == []
+    assert "FusedAttention" not in ops
+    (placed,) = [p for p in compiled.report.placements if p.node == host_node]
+    assert placed.engine == Engine.HOST.value
+
+
+@pytest.mark.parametrize("host_node,absorbed", [("ctx_t", 3), ("q_t", 1)])
+def test_transposes_outside_the_partition_are_not_absorbed(monkeypatch, host_node, absorbed):
+    # ctx_t on the host: the other three Transposes are absorbed. q_t on the host: the
+    # MatMul reading it starts a new device partition, so the K and V Transposes (left in
+    # the first one) stay as well and only the output Transpose is absorbed.
+    keep_on_host(monkeypatch, host_node)
+    model = attention_model(2, 6, 2, 4, mask="input")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert f"{absorbed} Transpose{'s' * (absorbed > 1)})" in line, line
+    assert ops.count("Transpose") == 4 - absorbed
+    (placed,) = [p for p in compiled.report.placements if p.node == host_node]
+    assert placed.engine == Engine.HOST.value
+
+
+def test_not_fused_without_fusion():
+    model = attention_model(1, 4, 2, 2)
+    feeds = feeds_for(model)
+    compiled = compile_graph(load_model(model), CompileOptions(fuse=False))
+    assert_matches_ort(model, feeds, list(load(compiled).execute(feeds).values()))
+    assert attention_lines(compiled) == []
+
+
+# ---- the op itself: schema, numpy reference (host) and device agree ---------------------
+def fused_model(b, s, h, d, *, mask: bool) -> onnx.ModelProto:
+    """A graph holding a FusedAttention node itself (Q, K, V as [b,s,h,d] inputs)."""
+    names = ["q", "k", "v"] + (["mask"] if mask else [])
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, s, h, d])
+              for n in names[:3]]
+    if mask:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [b, 1, 1, s]))
+    node = helper.make_node("FusedAttention", names, ["y"], scale=0.25, q_perm=[0, 2, 1, 3],
+                            k_perm=[0, 2, 3, 1], v_perm=[0, 2, 1, 3], out_perm=[0, 2, 1, 3])
+    graph = helper.make_graph([node], "fused", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             [b, s, h, d])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def reference(q, k, v, mask, scale):
+    qt, kt, vt = (np.transpose(x, (0, 2, 1, 3)).astype(np.float64) for x in (q, k, v))
+    s = qt @ np.swapaxes(kt, -1, -2) * scale + (0 if mask is None else mask)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return np.transpose((p / p.sum(-1, keepdims=True)) @ vt, (0, 2, 1, 3))
+
+
+@pytest.mark.parametrize("mask", [False, True])
+@pytest.mark.parametrize("on_host", [False, True])
+def test_fused_attention_op_on_device_and_host(monkeypatch, mask, on_host):
+    if on_host:
+        def device(node):
+            return "no" if node.op_type == "FusedAttention" else placement.device_accepts(node)
+
+        monkeypatch.setattr(placement, "ENGINES", [(Engine.DEVICE, device),
+                                                   (Engine.HOST, placement.host_accepts)])
+    model = fused_model(2, 5, 3, 4, mask=mask)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert ops == ["FusedAttention"]
+    (placed,) = compiled.report.placements
+    assert placed.engine == (Engine.HOST if on_host else Engine.DEVICE).value
+    want = reference(feeds["q"], feeds["k"], feeds["v"], feeds.get("mask"), 0.25)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_attention_schema_rejects_bad_operands():
+    from graphengine.engine.errors import GraphEngineError
+
+    model = fused_model(1, 4, 2, 3, mask=False)
+    q_perm = next(a for a in model.graph.node[0].attribute if a.name == "q_perm")
+    q_perm.ints[:] = [0, 2, 1, 1]  # not a permutation
+    with pytest.raises(GraphEngineError, match="q_perm.*permutation"):
+        compile_graph(load_model(model))
+    model = fused_model(1, 4, 2, 3, mask=True)
+    model.graph.input[3].type.tensor_type.shape.dim[3].dim_value = 3  # mask [1,1,1,3]
+    with pytest.raises(GraphEngineError, match="mask"):
+        compile_graph(load_model(model))
+
+
+# ---- whole models ------------------------------------------------------------------------
+@pytest.mark.parametrize("batch,seq", [(1, 16), (2, 9)])
+def test_zoo_bert_fuses_every_layer_and_matches_onnxruntime(batch, seq):
+    model = zoo.bert(layers=2, hidden=64, heads=4, intermediate=128, vocab=500, seq=seq,
+                     batch=batch)
+    feeds = zoo.random_inputs(model, seed=3, batch=batch)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    lines = attention_lines(compiled)
+    assert len(lines) == 2 and all("4 Transposes" in f and "mask" in f for f in lines), lines
+    assert ops.count("FusedAttention") == 2
+    assert "Transpose" not in ops and "Softmax" not in ops
