@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     activations,
     attention,
     binary,
+    chain,
     control,
     conv,
     creation,

@@ -319,6 +319,7 @@ def _rename_output(graph: Graph, v: Value, name: str) -> None:
 
 
 from .fusion_attention import ATTENTION  # noqa: E402  (it uses the helpers above)
+from .fusion_eltwise import ELTWISE_CHAIN  # noqa: E402
 
 FUSIONS: list[Fusion] = [
     Fusion("conv_bn", _match_conv_bn, _rewrite_conv_bn),
@@ -328,6 +329,7 @@ FUSIONS: list[Fusion] = [
     Fusion("matmul_bias", _match_bias, _rewrite_bias),
     Fusion("residual_add", _match_residual, _rewrite_residual),
     Fusion("activation", _match_activation, _rewrite_activation),
+    ELTWISE_CHAIN,  # last: epilogues of Conv/MatMul take their activations first
 ]
 
 

@@ -101,6 +101,9 @@ def _agnostic(node: Node) -> bool:
     if node.op_type in _BINARY:
         ins = [v for v in node.inputs if v is not None]
         return len(ins) == 2 and all(_is_act4d(v) and v.meta == out.meta for v in ins)
+    if node.op_type == "EltwiseChain":  # flat: any format its full-size tensors share
+        return all(v.is_constant and v.meta.numel == 1 if not _is_act4d(v)
+                   else v.meta == out.meta for v in node.inputs)
     return False
 
 

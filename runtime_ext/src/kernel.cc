@@ -62,6 +62,7 @@ const std::vector<std::pair<std::string, KernelFactory>>& registry() {
       {"Cast", make_cast},
       {"TransData", make_transdata},
       {"FusedAttention", make_attention},
+      {"EltwiseChain", make_chain},
   };
   return table;
 }

@@ -73,6 +73,7 @@ const Rule kRules[] = {
     {"Cast", 1, 1, Types::kAny, 0, 12},
     {"TransData", 1, 1, Types::kDnnl, 3, 5},
     {"FusedAttention", 3, 4, Types::kF32, 4, 4},
+    {"EltwiseChain", 1, -1, Types::kF32, 0, 12},
 };
 
 bool type_ok(Types t, DType d) {
@@ -228,7 +229,7 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
       const std::set<int64_t> ok = {1, 2, 3, 5, 6, 7, 9, 10, 11};
       if (!ok.count(*code)) why = cat("unsupported ONNX dtype code ", *code, " in attribute 'to'");
     }
-  } else if (o == "Conv" || o == "FusedAttention") {
+  } else if (o == "Conv" || o == "FusedAttention" || o == "EltwiseChain") {
     // These factories' own checks answer: run them on stand-in tensors (no data).
     try {
       std::vector<TensorInfo> ts(static_cast<size_t>(n));
@@ -246,10 +247,14 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
         ts[i].dtype = *types[i];
         ts[i].shape = shapes[i];
         ts[i].numel = shape_numel(shapes[i]);
-        ts[i].region = i == 0 || o == "FusedAttention" ? Region::kArena : Region::kWeight;
+        ts[i].region = i == 0 || o != "Conv" ? Region::kArena : Region::kWeight;
         a.inputs.push_back(&ts[i]);
       }
-      if (o == "FusedAttention") {
+      TensorInfo y = ts[0];  // an elementwise chain's output is shaped like input 0
+      if (o == "EltwiseChain") {
+        a.outputs.push_back(&y);
+        make_chain(a);
+      } else if (o == "FusedAttention") {
         check_attention(a);
       } else {
         if (!a.inputs[1]) throw Error(Status::InvalidArgument("weight W is required"));

@@ -35,6 +35,8 @@ std::unique_ptr<Kernel> make_expand(const KernelArgs& a);
 std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
 // kernels_attention.cc
 std::unique_ptr<Kernel> make_attention(const KernelArgs& a);  // FusedAttention
+// kernels_chain.cc
+std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 // For kernel_info: checks the inputs and attributes like load would. Throws Error.
 void check_attention(const KernelArgs& a);
 // kernels_gather.cc

@@ -44,7 +44,7 @@ LayoutRule layout_rule(const std::string& op) {
       "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu", "LeakyRelu",
       "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Identity", "Floor", "Ceil"};
   static const std::unordered_set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Max",
-                                                              "Min", "Pow", "Where"};
+                                                              "Min", "Pow", "Where", "EltwiseChain"};
   if (op == "Conv") return LayoutRule::kAnyData;
   if (op == "TransData") return LayoutRule::kConvert;
   if (op == "Concat") return LayoutRule::kConcat;

@@ -456,7 +456,9 @@ def test_kernel_info_knows_every_device_op():
               "FusedAttention": [[1, 4, 8, 8]] * 3}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
-             "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]}}
+             "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
+             "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
+                              "betas": [0.0, 0.0]}}
     binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1

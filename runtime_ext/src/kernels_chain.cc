@@ -1,0 +1,172 @@
+// EltwiseChain: a chain of elementwise float32 ops fused by the compiler into one pass over
+// memory. The first step is a oneDNN eltwise or binary primitive; every later step is one
+// of its post-ops (eltwise, or binary with a second operand), so each element is loaded
+// and stored once whatever the chain's length.
+//
+// Attributes: "ops" (comma-separated step names), "operands" (per step: the input index of
+// a binary step's second operand, -1 for a unary step), "alphas"/"betas" (per step). The
+// chain's running value is always a binary step's first operand. Every operand has the
+// output's shape or one element, and the output has input 0's shape; operands are read as
+// flat vectors, so any format common to the same-shape tensors works.
+#include <sstream>
+
+#include "dnnl_util.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+using alg = dnnl::algorithm;
+
+struct Step {
+  std::string op;
+  bool binary = false;
+  alg f = alg::undef;
+  int operand = -1;
+  float alpha = 0.f;
+  float beta = 0.f;
+};
+
+// The oneDNN algorithm of a step; false for an unknown name.
+bool step_alg(Step* s) {
+  static const struct {
+    const char* name;
+    bool binary;
+    alg f;
+  } kTable[] = {
+      {"Add", true, alg::binary_add},          {"Sub", true, alg::binary_sub},
+      {"Mul", true, alg::binary_mul},          {"Div", true, alg::binary_div},
+      {"Relu", false, alg::eltwise_relu},      {"LeakyRelu", false, alg::eltwise_relu},
+      {"Sigmoid", false, alg::eltwise_logistic}, {"Tanh", false, alg::eltwise_tanh},
+      {"Exp", false, alg::eltwise_exp},        {"Log", false, alg::eltwise_log},
+      {"Sqrt", false, alg::eltwise_sqrt},      {"Abs", false, alg::eltwise_abs},
+      {"Neg", false, alg::eltwise_linear},     {"Gelu", false, alg::eltwise_gelu_erf},
+      {"GeluTanh", false, alg::eltwise_gelu_tanh}, {"Clip", false, alg::eltwise_clip_v2},
+      {"HardSigmoid", false, alg::eltwise_hardsigmoid}, {"HardSwish", false, alg::eltwise_hardswish},
+      {"Reciprocal", false, alg::eltwise_pow},
+  };
+  for (const auto& e : kTable) {
+    if (s->op == e.name) {
+      s->binary = e.binary;
+      s->f = e.f;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Fixed alpha/beta of the ops whose ONNX form has none (the compiler sends the others).
+void fixed_params(Step* s) {
+  if (s->op == "Neg") {
+    s->alpha = -1.f;
+    s->beta = 0.f;
+  } else if (s->op == "HardSwish") {
+    s->alpha = 1.f / 6.f;
+    s->beta = 0.5f;
+  } else if (s->op == "Reciprocal") {
+    s->alpha = 1.f;
+    s->beta = -1.f;
+  } else if (s->op == "Relu" || s->op == "Sigmoid" || s->op == "Tanh" || s->op == "Exp" || s->op == "Log" ||
+             s->op == "Sqrt" || s->op == "Abs" || s->op == "Gelu" || s->op == "GeluTanh") {
+    s->alpha = s->beta = 0.f;
+  }
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) r.push_back(item);
+  return r;
+}
+
+class ChainKernel : public PrimitiveKernel {
+ public:
+  explicit ChainKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
+    a.expect_outputs(1, 1);
+    const TensorInfo& x = a.in(0);
+    const TensorInfo& y = a.out(0);
+    a.expect_dtype(x, DType::kFloat32, "input 0");
+    a.expect_dtype(y, DType::kFloat32, "output");
+    if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " differs from input 0 ", shape_str(x.shape));
+    if (x.format != y.format) invalid("input 0 and the output must share a format");
+    empty_ = y.numel == 0;
+    const std::vector<std::string> names = split(a.attr_str("ops", ""));
+    const std::vector<int64_t> operands = a.attr_ints("operands", {});
+    const std::vector<double> alphas = a.attr_floats("alphas", {});
+    const std::vector<double> betas = a.attr_floats("betas", {});
+    if (names.empty()) invalid("attribute 'ops' lists no step");
+    if (operands.size() != names.size() || alphas.size() != names.size() || betas.size() != names.size()) {
+      invalid("attributes 'operands', 'alphas' and 'betas' need one entry per step (", names.size(), ")");
+    }
+    const int n_in = static_cast<int>(a.inputs.size());
+    std::vector<Step> steps(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      Step& s = steps[i];
+      s.op = names[i];
+      if (!step_alg(&s)) invalid("step ", i, ": unknown op '", s.op, "'");
+      s.alpha = static_cast<float>(alphas[i]);
+      s.beta = static_cast<float>(betas[i]);
+      fixed_params(&s);
+      s.operand = static_cast<int>(operands[i]);
+      if (s.binary != (s.operand >= 0)) {
+        invalid("step ", i, " (", s.op, "): ", s.binary ? "needs an operand" : "takes no operand");
+      }
+      if (s.binary) {
+        if (s.operand >= n_in) invalid("step ", i, ": operand index ", s.operand, " out of range [0, ", n_in, ")");
+        const TensorInfo& o = a.in(static_cast<size_t>(s.operand));
+        a.expect_dtype(o, DType::kFloat32, "operand");
+        if (o.numel != 1 && (o.shape != y.shape || o.format != y.format)) {
+          invalid("step ", i, ": operand '", o.name, "' ", shape_str(o.shape), " must have the output's shape ",
+                  shape_str(y.shape), " and format, or one element");
+        }
+      }
+    }
+    if (empty_) return;  // checked, nothing to run
+    const dnnl::memory::desc flat = plain_md(Shape{y.numel});
+    const dnnl::memory::desc one = plain_md(Shape{1});
+    auto md_of = [&](const TensorInfo& t) { return t.numel == 1 ? one : flat; };
+    dnnl::post_ops ops;
+    std::vector<std::pair<int, const TensorInfo*>> post_args;
+    for (size_t i = 1; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      if (s.binary) {
+        const TensorInfo& o = a.in(static_cast<size_t>(s.operand));
+        ops.append_binary(s.f, md_of(o));
+        post_args.emplace_back(DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i - 1)) | DNNL_ARG_SRC_1, &o);
+      } else {
+        ops.append_eltwise(s.f, s.alpha, s.beta);
+      }
+    }
+    const Step& first = steps[0];
+    if (first.binary) {
+      const TensorInfo& o = a.in(static_cast<size_t>(first.operand));
+      dnnl::binary::primitive_desc pd(dev_.engine(), first.f, flat, md_of(o), flat, make_attr(ops));
+      prim_ = Prim(pd);
+      prim_.arg(DNNL_ARG_SRC_0, flat, Ref::of(x));
+      prim_.arg(DNNL_ARG_SRC_1, md_of(o), Ref::of(o));
+    } else {
+      dnnl::eltwise_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, first.f, flat,
+                                               flat, first.alpha, first.beta, make_attr(ops));
+      prim_ = Prim(pd);
+      prim_.arg(DNNL_ARG_SRC, flat, Ref::of(x));
+    }
+    prim_.arg(DNNL_ARG_DST, flat, Ref::of(y));
+    for (const auto& [key, t] : post_args) prim_.arg(key, md_of(*t), Ref::of(*t));
+    Prim::share_scratchpad(&plan_, {&prim_});
+  }
+  Status run(ExecContext& ctx) override {
+    if (!empty_) prim_.execute(ctx);
+    return Status::Ok();
+  }
+
+ private:
+  bool empty_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_chain(const KernelArgs& a) { return std::make_unique<ChainKernel>(a); }
+
+}  // namespace ge

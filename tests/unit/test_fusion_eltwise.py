@@ -1,0 +1,110 @@
+"""Chains of elementwise ops fused into one EltwiseChain kernel (optimize/fusion_eltwise)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import LoadedModel
+
+RNG = np.random.default_rng(11)
+
+
+def _model(nodes, shape, inits=None, outputs=("y",)):
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(v, np.float32), k)
+                     for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model, shape):
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    x = RNG.standard_normal(shape).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": x})
+    for g, w in zip(got.values(), want):
+        np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
+    ops = [p.op_type for p in compiled.report.placements]
+    return compiled.report.fusions, ops
+
+
+@pytest.mark.parametrize("shape", [[7], [2, 3, 5], [1, 8, 4, 4], [3, 1]])
+def test_swish_scale_shift_tanh_chain_is_one_kernel(shape):
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]),
+             helper.make_node("Mul", ["x", "s"], ["m"]),            # swish: x * sigmoid(x)
+             helper.make_node("Mul", ["half", "m"], ["h"]),         # scalar, on the left
+             helper.make_node("Add", ["h", "w"], ["a"]),            # full-shape constant
+             helper.make_node("Tanh", ["a"], ["t"]),
+             helper.make_node("Div", ["t", "two"], ["d"]),
+             helper.make_node("Sub", ["d", "x"], ["y"])]            # the chain's input again
+    fusions, ops = _run(_model(nodes, shape, {"half": 0.5, "two": 2.0,
+                                              "w": RNG.standard_normal(shape)}), shape)
+    assert ops == ["EltwiseChain"], ops
+    assert fusions == ["EltwiseChain(Sigmoid+Mul+Mul+Add+Tanh+Div+Sub): 7 nodes -> "
+                       + fusions[0].rsplit(" ", 1)[-1]]
+
+
+def test_parameterised_unary_steps_match_onnxruntime():
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["l"], alpha=0.2),
+             helper.make_node("Clip", ["l", "lo", "hi"], ["c"]),
+             helper.make_node("HardSigmoid", ["c"], ["h"], alpha=0.3, beta=0.4),
+             helper.make_node("Gelu", ["h"], ["g"], approximate="tanh"),
+             helper.make_node("Abs", ["g"], ["a"]),
+             helper.make_node("Sqrt", ["a"], ["q"]),
+             helper.make_node("Reciprocal", ["q"], ["r"]),
+             helper.make_node("Neg", ["r"], ["n"]),
+             helper.make_node("Exp", ["n"], ["e"]),
+             helper.make_node("HardSwish", ["e"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.float32(-0.5), "lo"),
+                     numpy_helper.from_array(np.float32(0.7), "hi")]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    fusions, ops = _run(model, [4, 6])
+    assert ops == ["EltwiseChain"] and len(fusions) == 1, (ops, fusions)
+
+
+def test_chain_stops_at_shared_values_graph_outputs_and_broadcasts():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Tanh", ["r"], ["t"]),      # r also read below: chain ends at r
+             helper.make_node("Mul", ["r", "t"], ["m"]),  # Tanh -> Mul: a chain (r operand)
+             helper.make_node("Exp", ["m"], ["out1"]),    # graph output: the chain ends here
+             helper.make_node("Add", ["out1", "row"], ["b"]),  # row [1,5] broadcasts: no step
+             helper.make_node("Sigmoid", ["b"], ["y"])]
+    fusions, ops = _run(_model(nodes, [3, 5], {"row": RNG.standard_normal((1, 5))},
+                               outputs=("out1", "y")), [3, 5])
+    assert [f.split(":")[0] for f in fusions] == ["EltwiseChain(Tanh+Mul+Exp)"], fusions
+    assert ops == ["Relu", "EltwiseChain", "Add", "Sigmoid"], ops
+
+
+def test_sub_with_the_running_value_on_the_right_is_not_a_step():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Sub", ["one", "r"], ["y"])]  # 1 - r: not dst - src1
+    fusions, ops = _run(_model(nodes, [2, 3], {"one": 1.0}), [2, 3])
+    assert fusions == [] and ops == ["Relu", "Sub"]
+
+
+def test_nchw_chain_between_convolutions_stays_channels_last():
+    w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]),
+             helper.make_node("Mul", ["c", "s"], ["m"]),
+             helper.make_node("Mul", ["m", "k"], ["z"]),
+             helper.make_node("Conv", ["z", "w"], ["y"], pads=[1, 1, 1, 1])]
+    model = _model(nodes, [1, 4, 6, 6], {"w": w, "k": 1.5})
+    compiled = compile_graph(load_model(model))
+    fusions, ops = _run(model, [1, 4, 6, 6])
+    assert ops.count("EltwiseChain") == 1
+    assert sum(op == "TransData" for op in ops) == 2  # graph input and output only
+    assert any(f.startswith("EltwiseChain(Sigmoid+Mul+Mul)") for f in compiled.report.fusions)
