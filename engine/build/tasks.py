@@ -117,6 +117,13 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     for key in ("_activation", "_activation_alpha", "_activation_beta"):
         if key in node.attrs:
             attrs[key[1:]] = node.attrs[key]
+    if node.attrs.get("_dw"):  # depthwise post-op (optimize/fusion_conv_dw.py)
+        at = node.attrs["_dw_input"]
+        attrs["dw"], attrs["dw_stride"] = 1, node.attrs["_dw_stride"]
+        for key in ("_dw_activation", "_dw_activation_alpha", "_dw_activation_beta"):
+            if key in node.attrs:
+                attrs[key[1:]] = node.attrs[key]
+        inputs += [ins[at], ins[at + 1]]
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])

@@ -47,6 +47,9 @@ struct Fusion {
 
 // Throws Error(InvalidArgument) for an unknown activation.
 Fusion parse_fusion(const KernelArgs& a);
+// The activation named by attribute `key`, with `key`_alpha / `key`_beta (e.g.
+// "dw_activation" for the depthwise stage of a fused Conv); sum is left false.
+Fusion parse_activation(const KernelArgs& a, const std::string& key);
 
 // Appends the activation (if any) as an eltwise post-op.
 void append_activation(const Fusion& f, dnnl::post_ops* ops);
