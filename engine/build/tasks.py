@@ -11,6 +11,7 @@ from ..errors import InvalidGraph
 from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
 from ..partition import Partition, collect_partitions
+from ..optimize.layout import storage_nbytes
 from ..report import MemoryRecord
 from .memory import align, plan_storages
 from .streams import START, assign_streams
@@ -86,7 +87,7 @@ class _Layout:
                 self.storage[v] = self.storage[alias_of]
             else:
                 self.storage[v] = len(self.storage_size)
-                self.storage_size.append(v.meta.nbytes)
+                self.storage_size.append(storage_nbytes(v) if self.formats else v.meta.nbytes)
             self.index[v] = len(self.slots)
             fmt = (v.format or "nchw") if self.formats else ""
             self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
