@@ -13,6 +13,7 @@ from .errors import InvalidGraph, InvalidInput
 from .ir import Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import assign_layouts, fuse
+from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
@@ -36,6 +37,7 @@ class CompileOptions:
     layouts: bool = True  # keep activations in one format between TransData nodes
     # that format: "auto" (blocked for depthwise CNNs, else nhwc), "nhwc", "nChw8c", "nChw16c"
     layout_format: str = "auto"
+    batch_split: bool = True  # run memory-bound separable graphs in cache-sized sub-batches
 
     def __post_init__(self) -> None:
         if self.layout_format not in REGION_FORMATS:
@@ -85,7 +87,8 @@ def stages(options: CompileOptions) -> list[Stage]:
         prepare_stage(options),
         Stage("partition", [place_nodes, partition_graph]),
         Stage("optimize", ([fuse] if options.fuse else [])
-              + [functools.partial(assign_layouts, enabled=options.layouts,
+              + [functools.partial(split_batch, enabled=options.batch_split),
+                 functools.partial(assign_layouts, enabled=options.layouts,
                                    fmt=options.layout_format)]),
     ]
 
