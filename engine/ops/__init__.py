@@ -15,6 +15,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     creation,
     detection,
     elementwise,
+    eltwise_chain,
     indexing,
     linalg,
     loss,

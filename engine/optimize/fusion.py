@@ -16,6 +16,7 @@ import numpy as np
 from ..ir import Engine, Graph, Node, Value
 from ..passes import PassResult
 from .fusion_conv_dw import match_conv_dw, rewrite_conv_dw
+from .fusion_eltwise import match_eltwise_chain, rewrite_eltwise_chain
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,6 +328,7 @@ FUSIONS: list[Fusion] = [
     Fusion("residual_add", _match_residual, _rewrite_residual),
     Fusion("activation", _match_activation, _rewrite_activation),
     Fusion("conv_dw", match_conv_dw, rewrite_conv_dw),  # after activation: both carry theirs
+    Fusion("eltwise_chain", match_eltwise_chain, rewrite_eltwise_chain),  # what is left
 ]
 
 

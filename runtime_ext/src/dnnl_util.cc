@@ -121,7 +121,7 @@ dnnl::primitive_attr make_attr(const dnnl::post_ops& ops) {
   return attr;
 }
 
-void Prim::share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims) {
+void Prim::share_scratchpad(WorkspacePlan* plan, const std::vector<Prim*>& prims) {
   size_t bytes = 0;
   for (Prim* p : prims) bytes = std::max(bytes, p->scratchpad_bytes());
   if (bytes == 0) return;

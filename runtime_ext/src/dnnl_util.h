@@ -110,7 +110,7 @@ class Prim {
   size_t scratchpad_bytes() const { return valid() ? scratch_md_.get_size() : 0; }
   // Reserves one scratchpad slot in `plan` shared by `prims` (they run one after the
   // other, never concurrently). Invalid (empty) primitives are skipped.
-  static void share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims);
+  static void share_scratchpad(WorkspacePlan* plan, const std::vector<Prim*>& prims);
 
   // Creates the per-instance memory objects. No-op for an invalid primitive.
   void set_instances(int n, const dnnl::engine& eng);

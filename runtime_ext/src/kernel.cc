@@ -46,6 +46,7 @@ const std::vector<std::pair<std::string, KernelFactory>>& registry() {
       {"Identity", make_unary},
       {"Floor", make_unary},
       {"Ceil", make_unary},
+      {"EltwiseChain", make_eltwise_chain},
       {"Softmax", make_softmax},
       {"LogSoftmax", make_softmax},
       {"LayerNormalization", make_layer_norm},

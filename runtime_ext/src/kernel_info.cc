@@ -57,6 +57,7 @@ const Rule kRules[] = {
     {"Identity", 1, 1, Types::kAny, 0, 12},
     {"Floor", 1, 1, Types::kF32, 0, 12},
     {"Ceil", 1, 1, Types::kF32, 0, 12},
+    {"EltwiseChain", 1, -1, Types::kF32, 0, 12},
     {"Softmax", 1, 1, Types::kF32, 0, 12},
     {"LogSoftmax", 1, 1, Types::kF32, 0, 12},
     {"LayerNormalization", 2, 3, Types::kF32, 1, 12},

@@ -21,6 +21,8 @@ std::unique_ptr<Kernel> make_binary(const KernelArgs& a);  // Add Sub Mul Div Ma
 std::unique_ptr<Kernel> make_where(const KernelArgs& a);
 // kernels_unary.cc
 std::unique_ptr<Kernel> make_unary(const KernelArgs& a);
+// kernels_chain.cc
+std::unique_ptr<Kernel> make_eltwise_chain(const KernelArgs& a);  // EltwiseChain
 // kernels_norm.cc
 std::unique_ptr<Kernel> make_softmax(const KernelArgs& a);  // Softmax, LogSoftmax
 std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a);
