@@ -37,7 +37,8 @@ class CompileOptions:
     layouts: bool = True  # keep activations in one format between TransData nodes
     # that format: "auto" (blocked for depthwise CNNs, else nhwc), "nhwc", "nChw8c", "nChw16c"
     layout_format: str = "auto"
-    batch_split: bool = True  # run memory-bound separable graphs in cache-sized sub-batches
+    # run memory-bound separable graphs in cache-sized sub-batches (opt-in: see batch_split.py)
+    batch_split: bool = False
 
     def __post_init__(self) -> None:
         if self.layout_format not in REGION_FORMATS:

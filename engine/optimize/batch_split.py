@@ -8,6 +8,12 @@ chunks, clones the graph once per chunk (weights shared: the runtime prepares th
 runs the chunks one after the other (the memory planner reuses one chunk's arena for the
 next) and concatenates the outputs. Results are bit-identical per sample.
 
+Opt-in (CompileOptions.batch_split): on the 2-core benchmark VM MobileNetV2 runs ~9-15% faster
+per image at batch 8 than at batch 32, and the split graph was up to 7% faster in one process,
+but in the side-by-side benchmark (fresh processes, best of rounds) it gained nothing
+reliable: 4x the tasks, input slices (~1.8 ms at batch 32) and 4 passes over the classifier
+weights eat the gain, and run-to-run noise exceeds what is left.
+
 It fires only when
   * every node is on the device, in one partition, and is separable: each non-constant
     input and the output carry the batch on axis 0 (dim 0 == N), and the op treats axis 0

@@ -15,6 +15,7 @@ RNG = np.random.default_rng(5)
 
 
 def _compile_and_check(model, feeds, **opts):
+    opts.setdefault("batch_split", True)  # opt-in
     compiled = compile_graph(load_model(model), CompileOptions(lint=True, **opts))
     ours = load(compiled).execute(feeds)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
@@ -122,6 +123,8 @@ def test_separable_tiny_graph_is_split_and_option_turns_it_off(monkeypatch):
     x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
     assert len(_splits(_compile_and_check(model, {"x": x}))) == 1
     assert _splits(_compile_and_check(model, {"x": x}, batch_split=False)) == []
+    assert CompileOptions().batch_split is False  # opt-in
+    assert _splits(compile_graph(load_model(model), CompileOptions())) == []
 
 
 def test_compute_bound_graphs_and_batch_one_are_not_split(monkeypatch):
