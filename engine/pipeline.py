@@ -13,6 +13,8 @@ from .errors import InvalidGraph, InvalidInput
 from .ir import Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import assign_layouts, fuse
+from .optimize.batch_split import split_batch
+from .optimize.layout import REGION_FORMATS
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
@@ -32,7 +34,16 @@ class CompileOptions:
     max_streams: int = 1
     fold_constants: bool = True
     fuse: bool = True
-    layouts: bool = True  # keep activations channels-last between TransData nodes
+    layouts: bool = True  # keep activations in one format between TransData nodes
+    # that format: "auto" (blocked for depthwise CNNs, else nhwc), "nhwc", "nChw8c", "nChw16c"
+    layout_format: str = "auto"
+    # run memory-bound separable graphs in cache-sized sub-batches (opt-in: see batch_split.py)
+    batch_split: bool = False
+
+    def __post_init__(self) -> None:
+        if self.layout_format not in REGION_FORMATS:
+            raise InvalidInput(f"compile option 'layout_format' must be one of "
+                               f"{list(REGION_FORMATS)}, got {self.layout_format!r}")
     lint: bool = False  # lint the graph after every pass (tests turn it on)
 
     @classmethod
@@ -77,7 +88,9 @@ def stages(options: CompileOptions) -> list[Stage]:
         prepare_stage(options),
         Stage("partition", [place_nodes, partition_graph]),
         Stage("optimize", ([fuse] if options.fuse else [])
-              + [functools.partial(assign_layouts, enabled=options.layouts)]),
+              + [functools.partial(split_batch, enabled=options.batch_split),
+                 functools.partial(assign_layouts, enabled=options.layouts,
+                                   fmt=options.layout_format)]),
     ]
 
 

@@ -12,6 +12,7 @@ from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
 from ..partition import Partition, collect_partitions
+from ..optimize.layout import storage_nbytes
 from ..report import MemoryRecord
 from .memory import align, plan_storages
 from .streams import START, assign_streams
@@ -81,7 +82,7 @@ class _Layout:
                 self.storage[v] = self.storage[alias_of]
             else:
                 self.storage[v] = len(self.storage_size)
-                self.storage_size.append(v.meta.nbytes)
+                self.storage_size.append(storage_nbytes(v) if self.formats else v.meta.nbytes)
             self.index[v] = len(self.slots)
             fmt = (v.format or "nchw") if self.formats else ""
             self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
@@ -144,6 +145,13 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     for key in ("_activation", "_activation_alpha", "_activation_beta"):
         if key in node.attrs:
             attrs[key[1:]] = node.attrs[key]
+    if node.attrs.get("_dw"):  # depthwise post-op (optimize/fusion_conv_dw.py)
+        at = node.attrs["_dw_input"]
+        attrs["dw"], attrs["dw_stride"] = 1, node.attrs["_dw_stride"]
+        for key in ("_dw_activation", "_dw_activation_alpha", "_dw_activation_beta"):
+            if key in node.attrs:
+                attrs[key[1:]] = node.attrs[key]
+        inputs += [ins[at], ins[at + 1]]
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir import Engine, Graph, Node, Value
 from ..passes import PassResult
+from .fusion_conv_dw import match_conv_dw, rewrite_conv_dw
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +61,8 @@ def _match_conv_bn(graph: Graph, bn: Node):
     if bn.op_type != "BatchNormalization" or len(bn.outputs) != 1:
         return None
     conv = _sole_producer(graph, bn.input(0), {"Conv"})
-    if conv is None or not _on_device(conv, bn) or conv.attrs.get("_activation"):
+    if conv is None or not _on_device(conv, bn) or conv.attrs.get("_activation") \
+            or conv.attrs.get("_dw"):
         return None
     params = [bn.input(i) for i in range(1, 5)]
     if not all(p is not None and p.is_constant for p in params):
@@ -125,7 +127,8 @@ def _match_residual(graph: Graph, add: Node):
         conv = _sole_producer(graph, add.input(i), {"Conv", "Gemm", "MatMul"})
         other = add.input(1 - i)
         if conv is None or not _on_device(conv, add) or conv.attrs.get("_activation") \
-                or conv.attrs.get("_sum") or other is None or other.is_constant:
+                or conv.attrs.get("_sum") or conv.attrs.get("_dw") or other is None \
+                or other.is_constant:
             continue
         if other.meta == conv.outputs[0].meta and other.meta is not None:
             return conv, other
@@ -134,9 +137,12 @@ def _match_residual(graph: Graph, add: Node):
 
 def _rewrite_residual(graph: Graph, add: Node, ctx) -> str:
     conv, other = ctx
+    inputs = list(conv.inputs)
+    if conv.op_type in ("Conv", "Gemm"):  # input 2 is their optional bias: keep its slot
+        inputs += [None] * (3 - len(inputs))
     conv.attrs["_sum"] = 1
-    conv.attrs["_sum_input"] = len(conv.inputs)
-    conv.set_inputs(list(conv.inputs) + [other])
+    conv.attrs["_sum_input"] = len(inputs)
+    conv.set_inputs(inputs + [other])
     _absorb(graph, conv, add)
     return f"{conv.op_type}+Add(residual): {conv.name} absorbed {add.name}"
 
@@ -149,7 +155,8 @@ def _match_activation(graph: Graph, act: Node):
     if act.op_type not in _ACTIVATIONS:
         return None
     prod = _sole_producer(graph, act.input(0), {"Conv", "Gemm", "MatMul"})
-    if prod is None or not _on_device(prod, act) or prod.attrs.get("_activation"):
+    if prod is None or not _on_device(prod, act) or prod.attrs.get("_activation") \
+            or prod.attrs.get("_dw"):
         return None
     attrs: dict = {"_activation": act.op_type}
     if act.op_type == "Clip":
@@ -329,6 +336,7 @@ FUSIONS: list[Fusion] = [
     Fusion("matmul_bias", _match_bias, _rewrite_bias),
     Fusion("residual_add", _match_residual, _rewrite_residual),
     Fusion("activation", _match_activation, _rewrite_activation),
+    Fusion("conv_dw", match_conv_dw, rewrite_conv_dw),  # after activation: both carry theirs
     ELTWISE_CHAIN,  # last: epilogues of Conv/MatMul take their activations first
 ]
 

@@ -66,22 +66,30 @@ bool md_format(const dnnl::memory::desc& md, Format* out) {
 }
 
 Fusion parse_fusion(const KernelArgs& a) {
-  Fusion f;
+  Fusion f = parse_activation(a, "activation");
   f.sum = a.attr_int("sum", 0) != 0;
-  std::string act = a.attr_str("activation", "");
+  return f;
+}
+
+Fusion parse_activation(const KernelArgs& a, const std::string& key) {
+  Fusion f;
+  std::string act = a.attr_str(key.c_str(), "");
   if (act.empty()) return f;
   f.activation = true;
+  const std::string alpha_key = key + "_alpha", beta_key = key + "_beta";
+  const char* alpha = alpha_key.c_str();
+  const char* beta = beta_key.c_str();
   using alg = dnnl::algorithm;
   const float inf = std::numeric_limits<float>::infinity();
   if (act == "Relu") {
     f.alg = alg::eltwise_relu;
   } else if (act == "LeakyRelu") {
     f.alg = alg::eltwise_relu;
-    f.alpha = static_cast<float>(a.attr_float("activation_alpha", 0.01));
+    f.alpha = static_cast<float>(a.attr_float(alpha, 0.01));
   } else if (act == "Clip") {
     f.alg = alg::eltwise_clip_v2;
-    f.alpha = static_cast<float>(a.attr_float("activation_alpha", -inf));
-    f.beta = static_cast<float>(a.attr_float("activation_beta", inf));
+    f.alpha = static_cast<float>(a.attr_float(alpha, -inf));
+    f.beta = static_cast<float>(a.attr_float(beta, inf));
   } else if (act == "Sigmoid") {
     f.alg = alg::eltwise_logistic;
   } else if (act == "Tanh") {
@@ -96,10 +104,10 @@ Fusion parse_fusion(const KernelArgs& a) {
     f.beta = 0.5f;
   } else if (act == "HardSigmoid") {
     f.alg = alg::eltwise_hardsigmoid;
-    f.alpha = static_cast<float>(a.attr_float("activation_alpha", 0.2));
-    f.beta = static_cast<float>(a.attr_float("activation_beta", 0.5));
+    f.alpha = static_cast<float>(a.attr_float(alpha, 0.2));
+    f.beta = static_cast<float>(a.attr_float(beta, 0.5));
   } else {
-    invalid("unknown activation '", act, "'");
+    invalid("unknown ", key, " '", act, "'");
   }
   return f;
 }
@@ -115,7 +123,7 @@ dnnl::primitive_attr make_attr(const dnnl::post_ops& ops) {
   return attr;
 }
 
-void Prim::share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims) {
+void Prim::share_scratchpad(WorkspacePlan* plan, const std::vector<Prim*>& prims) {
   size_t bytes = 0;
   for (Prim* p : prims) bytes = std::max(bytes, p->scratchpad_bytes());
   if (bytes == 0) return;

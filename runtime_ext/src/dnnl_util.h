@@ -48,6 +48,9 @@ struct Fusion {
 
 // Throws Error(InvalidArgument) for an unknown activation.
 Fusion parse_fusion(const KernelArgs& a);
+// The activation named by attribute `key`, with `key`_alpha / `key`_beta (e.g.
+// "dw_activation" for the depthwise stage of a fused Conv); sum is left false.
+Fusion parse_activation(const KernelArgs& a, const std::string& key);
 
 // Appends the activation (if any) as an eltwise post-op.
 void append_activation(const Fusion& f, dnnl::post_ops* ops);
@@ -108,7 +111,7 @@ class Prim {
   size_t scratchpad_bytes() const { return valid() ? scratch_md_.get_size() : 0; }
   // Reserves one scratchpad slot in `plan` shared by `prims` (they run one after the
   // other, never concurrently). Invalid (empty) primitives are skipped.
-  static void share_scratchpad(WorkspacePlan* plan, std::initializer_list<Prim*> prims);
+  static void share_scratchpad(WorkspacePlan* plan, const std::vector<Prim*>& prims);
 
   // Creates the per-instance memory objects. No-op for an invalid primitive.
   void set_instances(int n, const dnnl::engine& eng);

@@ -23,7 +23,7 @@ struct Rule {
 
 // Every op of the kernel registry, with the facts its factory checks first.
 const Rule kRules[] = {
-    {"Conv", 2, 4, Types::kF32, 3, 5},
+    {"Conv", 2, 6, Types::kF32, 3, 5},
     {"MaxPool", 1, 1, Types::kF32, 3, 5},
     {"AveragePool", 1, 1, Types::kF32, 3, 5},
     {"GlobalAveragePool", 1, 1, Types::kF32, 3, 5},
@@ -101,11 +101,12 @@ const char* types_str(Types t) {
   return "";
 }
 
-// Formats a data operand of `shape` may have under a format-preserving rule.
-std::vector<std::string> formats_for(const Shape& shape) {
+// Formats a data operand of `shape` may have under a format-preserving rule; padded
+// blocked formats only where the op takes them (Conv, TransData).
+std::vector<std::string> formats_for(const Shape& shape, bool padded_ok = false) {
   std::vector<std::string> r = {"nchw"};
   for (Format f : {Format::kNhwc, Format::kNChw8c, Format::kNChw16c}) {
-    if (format_error(f, shape).empty()) r.push_back(format_name(f));
+    if (format_error(f, shape).empty() && (padded_ok || !format_padded(f, shape))) r.push_back(format_name(f));
   }
   return r;
 }
@@ -275,10 +276,13 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
       r.preferred_format = "nchw";
       break;
     case LayoutRule::kAnyData:
-      r.formats = formats_for(s0);
+      r.formats = formats_for(s0, true);
+      break;
+    case LayoutRule::kConvert:
+      r.formats = formats_for(s0, true);
+      r.preferred_format = "any";
       break;
     case LayoutRule::kUniform:
-    case LayoutRule::kConvert:
     case LayoutRule::kConcat:
       r.formats = formats_for(s0);
       r.preferred_format = "any";

@@ -2,6 +2,13 @@
 // blocked); for a plain one oneDNN picks its preferred layout and the kernel converts in
 // the stream workspace, unless the spec fixed the formats. Constant weights are reordered
 // once at load into a kernel-owned buffer shared by every instance.
+//
+// Depthwise post-op (attribute dw=1, from the compiler's conv_dw fusion): a 1x1 convolution
+// (stride 1, no padding, group 1) followed by a 3x3 depthwise convolution with pads 1 and
+// stride dw_stride (1 or 2) as one oneDNN primitive, so the expanded activation never goes
+// to memory. Inputs: X, W, B (may be omitted), then the depthwise weights [M,1,3,3] and
+// bias [M], both constant; the 1x1's activation applies before the depthwise stage and
+// dw_activation (with dw_activation_alpha / _beta) after it. Not combinable with sum.
 #include <cstring>
 #include <string>
 
@@ -75,9 +82,12 @@ class ConvKernel : public Kernel {
   const TensorInfo* w_ = nullptr;
   const TensorInfo* b_ = nullptr;
   const TensorInfo* r_ = nullptr;  // residual (sum post-op)
+  const TensorInfo* dw_w_ = nullptr;  // depthwise post-op weights and bias
+  const TensorInfo* dw_b_ = nullptr;
   const TensorInfo* y_ = nullptr;
   Prim conv_, src_in_, res_in_, dst_out_, w_in_;
   std::shared_ptr<const AlignedBuffer> weights_;  // constant weights in oneDNN's layout (shared)
+  std::shared_ptr<const AlignedBuffer> dw_weights_, dw_bias_;
   WorkspacePlan plan_;
   bool src_ws_ = false, dst_ws_ = false;
   size_t src_at_ = 0, dst_at_ = 0;
@@ -121,14 +131,57 @@ dims weight_dims(const Shape& ws, int64_t group) {
   return d;
 }
 
+// The depthwise post-op's stride, after checking that the node is a 1x1 convolution that
+// the post-op can follow and that its depthwise weights and bias fit.
+int64_t check_dw(const KernelArgs& a, const TensorInfo& w, const TensorInfo& dw_w, const TensorInfo& dw_b) {
+  const int64_t stride = a.attr_int("dw_stride", 1);
+  if (stride != 1 && stride != 2) invalid("dw_stride must be 1 or 2, got ", stride);
+  if (w.rank() != 4 || w.shape[2] != 1 || w.shape[3] != 1) {
+    invalid("a depthwise post-op needs a 1x1 convolution, weight shape is ", shape_str(w.shape));
+  }
+  if (a.attr_int("group", 1) != 1) invalid("a depthwise post-op needs group 1");
+  for (const char* key : {"strides", "dilations"}) {
+    for (int64_t v : a.attr_ints(key, {1, 1})) {
+      if (v != 1) invalid("a depthwise post-op needs ", key, " 1, got ", shape_str(a.attr_ints(key, {})));
+    }
+  }
+  for (int64_t v : a.attr_ints("pads", {0, 0, 0, 0})) {
+    if (v != 0) invalid("a depthwise post-op needs pads 0, got ", shape_str(a.attr_ints("pads", {})));
+  }
+  if (a.attr_str("auto_pad", "NOTSET") != "NOTSET" && a.attr_str("auto_pad", "NOTSET") != "VALID") {
+    invalid("a depthwise post-op needs explicit pads");
+  }
+  const int64_t M = w.shape[0];
+  a.expect_dtype(dw_w, DType::kFloat32, "depthwise weight");
+  a.expect_dtype(dw_b, DType::kFloat32, "depthwise bias");
+  if (dw_w.shape != Shape{M, 1, 3, 3}) {
+    invalid("depthwise weight shape ", shape_str(dw_w.shape), " must be [", M, ",1,3,3]");
+  }
+  if (dw_b.shape != Shape{M}) invalid("depthwise bias shape ", shape_str(dw_b.shape), " must be [", M, "]");
+  if (!dw_w.constant() || !dw_b.constant()) invalid("depthwise weight and bias must be constants");
+  if (!dw_w.plain()) invalid("depthwise weight must be stored nchw");
+  return stride;
+}
+
 ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
+  const bool dw = a.attr_int("dw", 0) != 0;
+  const Fusion dw_act = parse_activation(a, "dw_activation");
   size_t n_in = a.inputs.size();
   if (fusion.sum) {
+    if (dw) invalid("dw=1 cannot be combined with sum=1");
     if (n_in < 3) invalid("sum=1 needs a residual as the last input");
     r_ = &a.in(n_in - 1);
     --n_in;
+  }
+  if (dw) {
+    if (n_in < 4) invalid("dw=1 needs the depthwise weight and bias as the last two inputs");
+    dw_w_ = &a.in(n_in - 2);
+    dw_b_ = &a.in(n_in - 1);
+    n_in -= 2;
+  } else if (dw_act.activation) {
+    invalid("dw_activation needs dw=1");
   }
   if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (X, W, optional B), got ", n_in);
   x_ = &a.in(0);
@@ -142,6 +195,12 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   ConvGeometry g = check_conv(a, *x_, *w_, &expect);
   const int64_t group = a.attr_int("group", 1);
   const int64_t M = ws[0];
+  const Shape inner = expect;  // the 1x1's output: the depthwise stage's input
+  int64_t dw_stride = 1;
+  if (dw) {
+    dw_stride = check_dw(a, *w_, *dw_w_, *dw_b_);
+    for (size_t i = 2; i < expect.size(); ++i) expect[i] = (inner[i] + 2 - 3) / dw_stride + 1;
+  }
   if (y_->shape != expect) {
     invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(expect),
             " for input ", shape_str(xs), " and weight ", shape_str(ws));
@@ -166,10 +225,17 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   const dnnl::memory::desc w_md(wdims, dt::f32, dims(dense_strides(wdims)));
   dnnl::memory::desc req_x = x_->plain() ? dnnl::memory::desc(dnnl_dims(xs), dt::f32, tag::any) : x_md;
   dnnl::memory::desc req_w(wdims, dt::f32, tag::any);
-  dnnl::memory::desc req_y = y_->plain() ? dnnl::memory::desc(dnnl_dims(y_->shape), dt::f32, tag::any) : y_md;
+  // With a depthwise post-op the primitive is described by the 1x1's output (oneDNN derives
+  // the final shape from the post-op); the stored format is the same.
+  const dnnl::memory::desc inner_md = dw ? format_md(inner, y_->format) : y_md;
+  dnnl::memory::desc req_y = y_->plain() ? dnnl::memory::desc(dnnl_dims(inner), dt::f32, tag::any) : inner_md;
   dnnl::post_ops ops;
   if (r_) ops.append_sum(1.f);
   append_activation(fusion, &ops);
+  if (dw) {
+    ops.append_dw(dt::f32, dt::f32, dt::f32, 3, dw_stride, 1);
+    append_activation(dw_act, &ops);
+  }
   dnnl::primitive_attr attr = make_attr(ops);
   using cf = dnnl::convolution_forward;
   auto make_pd = [&](const dnnl::memory::desc& sx, const dnnl::memory::desc& sy) {
@@ -181,17 +247,23 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
                               req_w, sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
   };
   auto usable = [](const cf::primitive_desc& p) {
-    return p && std::string(p.impl_info_str()).rfind("ref", 0) != 0;  // not the reference code
+    // not the reference code (a fused depthwise chain of fast kernels is fine)
+    return p && std::string(p.impl_info_str()).find("ref:") == std::string::npos;
   };
   cf::primitive_desc pd = make_pd(req_x, req_y);
   if (!usable(pd)) {
     // oneDNN has no fast kernel for this pair of stored formats (e.g. nChw8c in, nChw16c
     // out): let it choose, and convert through the workspace.
     cf::primitive_desc any = make_pd(dnnl::memory::desc(dnnl_dims(xs), dt::f32, tag::any),
-                                     dnnl::memory::desc(dnnl_dims(y_->shape), dt::f32, tag::any));
+                                     dnnl::memory::desc(dnnl_dims(inner), dt::f32, tag::any));
     if (usable(any) || !pd) pd = any;
   }
   if (!pd) invalid("oneDNN has no convolution for these shapes and attributes");
+  if (dw && pd.dst_desc().get_dims() != dnnl_dims(y_->shape)) {
+    const dnnl::memory::dims d = pd.dst_desc().get_dims();
+    invalid("the depthwise post-op gives shape ", shape_str(Shape(d.begin(), d.end())), ", expected ",
+            shape_str(y_->shape));
+  }
   conv_ = Prim(pd);
   dnnl::primitive_attr rattr = make_attr();
   const Ref src = pd.src_desc() != x_md ? Ref::workspace(src_at_ = plan_.add(pd.src_desc().get_size())) : Ref::of(*x_);
@@ -232,6 +304,25 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   conv_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);
   if (b_) conv_.arg(DNNL_ARG_BIAS, plain_md(b_->shape), Ref::of(*b_));
   conv_.arg(DNNL_ARG_DST, pd.dst_desc(), dst);
+  if (dw) {
+    const int dw_w_arg = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, dw_b_arg = DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS;
+    const dnnl::memory::dims dw_dims = {M, 1, 1, 3, 3};
+    const dnnl::memory::desc dw_w_md(dw_dims, dt::f32, dnnl::memory::dims(dense_strides(dw_dims)));
+    const dnnl::memory::desc dw_b_md = plain_md(dw_b_->shape);
+    const dnnl::memory::desc want_w = pd.query_md(dnnl::query::exec_arg_md, dw_w_arg);
+    const dnnl::memory::desc want_b = pd.query_md(dnnl::query::exec_arg_md, dw_b_arg);
+    Ref dw_wref = Ref::of(*dw_w_), dw_bref = Ref::of(*dw_b_);
+    if (want_w != dw_w_md) {
+      dw_weights_ = reorder_constant(a, dw_w_md, dw_w_->data, want_w);
+      dw_wref = Ref::buffer(dw_weights_->data());
+    }
+    if (want_b != dw_b_md) {
+      dw_bias_ = reorder_constant(a, dw_b_md, dw_b_->data, want_b);
+      dw_bref = Ref::buffer(dw_bias_->data());
+    }
+    conv_.arg(dw_w_arg, want_w, dw_wref);
+    conv_.arg(dw_b_arg, want_b, dw_bref);
+  }
   Prim::share_scratchpad(&plan_, {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_});
 }
 

@@ -218,7 +218,20 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
   };
   const int64_t in0 = t.inputs.empty() ? -1 : t.inputs[0];
   const int64_t out0 = t.outputs.empty() ? -1 : t.outputs[0];
-  switch (layout_rule(t.op)) {
+  // Padded blocked tensors (tensor.h) go to the kernels that keep the padding zero.
+  const LayoutRule rule = layout_rule(t.op);
+  if (rule != LayoutRule::kAnyData && rule != LayoutRule::kConvert) {
+    for (const auto* list : {&t.inputs, &t.outputs}) {
+      for (int64_t i : *list) {
+        const TensorInfo* ti = at(i);
+        if (ti && ti->padded()) {
+          return cat("tensor '", ti->name, "' is stored ", format_name(ti->format), " with padded channels (",
+                     ti->shape[1], "); only Conv and TransData take padded blocked tensors");
+        }
+      }
+    }
+  }
+  switch (rule) {
     case LayoutRule::kPlainOnly:
       return plain_except({}, "this op takes nchw (plain) operands only");
     case LayoutRule::kConvert:

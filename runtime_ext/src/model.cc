@@ -182,6 +182,11 @@ void Model::load_tensors(const ModelSpec& spec) {
       if (!parse_format(ts.format, &t.format)) invalid("tensor '", ts.name, "': unknown format '", ts.format, "'");
       std::string why = format_error(t.format, t.shape);
       if (!why.empty()) invalid("tensor '", ts.name, "': format ", ts.format, " for shape ", shape_str(t.shape), ": ", why);
+      if (t.padded() && t.dtype != DType::kFloat32) {
+        invalid("tensor '", ts.name, "': padded ", ts.format, " (channels ", t.shape[1], ") is float32 only");
+      }
+      // A padded blocked tensor also stores its zero channels (at most 16x, within bounds).
+      if (t.padded() && !empty) t.nbytes = static_cast<size_t>(storage_numel(t.format, t.shape)) * dtype_size(t.dtype);
     }
     size_t region_size;
     if (ts.region == "arena") {

@@ -445,6 +445,18 @@ NB_MODULE(_runtime, m) {
   m.def("dnnl_version", &onednn_version, "Version of the oneDNN library in use.");
   m.def("formats", [] { return std::vector<std::string>{"nchw", "nhwc", "nChw8c", "nChw16c"}; },
         "Tensor formats a spec may give (spec['tensors'][i]['format']).");
+  m.def(
+      "blocked_format",
+      [] {
+        // ISA values are bit masks: each includes the bits of the ISAs it extends.
+        const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
+        auto has = [isa](dnnl_cpu_isa_t want) { return (isa & want) == want; };
+        if (has(dnnl_cpu_isa_avx512_core)) return std::string("nChw16c");
+        if (has(dnnl_cpu_isa_avx2)) return std::string("nChw8c");
+        return std::string();
+      },
+      "The blocked format of oneDNN's direct convolutions on this CPU (one SIMD register of "
+      "channels per block): 'nChw16c' with AVX-512, 'nChw8c' with AVX2, '' otherwise.");
 
   nb::class_<ge::Device>(m, "Device", "The host CPU backend: a thread budget and the worker lanes that run it.")
       .def(nb::init<int>(), "threads"_a = 0,

@@ -39,16 +39,30 @@ std::string format_error(Format f, const std::vector<int64_t>& shape) {
       return "";
     case Format::kNChw8c:
     case Format::kNChw16c: {
-      const int64_t block = f == Format::kNChw8c ? 8 : 16;
       if (r != 4) return std::string(format_name(f)) + " needs a tensor of rank 4";
-      if (shape[1] % block != 0) {
-        return std::string(format_name(f)) + " needs channels divisible by " + std::to_string(block) +
-               " (no padded blocks)";
-      }
-      return "";
+      return "";  // C not a multiple of the block: the last block is padded
     }
   }
   return "unknown format";
+}
+
+namespace {
+int64_t block_of(Format f) { return f == Format::kNChw8c ? 8 : f == Format::kNChw16c ? 16 : 1; }
+}  // namespace
+
+bool format_padded(Format f, const std::vector<int64_t>& shape) {
+  const int64_t block = block_of(f);
+  return block > 1 && shape.size() == 4 && shape[1] % block != 0;
+}
+
+int64_t storage_numel(Format f, const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t d = shape[i];
+    if (i == 1 && format_padded(f, shape)) d = (d + block_of(f) - 1) / block_of(f) * block_of(f);
+    n *= d;
+  }
+  return n;
 }
 
 std::string shape_str(const Shape& s) {

@@ -21,8 +21,12 @@ enum class Region {
 // How a tensor's bytes are ordered. The shape is always the logical (NCHW) one.
 //   kPlain    dense row-major ("nchw" for 4-D, whatever the rank)
 //   kNhwc     channels last: N,H,W,C for rank 4 (N,W,C for 3, N,D,H,W,C for 5)
-//   kNChw8c   oneDNN blocked: N, C/8, H, W, 8c (rank 4, C a multiple of 8)
-//   kNChw16c  oneDNN blocked: N, C/16, H, W, 16c (rank 4, C a multiple of 16)
+//   kNChw8c   oneDNN blocked: N, C/8, H, W, 8c (rank 4)
+//   kNChw16c  oneDNN blocked: N, C/16, H, W, 16c (rank 4)
+// A blocked tensor whose C is not a multiple of the block is padded: its last block holds
+// zeros in the channels past C (every producer keeps them zero: oneDNN's convolutions and
+// reorders do), and it takes storage_numel() elements. Only Conv and TransData take padded
+// tensors (layout.h, format_violation).
 // Either given by the spec (the compiler's layout assignment) or, when the spec gives
 // none, chosen by the runtime for tensors only it sees (layout.h).
 enum class Format : uint8_t { kPlain, kNhwc, kNChw8c, kNChw16c };
@@ -32,6 +36,11 @@ bool parse_format(const std::string& name, Format* out);
 const char* format_name(Format f);
 // Empty if `f` can describe a tensor of `shape`, else why not.
 std::string format_error(Format f, const std::vector<int64_t>& shape);
+// Elements a tensor of `shape` stored in `f` takes, padding included (the shape's product
+// for every unpadded format). Dims must be >= 0.
+int64_t storage_numel(Format f, const std::vector<int64_t>& shape);
+// True when `f` pads a tensor of `shape` (a blocked format, C not a multiple of the block).
+bool format_padded(Format f, const std::vector<int64_t>& shape);
 
 // Binding slots: the base pointer a tensor's address is relative to during a run.
 // Slot 0 is the instance's arena, slots 1 .. kMaxWeightSegments the weight region's
@@ -61,6 +70,7 @@ struct TensorInfo {
   bool constant() const { return region == Region::kWeight; }
   bool plain() const { return format == Format::kPlain; }
   bool channels_last() const { return format == Format::kNhwc; }
+  bool padded() const { return format_padded(format, shape); }
   int rank() const { return static_cast<int>(shape.size()); }
   template <class T>
   const T* const_ptr() const {

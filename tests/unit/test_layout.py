@@ -16,7 +16,7 @@ def optimized(model, monkeypatch):
     monkeypatch.setattr(layout, "_runtime_has_transdata", lambda: True)
     g = bind_shapes(load_model(model), None)
     pm = PassManager(lint=True)
-    for stage in stages(CompileOptions(lint=True)):
+    for stage in stages(CompileOptions(lint=True, layout_format="nhwc")):
         g = pm.run_stage(stage, g)
     return g
 

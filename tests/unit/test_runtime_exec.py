@@ -374,8 +374,13 @@ def test_format_errors_name_the_tensor_or_node():
     b.tensors[t]["format"] = "nhwcx"
     with pytest.raises(rt.InvalidArgument, match="tensor 't': unknown format 'nhwcx'"):
         b.load()
-    b, t, y = base("nChw16c")
-    with pytest.raises(rt.InvalidArgument, match="tensor 't': format nChw16c .* divisible by 16"):
+    b, t, y = base("nChw16c")  # 8 channels: a padded block, which TransData may convert
+    x = np.arange(128, dtype=np.float32).reshape(1, 8, 4, 4)
+    np.testing.assert_array_equal(b.load().execute([x])[0], x)
+    b.tasks[1] = {"kind": "kernel", "name": "act", "op": "Relu", "stream": 0,
+                  "inputs": [t], "outputs": [y], "attrs": {}}
+    with pytest.raises(rt.InvalidArgument, match=r"node 'act' \(Relu\): tensor 't' is stored "
+                       r"nChw16c with padded channels \(8\); only Conv and TransData"):
         b.load()
     b, t, y = base()
     b.tasks[0]["attrs"]["dst_format"] = "nChw8c"

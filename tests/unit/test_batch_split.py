@@ -1,0 +1,161 @@
+"""Batch splitting: memory-bound batch-separable graphs run as cache-sized sub-batches."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.importers import load_model
+from graphengine.engine.optimize import batch_split
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import load
+from tests import zoo
+
+RNG = np.random.default_rng(5)
+
+
+def _compile_and_check(model, feeds, **opts):
+    opts.setdefault("batch_split", True)  # opt-in
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, **opts))
+    ours = load(compiled).execute(feeds)
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    names = [o.name for o in model.graph.output]
+    assert list(ours) == names  # outputs keep their names and order
+    for name, want in zip(names, ref):
+        assert ours[name].shape == want.shape
+        np.testing.assert_allclose(ours[name], want, rtol=1e-3, atol=1e-4)
+    return compiled
+
+
+def _splits(compiled):
+    return [f for f in compiled.report.fusions if f.startswith("batch split")]
+
+
+def _count(compiled, op):
+    return sum(1 for p in compiled.report.placements if p.op_type == op)
+
+
+def _largest_per_sample(model, batch):
+    """The largest activation of one sample after fusion (what the pass budgets)."""
+    from graphengine.engine.passes import PassManager
+    from graphengine.engine.pipeline import bind_shapes, stages
+
+    g = bind_shapes(load_model(model), None)
+    pm = PassManager()
+    for stage in stages(CompileOptions(batch_split=False, layouts=False)):
+        g = pm.run_stage(stage, g)
+    return g, max(n.outputs[0].meta.nbytes for n in g.nodes) // batch
+
+
+@pytest.mark.parametrize("batch,fits,chunks", [(8, 4, 2), (8, 1, 8), (6, 2, 3), (6, 5, 2)])
+def test_mobilenet_runs_in_chunks_and_matches_onnxruntime(monkeypatch, batch, fits, chunks):
+    model = zoo.mobilenetv2(width_mult=0.35, image=64, classes=10, batch=batch)
+    _, largest = _largest_per_sample(model, batch)
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", fits * largest)
+    feeds = zoo.random_inputs(model, seed=2, batch=batch)
+    compiled = _compile_and_check(model, feeds)
+    unsplit = compile_graph(load_model(model), CompileOptions(batch_split=False))
+    assert _splits(compiled) == [f"batch split: {batch} samples as {chunks} chunks of "
+                                 f"{batch // chunks}"]
+    assert _count(compiled, "Conv") == chunks * _count(unsplit, "Conv")
+    assert _count(compiled, "Slice") == chunks and _count(compiled, "Concat") == 1
+    # one chunk's activations at a time: the arena shrinks
+    assert compiled.report.memory.arena_bytes < unsplit.report.memory.arena_bytes
+
+
+def test_several_outputs_and_an_output_read_inside(monkeypatch):
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", 4 << 10)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], group=8, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Add", ["r", "bias"], ["y"]),
+             helper.make_node("GlobalAveragePool", ["y"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"])]
+    graph = helper.make_graph(
+        nodes, "two_out", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8, 6, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("f", "r")],
+        [numpy_helper.from_array(RNG.normal(size=(8, 1, 3, 3)).astype(np.float32), "w"),
+         numpy_helper.from_array(RNG.normal(size=(1, 8, 1, 1)).astype(np.float32), "bias")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
+    compiled = _compile_and_check(model, {"x": x})
+    assert len(_splits(compiled)) == 1 and _count(compiled, "Concat") == 2
+
+
+def _tiny(nodes, inits, x_shape=(4, 8, 6, 6)):
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f"
+                                 else np.asarray(v), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+W = {"w": RNG.normal(size=(8, 1, 3, 3))}
+DW = helper.make_node("Conv", ["x", "w"], ["c"], group=8, pads=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize("model", [
+    # a constant that spans the batch
+    _tiny([DW, helper.make_node("Add", ["c", "k"], ["y"])], {**W, "k": np.ones((4, 8, 6, 6))}),
+    # a reduction over the batch
+    _tiny([DW, helper.make_node("ReduceSum", ["c", "ax"], ["y"], keepdims=1)],
+          {**W, "ax": np.array([0], np.int64)}),
+    # softmax over the batch axis
+    _tiny([DW, helper.make_node("Flatten", ["c"], ["f"]),
+           helper.make_node("Softmax", ["f"], ["y"], axis=0)], W),
+    # a reshape (may move samples)
+    _tiny([DW, helper.make_node("Reshape", ["c", "s"], ["y"])],
+          {**W, "s": np.array([2, -1], np.int64)}),
+    # flatten over the batch axis
+    _tiny([DW, helper.make_node("Flatten", ["c"], ["y"], axis=0)], W),
+    # a transpose that moves the batch axis
+    _tiny([DW, helper.make_node("Transpose", ["c"], ["y"], perm=[1, 0, 2, 3])], W),
+])
+def test_not_split_when_samples_interact(monkeypatch, model):
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", 4 << 10)
+    x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
+    assert _splits(_compile_and_check(model, {"x": x})) == []
+
+
+def test_separable_tiny_graph_is_split_and_option_turns_it_off(monkeypatch):
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", 4 << 10)
+    model = _tiny([DW, helper.make_node("Relu", ["c"], ["y"])], W)
+    x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
+    assert len(_splits(_compile_and_check(model, {"x": x}))) == 1
+    assert _splits(_compile_and_check(model, {"x": x}, batch_split=False)) == []
+    assert CompileOptions().batch_split is False  # opt-in
+    assert _splits(compile_graph(load_model(model), CompileOptions())) == []
+
+
+def test_compute_bound_graphs_and_batch_one_are_not_split(monkeypatch):
+    # budgets of two samples: the budget is never the reason not to split
+    resnet = zoo.resnet(depths=(1, 1, 1, 1), width=64, image=32, classes=10, batch=4)
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", 2 * _largest_per_sample(resnet, 4)[1])
+    compiled = _compile_and_check(resnet, zoo.random_inputs(resnet, seed=1, batch=4))
+    assert _splits(compiled) == []  # dense 3x3 convolutions: compute-bound
+    for batch, want in ((1, []), (4, ["batch split: 4 samples as 2 chunks of 2"])):
+        mobile = zoo.mobilenetv2(width_mult=0.35, image=32, classes=10, batch=batch)
+        budget = 2 * _largest_per_sample(mobile, batch)[1]
+        monkeypatch.setattr(batch_split, "CACHE_BYTES", budget)
+        compiled = _compile_and_check(mobile, zoo.random_inputs(mobile, seed=1, batch=batch))
+        assert _splits(compiled) == want
+
+
+def test_a_batch_that_fits_is_not_split(monkeypatch):
+    mobile = zoo.mobilenetv2(width_mult=0.35, image=32, classes=10, batch=4)
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", 4 * _largest_per_sample(mobile, 4)[1])
+    compiled = _compile_and_check(mobile, zoo.random_inputs(mobile, seed=1, batch=4))
+    assert _splits(compiled) == []
+
+
+def test_chunk_is_the_largest_divisor_that_fits(monkeypatch):
+    model = zoo.mobilenetv2(width_mult=0.35, image=64, classes=10, batch=12)
+    g, largest = _largest_per_sample(model, 12)
+    for fits, want in ((5, (12, 4)), (6, (12, 6)), (11, (12, 6)), (1, (12, 1)), (12, None)):
+        monkeypatch.setattr(batch_split, "CACHE_BYTES", fits * largest)
+        assert batch_split.plan_chunk(g) == want
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", largest - 1)
+    assert batch_split.plan_chunk(g) is None  # not even one sample fits
+    monkeypatch.setattr(batch_split, "MAX_CHUNKS", 4)
+    monkeypatch.setattr(batch_split, "CACHE_BYTES", largest)
+    assert batch_split.plan_chunk(g) is None  # 12 chunks would be too many

@@ -1,0 +1,231 @@
+"""Fusion row conv_dw: 1x1 Conv + 3x3 depthwise Conv as one node (oneDNN depthwise post-op)."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine import _runtime
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import load
+
+RNG = np.random.default_rng(7)
+DW = "Conv+Conv(depthwise)"
+
+
+def _model(nodes, x_shape, outputs, inits):
+    graph = helper.make_graph(
+        nodes, "conv_dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _block(c=8, m=24, stride=1, act1="Clip", act2="Clip", bias=True, dw_bias=True,
+           residual=False, project=None, dw_group=None, dw_pads=(1, 1, 1, 1), pw_kernel=1,
+           extra_reader=False, intermediate_output=False):
+    """x -> 1x1 Conv (c->m) [-> act1] -> 3x3 depthwise Conv [-> act2] [-> project 1x1 (+x)]."""
+    inits = {"w1": RNG.normal(0, 0.3, (m, c, pw_kernel, pw_kernel)),
+             "w2": RNG.normal(0, 0.3, (m, (m // dw_group) if dw_group else 1, 3, 3)),
+             "lo": np.float32(0.0), "hi": np.float32(6.0)}
+    if bias:
+        inits["b1"] = RNG.normal(0, 0.5, m)
+    if dw_bias:
+        inits["b2"] = RNG.normal(0, 0.5, m)
+    pw_pad = (pw_kernel // 2,) * 4
+    nodes = [helper.make_node("Conv", ["x", "w1"] + (["b1"] if bias else []), ["e"],
+                              kernel_shape=[pw_kernel, pw_kernel], pads=list(pw_pad))]
+    h = "e"
+    for act, tag in ((act1, "1"),):
+        if act:
+            nodes.append(_act(act, h, "a" + tag))
+            h = "a" + tag
+    nodes.append(helper.make_node("Conv", [h, "w2"] + (["b2"] if dw_bias else []), ["d"],
+                                  kernel_shape=[3, 3], pads=list(dw_pads),
+                                  strides=[stride, stride], group=dw_group or m))
+    out = "d"
+    if act2:
+        nodes.append(_act(act2, "d", "a2"))
+        out = "a2"
+    outputs = []
+    if project or residual:
+        inits["w3"] = RNG.normal(0, 0.3, (c, m, 1, 1))
+        nodes.append(helper.make_node("Conv", [out, "w3"], ["p"]))
+        out = "p"
+        if residual:
+            nodes.append(helper.make_node("Add", ["p", "x"], ["r"]))
+            out = "r"
+    outputs.append(out)
+    if extra_reader:  # a second reader of the expanded activation
+        nodes.append(helper.make_node("Relu", [h], ["side"]))
+        outputs.append("side")
+    if intermediate_output:
+        outputs.append(h)
+    return _model(nodes, None, outputs, inits)
+
+
+def _act(kind, x, y):
+    if kind == "Clip":
+        return helper.make_node("Clip", [x, "lo", "hi"], [y])
+    return helper.make_node(kind, [x], [y])
+
+
+def _run(model, x):
+    model.graph.input[0].CopyFrom(
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)))
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    ours = list(load(compiled).execute({"x": x}).values())
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    assert len(ours) == len(ref)
+    for got, want in zip(ours, ref):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return compiled
+
+
+def _dw_fusions(compiled):
+    return [f for f in compiled.report.fusions if f.startswith(DW)]
+
+
+def _conv_tasks(compiled):
+    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("acts", [("Clip", "Clip"), ("Relu", None), (None, None),
+                                  (None, "Relu")])
+def test_pair_fuses_and_matches_onnxruntime(stride, acts):
+    x = RNG.normal(size=(2, 8, 9, 10)).astype(np.float32)
+    compiled = _run(_block(stride=stride, act1=acts[0], act2=acts[1]), x)
+    assert len(_dw_fusions(compiled)) == 1
+    assert _conv_tasks(compiled) == 1
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 7, 7), (3, 8, 16, 16), (1, 8, 1, 1), (2, 8, 2, 5)])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_shapes_and_missing_biases(shape, stride):
+    x = RNG.normal(size=shape).astype(np.float32)
+    compiled = _run(_block(m=32, stride=stride, bias=False, dw_bias=False), x)
+    assert len(_dw_fusions(compiled)) == 1
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_inverted_residual_block(stride):
+    # expand -> dw -> project (+ residual when the shapes allow it, as in MobileNetV2)
+    residual = stride == 1
+    x = RNG.normal(size=(2, 8, 12, 12)).astype(np.float32)
+    compiled = _run(_block(stride=stride, project=True, residual=residual), x)
+    assert len(_dw_fusions(compiled)) == 1
+    assert _conv_tasks(compiled) == 2
+    assert any("residual" in f for f in compiled.report.fusions) == residual
+
+
+def test_zoo_mobilenetv2_fuses_every_expand_pair():
+    from tests.zoo import mobilenetv2, random_inputs
+
+    model = mobilenetv2(batch=1)
+    feeds = random_inputs(model, seed=3)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    ours = list(load(compiled).execute(feeds).values())
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    np.testing.assert_allclose(ours[0], ref[0], rtol=1e-3, atol=1e-4)
+    expands = sum(1 for n in model.graph.node if n.op_type == "Conv"
+                  and any(a.name == "group" and a.i > 1 for a in n.attribute))
+    # every depthwise conv but the first block's (which has no expand conv) is fused
+    assert len(_dw_fusions(compiled)) == expands - 1
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"extra_reader": True},             # the expanded activation has another reader
+    {"intermediate_output": True},      # ... or is a graph output
+    {"dw_group": 4},                    # grouped, not depthwise
+    {"dw_group": 1},                    # a dense 3x3 conv
+    {"dw_pads": (0, 0, 0, 0)},          # the post-op pads by 1
+    {"dw_pads": (1, 1, 0, 0)},
+    {"pw_kernel": 3},                   # the first conv is not 1x1
+    {"stride": 3},
+])
+def test_row_does_not_fire(kwargs):
+    x = RNG.normal(size=(1, 8, 10, 10)).astype(np.float32)
+    compiled = _run(_block(**kwargs), x)
+    assert _dw_fusions(compiled) == []
+
+
+def test_dw_with_residual_on_the_depthwise_output_is_not_fused():
+    # d + x: the depthwise conv takes the residual (sum post-op); no depthwise post-op then
+    c = 8
+    inits = {"w1": RNG.normal(0, 0.3, (c, c, 1, 1)), "w2": RNG.normal(0, 0.3, (c, 1, 3, 3))}
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["e"]),
+             helper.make_node("Conv", ["e", "w2"], ["d"], pads=[1, 1, 1, 1], group=c),
+             helper.make_node("Add", ["d", "x"], ["y"])]
+    x = RNG.normal(size=(1, c, 6, 6)).astype(np.float32)
+    compiled = _run(_model(nodes, None, ["y"], inits), x)
+    assert _dw_fusions(compiled) == []
+    assert any("residual" in f for f in compiled.report.fusions)
+
+
+def test_fusion_off_gives_the_same_numbers():
+    model = _block(stride=2)
+    x = RNG.normal(size=(2, 8, 11, 11)).astype(np.float32)
+    model.graph.input[0].CopyFrom(
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)))
+    g = load_model(model)
+    fused = load(compile_graph(g)).execute({"x": x})
+    plain = load(compile_graph(g, CompileOptions(fuse=False))).execute({"x": x})
+    for a, b in zip(fused.values(), plain.values()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+# ---- the runtime kernel's checks (bad specs give InvalidArgument naming the node) ------
+def _spec(dw_w_shape=(16, 1, 3, 3), dw_b_shape=(16,), stride=1, y_hw=6, pw=(16, 8, 1, 1),
+          attrs=None, dw_w_region="weight", sum_=False):
+    shapes = {"x": [1, 8, 6, 6], "w": list(pw), "b": [pw[0]], "dww": list(dw_w_shape),
+              "dwb": list(dw_b_shape), "y": [1, pw[0], y_hw, y_hw]}
+    tensors, offset_w, offset_a = [], 0, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape)) * 4
+        region = "arena" if name in ("x", "y") else ("weight" if name != "dww" else dw_w_region)
+        if region == "weight":
+            off, offset_w = offset_w, offset_w + (n + 63) // 64 * 64
+        else:
+            off, offset_a = offset_a, offset_a + (n + 63) // 64 * 64
+        tensors.append({"name": name, "dtype": "float32", "shape": shape, "region": region,
+                        "offset": off})
+    task_attrs = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1],
+                  "dw": 1, "dw_stride": stride}
+    task_attrs.update(attrs or {})
+    inputs = [0, 1, 2, 3, 4] + ([0] if sum_ else [])
+    if sum_:
+        task_attrs["sum"] = 1
+    return {"name": "m", "tensors": tensors, "arena_bytes": offset_a,
+            "weights": np.zeros(offset_w, np.uint8), "num_streams": 1, "num_events": 0,
+            "inputs": [0], "outputs": [5],
+            "tasks": [{"kind": "kernel", "name": "fused_conv", "stream": 0, "op": "Conv",
+                       "inputs": inputs, "outputs": [5], "attrs": task_attrs}]}
+
+
+def test_kernel_runs_a_valid_spec():
+    model = _runtime.Model(_runtime.Device(1), _spec())
+    out = model.execute([np.ones((1, 8, 6, 6), np.float32)])
+    assert out[0].shape == (1, 16, 6, 6)
+    np.testing.assert_array_equal(out[0], 0)  # zero weights and biases
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"dw_w_shape": (16, 1, 5, 5)}, "depthwise weight shape"),
+    ({"dw_w_shape": (8, 1, 3, 3)}, "depthwise weight shape"),
+    ({"dw_b_shape": (8,)}, "depthwise bias shape"),
+    ({"stride": 3}, "dw_stride must be 1 or 2"),
+    ({"y_hw": 5}, "does not match computed"),
+    ({"stride": 2}, "does not match computed"),
+    ({"pw": (16, 8, 3, 3), "attrs": {"pads": [1, 1, 1, 1]}}, "needs a 1x1 convolution"),
+    ({"attrs": {"strides": [2, 2]}}, "needs strides 1"),
+    ({"attrs": {"dw_activation": "Bogus"}}, "unknown dw_activation 'Bogus'"),
+    ({"dw_w_region": "arena"}, "must be constants"),
+    ({"sum_": True}, "cannot be combined with sum=1"),
+])
+def test_kernel_rejects_bad_specs(kwargs, message):
+    with pytest.raises(_runtime.InvalidArgument, match=message) as err:
+        _runtime.Model(_runtime.Device(1), _spec(**kwargs))
+    assert "fused_conv" in str(err.value)

@@ -1,0 +1,169 @@
+"""Blocked layouts (nChw8c / nChw16c, padded when channels are not a multiple of the block)."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine import _runtime
+from graphengine.engine.errors import InvalidInput
+from graphengine.engine.importers import load_model
+from graphengine.engine.optimize import layout
+from graphengine.engine.passes import PassManager
+from graphengine.engine.pipeline import CompileOptions, bind_shapes, compile_graph, stages
+from graphengine.engine.runtime import load
+from tests import zoo
+
+RNG = np.random.default_rng(11)
+
+
+def optimized(model, fmt):
+    g = bind_shapes(load_model(model), None)
+    pm = PassManager(lint=True)
+    for stage in stages(CompileOptions(lint=True, layout_format=fmt)):
+        g = pm.run_stage(stage, g)
+    return g
+
+
+def run_both(model, feeds, fmt, rtol=1e-4, atol=1e-4):
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, layout_format=fmt))
+    ours = list(load(compiled).execute(feeds).values())
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    assert len(ours) == len(ref)
+    for got, want in zip(ours, ref):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    return compiled
+
+
+def _model(nodes, x_shape, outputs, inits):
+    graph = helper.make_graph(
+        nodes, "blocked", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _w(*shape):
+    return RNG.normal(0, 0.3, shape)
+
+
+@pytest.mark.parametrize("fmt", ["nChw16c", "nChw8c", "nhwc"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_mobilenetv2_matches_onnxruntime_in_every_region_format(fmt, batch):
+    model = zoo.mobilenetv2(width_mult=0.35, image=64, classes=10, batch=batch)
+    run_both(model, zoo.random_inputs(model, seed=batch, batch=batch), fmt, rtol=1e-3)
+
+
+@pytest.mark.parametrize("fmt", ["nChw16c", "nChw8c"])
+def test_resnet_matches_onnxruntime_blocked(fmt):
+    model = zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10, batch=2)
+    run_both(model, zoo.random_inputs(model, seed=1, batch=2), fmt, rtol=1e-3)
+
+
+def test_blocked_region_keeps_transdata_at_the_edges_only():
+    g = optimized(zoo.mobilenetv2(width_mult=0.35, image=32, classes=10), "nChw16c")
+    # the image is read plain by the first conv; the pooled [N,C,1,1] tensor before the
+    # flatten has whole channel blocks, so its conversion is a FormatView (no task)
+    assert not any(n.op_type == "TransData" for n in g.nodes)
+    (view,) = [n for n in g.nodes if n.op_type == "FormatView"]
+    assert view.attrs == {"src_format": "nChw16c", "dst_format": "nchw"}
+    first = next(n for n in g.nodes if n.op_type == "Conv")
+    assert first.inputs[0] in g.inputs
+    convs = [n for n in g.nodes if n.op_type == "Conv"]
+    assert all(c.outputs[0].format == "nChw16c" for c in convs)
+    padded = [c.outputs[0] for c in convs if c.outputs[0].meta.shape[1] % 16]
+    assert padded, "the model should have channel counts that are not multiples of 16"
+
+
+def test_padded_value_read_by_a_non_conv_is_nhwc():
+    # conv (24 channels) -> MaxPool: the pool may not see a padded tensor
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c1"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["p", "w2"], ["c2"]),
+             helper.make_node("Conv", ["c2", "w3"], ["y"], group=32, pads=[1, 1, 1, 1])]
+    model = _model(nodes, [2, 16, 8, 8], ["y"],
+                   {"w1": _w(24, 16, 3, 3), "w2": _w(32, 24, 1, 1), "w3": _w(32, 1, 3, 3)})
+    x = RNG.normal(size=(2, 16, 8, 8)).astype(np.float32)
+    run_both(model, {"x": x}, "nChw16c")
+    g = optimized(model, "nChw16c")
+    fmts = {n.op_type: n.outputs[0].format for n in g.nodes if n.op_type != "TransData"}
+    assert fmts["MaxPool"] == "nhwc"
+    c1 = next(n for n in g.nodes if n.op_type == "Conv").outputs[0]
+    assert c1.format == "nhwc"
+
+
+@pytest.mark.parametrize("channels", [24, 8, 40])
+def test_padded_values_between_convs_with_residual(channels):
+    # x -> conv(c) -> conv(c) + residual -> conv(16) with c not a multiple of 16
+    c = channels
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["b", "ar"], ["r"]),
+             helper.make_node("Conv", ["r", "w3"], ["y"], pads=[1, 1, 1, 1], group=c)]
+    model = _model(nodes, [2, 16, 7, 9], ["y"],
+                   {"w1": _w(c, 16, 1, 1), "b1": _w(c), "w2": _w(c, c, 3, 3),
+                    "w3": _w(c, 1, 3, 3)})
+    x = RNG.normal(size=(2, 16, 7, 9)).astype(np.float32)
+    compiled = run_both(model, {"x": x}, "nChw16c")
+    g = optimized(model, "nChw16c")
+    padded = [v for v in g.values.values() if v.format == "nChw16c" and v.meta.shape[1] % 16]
+    assert padded
+    # the planner reserved whole blocks for the padded tensors
+    slots = {t.name: t for p in compiled.programs for t in getattr(p, "tensors", [])}
+    for v in padded:
+        assert layout.storage_nbytes(v) == v.meta.nbytes // c * ((c + 15) // 16 * 16)
+        assert slots[v.name].format == "nChw16c"
+
+
+def test_padded_graph_output_leaves_through_transdata():
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Conv", ["a", "w2"], ["y"], group=24, pads=[1, 1, 1, 1])]
+    model = _model(nodes, [1, 16, 5, 5], ["a", "y"], {"w1": _w(24, 16, 1, 1),
+                                                      "w2": _w(24, 1, 3, 3)})
+    x = RNG.normal(size=(1, 16, 5, 5)).astype(np.float32)
+    run_both(model, {"x": x}, "nChw16c")
+    g = optimized(model, "nChw16c")
+    assert all(v.format in ("", "nchw") for v in g.outputs)
+
+
+def test_storage_nbytes():
+    g = optimized(zoo.mobilenetv2(width_mult=0.35, image=32, classes=10), "nChw16c")
+    for v in g.values.values():
+        if v.meta is None or v.is_constant:
+            continue
+        n = layout.storage_nbytes(v)
+        if v.format in layout.BLOCKS and v.meta.shape[1] % layout.BLOCKS[v.format]:
+            b = layout.BLOCKS[v.format]
+            c = v.meta.shape[1]
+            assert n == v.meta.nbytes // c * ((c + b - 1) // b * b) > v.meta.nbytes
+        else:
+            assert n == v.meta.nbytes
+
+
+def test_auto_picks_the_cpu_blocked_format_for_depthwise_graphs_only():
+    blocked = _runtime.blocked_format()
+    assert blocked in ("", "nChw8c", "nChw16c")
+    mobile = optimized(zoo.mobilenetv2(width_mult=0.35, image=32, classes=10), "auto")
+    resnet = optimized(zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10), "auto")
+    conv_formats = {n.outputs[0].format for n in mobile.nodes if n.op_type == "Conv"}
+    assert conv_formats == {blocked or "nhwc"}
+    assert {n.outputs[0].format for n in resnet.nodes if n.op_type == "Conv"} == {"nhwc"}
+
+
+def test_unknown_layout_format_is_invalid_input():
+    with pytest.raises(InvalidInput, match="layout_format"):
+        CompileOptions(layout_format="nchw8")
+    with pytest.raises(InvalidInput, match="layout_format"):
+        CompileOptions.from_mapping({"layout_format": "bogus"})
+    assert CompileOptions.from_mapping({"layout_format": "nhwc"}).layout_format == "nhwc"
+
+
+def test_kernel_info_offers_padded_blocked_formats_to_conv_and_transdata_only():
+    conv = _runtime.kernel_info("Conv", ["float32", "float32"], [[1, 24, 8, 8], [32, 24, 1, 1]])
+    assert "nChw16c" in conv["formats"] and "nChw8c" in conv["formats"]
+    td = _runtime.kernel_info("TransData", ["float32"], [[1, 24, 8, 8]],
+                              {"src_format": "nchw", "dst_format": "nChw16c"})
+    assert "nChw16c" in td["formats"]
+    pool = _runtime.kernel_info("MaxPool", ["float32"], [[1, 24, 8, 8]])
+    assert pool["formats"] == ["nchw", "nhwc", "nChw8c"]
