@@ -358,7 +358,9 @@ class Session:
                     entry.models[key] = pool
                     entry.last_report = compiled.report
                     while len(entry.models) > MAX_SIGNATURES + len(entry.gears):
-                        entry.models.popitem(last=False)
+                        _, evicted = entry.models.popitem(last=False)
+                        if entry.last_signature and entry.last_signature[1] is evicted:
+                            entry.last_signature = None  # let its memory go now
             finally:
                 with self._lock:
                     self._reserved -= nbytes

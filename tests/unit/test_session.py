@@ -52,10 +52,15 @@ def test_bytes_and_symbolic_batch():
     with graphengine.Session() as sess:
         gid = sess.add_graph(model.SerializeToString())
         sess.compile_graph(gid)  # symbolic: validated now, compiled per signature on run
-        for batch in (1, 3, 3, 7):
-            x = np.ones((batch, 8), np.float32)
+        ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng(2)
+        for batch in (1, 3, 3, 7, 1, 3):  # repeats take the last-signature shortcut
+            x = rng.standard_normal((batch, 8)).astype(np.float32)
             (out,) = sess.run_graph(gid, {"input": x}).values()
             assert out.shape == (batch, 4)
+            np.testing.assert_allclose(out, ref.run(None, {"input": x})[0], rtol=1e-5,
+                                       atol=1e-6)
+        assert sess.graph_info(gid).compiled_signatures == 3  # one compile per signature
 
 
 @pytest.mark.parametrize("nodes, match", [
