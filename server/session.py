@@ -270,8 +270,9 @@ class Session:
                     raise InvalidInput(f"missing input '{v.name}' (expected {v.meta})",
                                        graph=entry.graph.name, tensor=v.name)
                 shapes[v.name] = x.shape if isinstance(x, np.ndarray) else np.shape(x)
-            last = entry.last_signature  # (shapes, pool) of the previous run, if any
-            if last is not None and last[0] == shapes and last[1] in entry.models.values():
+            # (shapes, pool) of the previous run; cleared when its pool is evicted
+            last = entry.last_signature
+            if last is not None and last[0] == shapes:
                 pool = last[1]
             else:
                 pool = self._pool_for(entry, shapes, control, times)

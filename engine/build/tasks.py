@@ -116,16 +116,16 @@ class _Layout:
                 break
         base = align(shared.nbytes) if shared is not None else 0
         size = 0
-        placed: list[tuple[int, np.ndarray, int]] = []
+        placed: list[tuple[np.ndarray, int]] = []  # (array, offset in the own segment)
         for slot, arr in self.weights:
             if slot in inside:
                 self.slots[slot].offset = inside[slot]
                 continue
-            placed.append((slot, arr, size))
+            placed.append((arr, size))
             self.slots[slot].offset = base + size
             size += align(arr.nbytes)
-        own = np.zeros(size, np.uint8) if placed else np.empty(0, np.uint8)
-        for _, arr, at in placed:
+        own = np.zeros(size, np.uint8)
+        for arr, at in placed:
             own[at:at + arr.nbytes] = arr.reshape(-1).view(np.uint8)
         return ([shared] if shared is not None else []) + [own]
 

@@ -14,41 +14,15 @@ import numpy as np
 
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from . import registry
 from .device_helpers import kernel, reject
-from .kernel_utils import widen
-from .mathfn import erf
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import REQUIRED, DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, out, shape_in
 
-_SQRT1_2 = 0.7071067811865476
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
-
-
-# step name -> f(value, operand, alpha, beta)
-STEPS: dict[str, Any] = {
-    "Add": lambda x, o, a, b: x + o,
-    "Sub": lambda x, o, a, b: x - o,
-    "Mul": lambda x, o, a, b: x * o,
-    "Div": lambda x, o, a, b: x / o,
-    "Relu": lambda x, o, a, b: np.maximum(x, 0),
-    "LeakyRelu": lambda x, o, a, b: np.where(x >= 0, x, a * x),
-    "Sigmoid": lambda x, o, a, b: 1.0 / (1.0 + np.exp(-x)),
-    "Tanh": lambda x, o, a, b: np.tanh(x),
-    "Exp": lambda x, o, a, b: np.exp(x),
-    "Log": lambda x, o, a, b: np.log(x),
-    "Sqrt": lambda x, o, a, b: np.sqrt(x),
-    "Abs": lambda x, o, a, b: np.abs(x),
-    "Neg": lambda x, o, a, b: -x,
-    "Gelu": lambda x, o, a, b: 0.5 * x * (1.0 + erf(x * _SQRT1_2)),
-    "GeluTanh": lambda x, o, a, b: _gelu_tanh(x),
-    "Clip": lambda x, o, a, b: np.minimum(np.maximum(x, a), b),
-    "HardSigmoid": lambda x, o, a, b: np.clip(a * x + b, 0, 1),
-    "HardSwish": lambda x, o, a, b: x * np.clip(x / 6.0 + 0.5, 0, 1),
-    "Reciprocal": lambda x, o, a, b: 1.0 / x,
-}
+# The ops a chain step may be ("GeluTanh": Gelu with approximate="tanh").
+STEP_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
+    "Abs", "Neg", "Gelu", "GeluTanh", "Clip", "HardSigmoid", "HardSwish", "Reciprocal"})
 BINARY_STEPS = frozenset({"Add", "Sub", "Mul", "Div"})
 
 
@@ -58,7 +32,7 @@ def _check(node: Node, a: dict[str, Any]) -> None:
     if not n or len(a["operands"]) != n or len(a["alphas"]) != n or len(a["betas"]) != n:
         raise shape_error(node, "ops, operands, alphas and betas need one entry per step")
     for i, (op, k) in enumerate(zip(steps, a["operands"])):
-        if op not in STEPS:
+        if op not in STEP_OPS:
             raise shape_error(node, f"step {i}: unknown op '{op}'")
         if (op in BINARY_STEPS) != (k >= 0) or k >= len(node.inputs):
             raise shape_error(node, f"step {i} ({op}): bad operand index {k}")
@@ -70,13 +44,31 @@ def _infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return [out(dt, shape_in(node, 0))]
 
 
+def _step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
+          beta: float) -> np.ndarray:
+    """One step with the step op's own reference kernel (what the unfused node computes)."""
+    name, attrs, extra = op, {}, []
+    if op == "GeluTanh":
+        name, attrs = "Gelu", {"approximate": "tanh"}
+    elif op == "LeakyRelu":
+        attrs = {"alpha": alpha}
+    elif op == "HardSigmoid":
+        attrs = {"alpha": alpha, "beta": beta}
+    elif op == "Clip":
+        extra = [np.asarray(alpha, x.dtype), np.asarray(beta, x.dtype)]
+    schema = registry.get(name)
+    full = {k: spec.default for k, spec in schema.attrs.items() if spec.default is not REQUIRED}
+    full.update(attrs, _n_outputs=1)
+    ins = [x] + ([operand] if operand is not None else []) + extra
+    return schema.compute(ins, full)[0]
+
+
 def _compute(inputs: list[np.ndarray], a: dict[str, Any]) -> list[np.ndarray]:
-    x = inputs[0]
+    y = inputs[0]
     with np.errstate(all="ignore"):
-        y = widen(x)
         for op, k, alpha, beta in zip(a["ops"], a["operands"], a["alphas"], a["betas"]):
-            y = STEPS[op](y, widen(inputs[k]) if k >= 0 else None, alpha, beta)
-    return [np.asarray(y).astype(x.dtype, copy=False).reshape(x.shape)]
+            y = _step(op, y, inputs[k] if k >= 0 else None, alpha, beta)
+    return [y]
 
 
 def _device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:

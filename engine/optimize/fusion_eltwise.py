@@ -18,11 +18,11 @@ import numpy as np
 
 from ..dtypes import DType
 from ..ir import Graph, Node, Value
-from ..ops.chain import BINARY_STEPS, STEPS
+from ..ops.chain import BINARY_STEPS, STEP_OPS
 from .fusion import Fusion, _on_device, _rename_output, _sole_producer
 
 _COMMUTATIVE = {"Add", "Mul"}
-_OPS = set(STEPS) - {"GeluTanh"}  # ONNX op types that can be a step
+_OPS = STEP_OPS - {"GeluTanh"}  # ONNX op types that can be a step
 
 
 @dataclasses.dataclass
@@ -42,7 +42,7 @@ def _f32(v: Value | None) -> bool:
 def _step(node: Node, running: Value | None = None) -> _Step | None:
     """`node` as one chain step (with `running` as its running value if given), or None."""
     op = node.op_type
-    if op not in STEPS or len(node.outputs) != 1 or not _f32(node.outputs[0]):
+    if op not in STEP_OPS or len(node.outputs) != 1 or not _f32(node.outputs[0]):
         return None
     out = node.outputs[0]
     alpha = beta = 0.0
@@ -106,8 +106,8 @@ def match_chain(graph: Graph, node: Node):
     out = node.outputs[0]
     if len(out.users) == 1 and out not in graph.outputs:
         reader = out.users[0]
-        if reader.op_type in _OPS and _link(graph, reader) is not None and \
-                _link(graph, reader)[0] is node:
+        link = _link(graph, reader) if reader.op_type in _OPS else None
+        if link is not None and link[0] is node:
             return None  # the chain goes on: fuse it at its end
     nodes, steps = [node], []
     cur = node

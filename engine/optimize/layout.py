@@ -48,29 +48,9 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", 
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min"}
 
 
-def _register_transdata() -> None:
-    if ops.has("TransData"):
-        return
-
-    def infer(node: Node, attrs):
-        return [node.inputs[0].meta]
-
-    def compute(inputs, attrs):
-        return [inputs[0]]  # logically an identity: only the bytes' order changes
-
-    def device(node: Node, attrs):
-        return DeviceKernel("TransData", {"src_format": attrs["src_format"],
-                                          "dst_format": attrs["dst_format"]}, (0,))
-
-    ops.register(OpSchema(
-        "TransData", 1, 1, infer, compute,
-        attrs={"src_format": AttrSpec(AttrKind.STRING, NCHW),
-               "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
-        device=device))
-
-
-def _register_format_view() -> None:
-    if ops.has("FormatView"):
+def _register_conversion(name: str, device, alias: dict[int, int] | None = None) -> None:
+    """A format conversion op: logically an identity, only the bytes' order may change."""
+    if ops.has(name):
         return
 
     def infer(node: Node, attrs):
@@ -79,18 +59,18 @@ def _register_format_view() -> None:
     def compute(inputs, attrs):
         return [inputs[0]]
 
-    def device(node: Node, attrs):
-        return DeviceKernel("Copy", {}, (0,))  # an alias of the input (schema.alias)
-
     ops.register(OpSchema(
-        "FormatView", 1, 1, infer, compute,
+        name, 1, 1, infer, compute,
         attrs={"src_format": AttrSpec(AttrKind.STRING, NCHW),
                "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
-        device=device, alias={0: 0}))
+        device=device, alias=alias or {}))
 
 
-_register_transdata()
-_register_format_view()
+_register_conversion("TransData", lambda node, attrs: DeviceKernel(
+    "TransData", {"src_format": attrs["src_format"], "dst_format": attrs["dst_format"]}, (0,)))
+# Same bytes in both formats: an alias of the input (schema.alias), no task.
+_register_conversion("FormatView", lambda node, attrs: DeviceKernel("Copy", {}, (0,)),
+                     alias={0: 0})
 
 
 def same_bytes(shape, a: str, b: str) -> bool:

@@ -207,4 +207,19 @@ std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const
   return a.prepared ? a.prepared->put(src, to, buf) : buf;
 }
 
+void resolve_auto_pad(const std::string& auto_pad, int64_t in, int64_t stride, int64_t span,
+                      const std::vector<int64_t>& pads, int64_t* pb, int64_t* pe) {
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>(0, add_checked(mul_checked(out - 1, stride), span - in));
+    *pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    *pe = total - *pb;
+  } else if (auto_pad == "VALID") {
+    *pb = *pe = 0;
+  } else if (auto_pad != "NOTSET") {
+    invalid("unknown auto_pad '", auto_pad, "'");
+  }
+  if (*pb < 0 || *pe < 0) invalid("pads must be >= 0, got ", shape_str(pads));
+}
+
 }  // namespace ge

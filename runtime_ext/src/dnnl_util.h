@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "buffer.h"
@@ -45,6 +46,13 @@ struct Fusion {
   float alpha = 0.f;
   float beta = 0.f;
 };
+
+// Padding of one spatial axis of a convolution or pool under ONNX `auto_pad`: *pb / *pe
+// come in as the node's pads (kept for NOTSET) and leave resolved. `span` is the dilated
+// kernel extent. Throws InvalidArgument for an unknown mode or a negative pad (`pads` is
+// shown in the message).
+void resolve_auto_pad(const std::string& auto_pad, int64_t in, int64_t stride, int64_t span,
+                      const std::vector<int64_t>& pads, int64_t* pb, int64_t* pe);
 
 // Throws Error(InvalidArgument) for an unknown activation.
 Fusion parse_fusion(const KernelArgs& a);

@@ -251,8 +251,8 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
         ts[i].region = i == 0 || o != "Conv" ? Region::kArena : Region::kWeight;
         a.inputs.push_back(&ts[i]);
       }
-      TensorInfo y = ts[0];  // an elementwise chain's output is shaped like input 0
       if (o == "EltwiseChain") {
+        TensorInfo y = ts[0];  // the chain's output is shaped like input 0
         a.outputs.push_back(&y);
         make_chain(a);
       } else if (o == "FusedAttention") {
@@ -264,7 +264,7 @@ KernelInfo kernel_info(const Device& device, const std::string& op, const std::v
     } catch (const Error& e) {
       why = e.status().message();
     } catch (const dnnl::error& e) {
-      why = cat("oneDNN cannot run this convolution: ", e.what());
+      why = cat("oneDNN cannot run this ", o, ": ", e.what());
     }
   }
   if (!why.empty()) return no(why);

@@ -43,17 +43,7 @@ ConvGeometry conv_geometry(const KernelArgs& a, const Shape& x, const Shape& ker
     if (dil[i] < 1) invalid("dilations must be >= 1, got ", shape_str(dil));
     const int64_t span = add_checked(mul_checked(k - 1, dil[i]), 1);
     int64_t pb = pads[i], pe = pads[i + sp];
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t out = (in + strides[i] - 1) / strides[i];
-      int64_t total = std::max<int64_t>(0, add_checked(mul_checked(out - 1, strides[i]), span - in));
-      pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pe = total - pb;
-    } else if (auto_pad == "VALID") {
-      pb = pe = 0;
-    } else if (auto_pad != "NOTSET") {
-      invalid("unknown auto_pad '", auto_pad, "'");
-    }
-    if (pb < 0 || pe < 0) invalid("pads must be >= 0, got ", shape_str(pads));
+    resolve_auto_pad(auto_pad, in, strides[i], span, pads, &pb, &pe);
     const int64_t padded = add_checked(add_checked(in, pb), pe);
     if (padded < span) {
       invalid("kernel extent ", span, " exceeds padded input ", padded, " on spatial axis ", i);

@@ -63,17 +63,7 @@ PoolKernel::PoolKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
       if (k[i] < 1 || st[i] < 1 || dl[i] < 1) invalid("kernel_shape, strides and dilations must be >= 1");
       const int64_t span = add_checked(mul_checked(k[i] - 1, dl[i]), 1);
       int64_t pb = pads[i], pe = pads[i + sp];
-      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-        int64_t o = (in + st[i] - 1) / st[i];
-        int64_t total = std::max<int64_t>(0, add_checked(mul_checked(o - 1, st[i]), span - in));
-        pb = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-        pe = total - pb;
-      } else if (auto_pad == "VALID") {
-        pb = pe = 0;
-      } else if (auto_pad != "NOTSET") {
-        invalid("unknown auto_pad '", auto_pad, "'");
-      }
-      if (pb < 0 || pe < 0) invalid("pads must be >= 0, got ", shape_str(pads));
+      resolve_auto_pad(auto_pad, in, st[i], span, pads, &pb, &pe);
       if (pb >= span || pe >= span) invalid("pads ", shape_str(pads), " must be smaller than the kernel extent");
       const int64_t padded = add_checked(add_checked(in, pb), pe) - span;
       if (padded < 0) invalid("kernel extent ", span, " exceeds padded input on spatial axis ", i);
