@@ -152,16 +152,12 @@ class LoadedModel:
         every iteration's with `return_all=True`. A model that is one device program runs
         all N iterations in one native launch; otherwise they run one after the other.
         """
-        start = time.perf_counter()
         if self._fast is not None and iterations == 1 and not return_all and \
                 output_names is None and isinstance(inputs, Mapping):
-            result = self._execute_fast(inputs)
+            result = self._execute_fast(inputs)  # counted by the native model
             if result is not None:
-                with self._lock:
-                    self._runs += 1
-                    self._iterations += 1
-                    self._seconds += time.perf_counter() - start
                 return result
+        start = time.perf_counter()
         if not isinstance(iterations, int) or iterations < 1:
             raise InvalidInput(f"iterations must be a positive integer, got {iterations!r}",
                                graph=self.compiled.name)
@@ -184,6 +180,8 @@ class LoadedModel:
             results = [self._execute_once(feeds[i if per_iteration else 0], output_names)
                        for i in range(iterations)]
             result = results if return_all else results[-1]
+        if self._fast is not None:  # one native launch per call: the native model counts
+            return result
         with self._lock:
             self._runs += 1
             self._iterations += iterations
@@ -323,9 +321,14 @@ class LoadedModel:
         has each native model's own statistics.
         """
         programs = {idx: m.stats() for idx, m in self.natives.items()}
-        with self._lock:
-            out: dict = {"runs": self._runs, "iterations": self._iterations,
-                         "seconds": self._seconds, "instances": self.instances}
+        if self._fast is not None and programs:  # each call is one launch of its native model
+            (only,) = programs.values()
+            out: dict = {"runs": only["runs"], "iterations": only["iterations"],
+                         "seconds": only["seconds"], "instances": self.instances}
+        else:
+            with self._lock:
+                out = {"runs": self._runs, "iterations": self._iterations,
+                       "seconds": self._seconds, "instances": self.instances}
         for key in ("bytes_copied", "bytes_zero_copy", "arena_bytes", "weight_bytes",
                     "prepared_bytes", "workspace_bytes", "failures", "tasks"):
             out[key] = sum(s[key] for s in programs.values())

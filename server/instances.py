@@ -38,28 +38,43 @@ class InstancePool:
         self.models = _load(compiled, device, self.count)
         # One permit per instance: the shared model `count` times, or each model once.
         self._free = (self.models * self.count)[:self.count]
-        self._cond = threading.Condition(threading.Lock())  # not reentrant: cheaper
+        self._lock = threading.Lock()  # not reentrant: cheaper
+        self._cond = threading.Condition(self._lock)
+        self._waiting = 0  # runs waiting for a permit (guarded by _lock)
 
     @property
     def device_bytes(self) -> int:
         return sum(m.device_bytes for m in self.models)
 
     def _acquire(self, control: RunControl | None) -> LoadedModel:
-        with self._cond:
-            while not self._free:
-                if control is not None:
-                    control.check(f"waiting for an instance of '{self.compiled.name}'")
-                self._cond.wait(POLL_SECONDS if control is not None else None)
-            return self._free.pop()
+        with self._lock:
+            if self._free:  # the common case: no Condition machinery
+                return self._free.pop()
+            self._waiting += 1
+            try:
+                while not self._free:
+                    if control is not None:
+                        control.check(f"waiting for an instance of '{self.compiled.name}'")
+                    self._cond.wait(POLL_SECONDS if control is not None else None)
+                return self._free.pop()
+            finally:
+                self._waiting -= 1
 
     def _release(self, model: LoadedModel) -> None:
-        with self._cond:
+        with self._lock:
             self._free.append(model)
-            self._cond.notify()
+            if self._waiting:
+                self._cond.notify()
 
     def execute(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
                 control: RunControl | None = None, times: StageTimes | None = None
                 ) -> dict[str, np.ndarray]:
+        if times is None:  # in-process callers: no stage times to take
+            model = self._acquire(control)
+            try:
+                return model.execute(inputs, output_names)
+            finally:
+                self._release(model)
         t0 = time.perf_counter()
         model = self._acquire(control)
         t1 = time.perf_counter()
@@ -67,6 +82,5 @@ class InstancePool:
             return model.execute(inputs, output_names)
         finally:
             self._release(model)
-            if times is not None:
-                times.add("queue", t1 - t0)
-                times.add("execute", time.perf_counter() - t1)
+            times.add("queue", t1 - t0)
+            times.add("execute", time.perf_counter() - t1)

@@ -250,10 +250,14 @@ class Session:
         (for a compile or a free instance); `times` receives the run's stage times.
         """
         # The per-request path: kept lean (a small model runs in tens of microseconds),
-        # so no generator context managers and, for static graphs, no signature work.
-        self._touch()
-        entry = self._entry(graph_id)
+        # so one lock to find the graph and count the run, no generator context managers
+        # and, for static graphs, no signature work. (A session with a run in progress is
+        # not idle, so last_used is only set when the run ends.)
         with self._lock:
+            self._check_open()
+            entry = self._graphs.get(graph_id)
+            if entry is None:
+                raise NotFound(f"graph {graph_id} not found in session '{self.id}'")
             self._active += 1
         try:
             if entry.gears:
@@ -281,7 +285,7 @@ class Session:
         finally:
             with self._lock:
                 self._active -= 1
-            self._touch()
+            self.last_used = time.monotonic()
 
     def _run_geared(self, entry: _GraphEntry, inputs: Mapping[str, np.ndarray],
                     output_names: Sequence[str] | None, control: RunControl | None,

@@ -111,9 +111,12 @@ class Prim {
  public:
   Prim() = default;
   template <class PD>
-  explicit Prim(const PD& pd) : prim_(pd.get()), scratch_md_(pd.scratchpad_desc()) {}
+  explicit Prim(const PD& pd)
+      : prim_(pd.get()), scratch_md_(pd.scratchpad_desc()), impl_(std::string("oneDNN ") + pd.impl_info_str()) {}
 
   bool valid() const { return static_cast<bool>(prim_); }
+  // oneDNN's name of the implementation it chose ("oneDNN brg:avx512_core").
+  const std::string& impl() const { return impl_; }
   void arg(int key, const dnnl::memory::desc& md, Ref ref) { args_.push_back({key, md, ref}); }
 
   size_t scratchpad_bytes() const { return valid() ? scratch_md_.get_size() : 0; }
@@ -141,6 +144,7 @@ class Prim {
   };
   dnnl::primitive prim_;
   dnnl::memory::desc scratch_md_;
+  std::string impl_;
   std::vector<Arg> args_;
   std::vector<Instance> inst_;
 };

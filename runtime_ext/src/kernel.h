@@ -112,6 +112,10 @@ class Kernel {
   // Gather index), Internal for anything else. The message does not name the node: the
   // caller prefixes it. May throw dnnl::error / std::bad_alloc; the caller catches them.
   virtual Status run(ExecContext& ctx) = 0;
+
+  // Which implementation runs (e.g. "oneDNN brg:avx512_core"), for profiles; "" when the
+  // kernel does not say.
+  virtual std::string impl() const { return ""; }
 };
 
 // Builds the kernel of one node. Throws Error for invalid nodes, dnnl::error if oneDNN

@@ -9,6 +9,7 @@
 #include "broadcast.h"
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "kernels_gemv.h"
 
 namespace ge {
 
@@ -23,6 +24,7 @@ class MatmulKernel : public Kernel {
   size_t workspace_bytes() const override { return plan_.total(); }
   void set_instances(int n) override { prim_.set_instances(n, dev_->engine()); }
   Status run(ExecContext& ctx) override;
+  std::string impl() const override { return prim_.impl(); }
 
   // Builds the primitive. `src`/`wei` describe A and B as stored (plain or strided).
   void build(const KernelArgs& a, const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
@@ -160,6 +162,10 @@ std::unique_ptr<Kernel> build_gemm(const KernelArgs& a) {
       k->c_cols_ = cc;
     }
   }
+  if (!ta && alpha == 1.0 && (!c || (use_bias && cr == 1 && cc == N))) {
+    GemvSpec g{k->a_, k->b_, tb, use_bias ? c : nullptr, k->residual_, k->y_, M, K, N};
+    if (auto gemv = make_gemv(a, g, fusion)) return gemv;
+  }
   if (k->c_ || k->residual_) ops.append_sum(1.f);
   append_activation(fusion, &ops);
   k->build(a, src, wei, use_bias ? &bias_md : nullptr, dst, ops);
@@ -231,6 +237,10 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
     dims bd(dd.size(), 1);
     bd.back() = N;
     bias_md = dense(bd);
+  }
+  if (bs.size() == 2 && bb.empty()) {  // B is a [K,N] matrix: A's rows are independent
+    GemvSpec g{k->a_, k->b_, false, k->bias_, k->residual_, k->y_, shape_numel(ba) * M, K, N};
+    if (auto gemv = make_gemv(a, g, fusion)) return gemv;
   }
   dnnl::post_ops ops;
   if (k->residual_) ops.append_sum(1.f);

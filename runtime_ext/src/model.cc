@@ -385,7 +385,8 @@ std::vector<Model::TaskProfile> Model::profile() const {
   std::vector<TaskProfile> r;
   for (size_t i = 0; i < tasks_.size(); ++i) {
     const Task& t = tasks_[i];
-    r.push_back({t.name, t.op, t.stream, task_calls_[i].load(), task_ns_[i].load() * 1e-9});
+    r.push_back({t.name, t.op, t.kernel ? t.kernel->impl() : std::string(), t.stream, task_calls_[i].load(),
+                 task_ns_[i].load() * 1e-9});
   }
   return r;
 }

@@ -111,7 +111,7 @@ class Model {
   // Time spent in each task (kernels, copies) over all successful and failed runs, in
   // program order. Non-blocking. Thread-safe.
   struct TaskProfile {
-    std::string name, op;
+    std::string name, op, impl;
     int stream;
     uint64_t calls;
     double seconds;

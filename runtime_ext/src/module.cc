@@ -492,6 +492,7 @@ NB_MODULE(_runtime, m) {
               nb::dict d;
               d["name"] = t.name;
               d["op"] = t.op;
+              d["impl"] = t.impl;
               d["stream"] = t.stream;
               d["calls"] = t.calls;
               d["seconds"] = t.seconds;
@@ -499,7 +500,7 @@ NB_MODULE(_runtime, m) {
             }
             return out;
           },
-          "Per kernel task, in program order: {'name', 'op', 'stream', 'calls', 'seconds'} "
+          "Per kernel task, in program order: {'name', 'op', 'impl', 'stream', 'calls', 'seconds'} "
           "accumulated over every run of every instance.")
       .def_prop_ro("name", [](const PyModel& p) { return p.model->name(); })
       .def_prop_ro("num_tasks", [](const PyModel& p) { return p.model->num_tasks(); })

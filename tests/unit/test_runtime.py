@@ -108,6 +108,14 @@ class Const:
 def run_op(op: str, inputs, out_shape, out_dtype: str = "float32", n_outputs: int = 1,
            **attrs):
     """Runs one node; inputs are arrays (model inputs), Const (weights) or None (omitted)."""
+    model, feeds = load_op(op, inputs, out_shape, out_dtype, n_outputs, **attrs)
+    result = model.execute(feeds)
+    return result if n_outputs > 1 else result[0]
+
+
+def load_op(op: str, inputs, out_shape, out_dtype: str = "float32", n_outputs: int = 1,
+            instances: int = 1, **attrs) -> tuple[rt.Model, list[np.ndarray]]:
+    """Loads one node (named "fc"); returns the model and its feeds."""
     b = SpecBuilder(op)
     idx, feeds = [], []
     for i, x in enumerate(inputs):
@@ -123,9 +131,8 @@ def run_op(op: str, inputs, out_shape, out_dtype: str = "float32", n_outputs: in
     dtypes = out_dtype if n_outputs > 1 else [out_dtype]
     outs = [b.tensor(f"y{k}", dt, s) for k, (s, dt) in enumerate(zip(shapes, dtypes))]
     b.outputs = outs
-    b.kernel(op, idx, outs, **attrs)
-    result = b.load().execute(feeds)
-    return result if n_outputs > 1 else result[0]
+    b.kernel(op, idx, outs, name="fc", **attrs)
+    return rt.Model(DEVICE, b.spec(), instances), feeds
 
 
 def randn(*shape) -> np.ndarray:
@@ -405,6 +412,66 @@ def test_matmul_bias_gelu_residual():
     close(out, gelu, atol=1e-4)
     out = run_op("MatMul", [a, Const(b), Const(bias), r], [2, 8, 12], has_bias=1, sum=1)
     close(out, h + r, atol=1e-4)
+
+
+AVX512 = "avx512f" in open("/proc/cpuinfo").read()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3])
+@pytest.mark.parametrize("k,n", [(1, 1), (7, 10), (64, 64), (130, 200), (784, 1000)])
+@pytest.mark.parametrize("tb", [0, 1])
+def test_gemm_few_rows_against_constant_weights(rows, k, n, tb):
+    """Up to two rows take the panel (matrix-vector) kernel on AVX-512 CPUs: every panel
+    width, padded tail, odd K and both weight orders against numpy; more rows keep oneDNN."""
+    a, b, c = randn(rows, k), randn(k, n), randn(n)
+    m, feeds = load_op("Gemm", [a, Const(b.T.copy() if tb else b), Const(c)], [rows, n],
+                           transB=tb, activation="Relu")
+    close(m.execute(feeds)[0], np.maximum(a @ b + c, 0), atol=1e-4)
+    assert m.profile()[0]["impl"].startswith("gemv" if AVX512 and rows <= 2 else "oneDNN")
+
+
+def test_gemv_epilogues_residual_and_matmul_batch_rows():
+    a, b, c, r = randn(1, 300), randn(300, 70), randn(70), randn(1, 70)
+    h = a @ b + c
+    for act, attrs, ref in [
+        ("LeakyRelu", {"activation_alpha": 0.1}, np.where(h + r > 0, h + r, 0.1 * (h + r))),
+        ("Clip", {"activation_alpha": -0.5, "activation_beta": 0.5}, np.clip(h + r, -0.5, 0.5)),
+        ("", {}, h + r),
+    ]:
+        m, feeds = load_op("Gemm", [a, Const(b), Const(c), r], [1, 70], sum=1,
+                               **({"activation": act} if act else {}), **attrs)
+        close(m.execute(feeds)[0], ref, atol=1e-4)
+        assert m.profile()[0]["impl"].startswith("gemv" if AVX512 else "oneDNN")
+    # MatMul folds A's batch dims into rows: [2,1,K] x [K,N] is two rows
+    a3, bias = randn(2, 1, 300), randn(70)
+    m, feeds = load_op("MatMul", [a3, Const(b), Const(bias)], [2, 1, 70], has_bias=1)
+    close(m.execute(feeds)[0], a3 @ b + bias, atol=1e-4)
+    assert m.profile()[0]["impl"].startswith("gemv" if AVX512 else "oneDNN")
+    # an activation the panel kernel does not apply keeps oneDNN's matmul
+    m, feeds = load_op("MatMul", [a3, Const(b)], [2, 1, 70], activation="Tanh")
+    close(m.execute(feeds)[0], np.tanh(a3 @ b), atol=1e-4)
+    assert m.profile()[0]["impl"].startswith("oneDNN")
+
+
+def test_gemv_instances_share_packed_weights():
+    a, b = randn(1, 512), randn(512, 1024)
+    m, feeds = load_op("Gemm", [a, Const(b)], [1, 1024], instances=3)
+    ref = a @ b
+    results = [None] * 6
+
+    def run(i):
+        results[i] = m.execute([randn(1, 512) if i % 2 else a])[0]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(0, 6, 2):
+        close(results[i], ref, atol=1e-4)
+    # one packed copy (2 MiB) for the wide and the narrow kernel set
+    if AVX512:
+        assert m.stats()["prepared_bytes"] == b.nbytes
 
 
 def test_matmul_shape_error():
