@@ -41,6 +41,9 @@ class InstancePool:
         self._lock = threading.Lock()  # not reentrant: cheaper
         self._cond = threading.Condition(self._lock)
         self._waiting = 0  # runs waiting for a permit (guarded by _lock)
+        # One LoadedModel with every instance: it queues extra runs natively, so a run
+        # with no deadline, cancel or stage times to honour needs no permit from here.
+        self._shared = self.models[0] if len(self.models) == 1 else None
 
     @property
     def device_bytes(self) -> int:
@@ -69,7 +72,9 @@ class InstancePool:
     def execute(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
                 control: RunControl | None = None, times: StageTimes | None = None
                 ) -> dict[str, np.ndarray]:
-        if times is None:  # in-process callers: no stage times to take
+        if times is None and control is None and self._shared is not None:
+            return self._shared.execute(inputs, output_names)  # waits natively if it must
+        if times is None:
             model = self._acquire(control)
             try:
                 return model.execute(inputs, output_names)

@@ -188,6 +188,7 @@ class PrimitiveKernel : public Kernel {
     prim_.execute(ctx);
     return Status::Ok();
   }
+  std::string impl() const override { return prim_.valid() ? prim_.impl() : "copy"; }
 
   const Device& dev_;
   Prim prim_;

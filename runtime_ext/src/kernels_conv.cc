@@ -65,6 +65,7 @@ class ConvKernel : public Kernel {
     for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, dev_.engine());
   }
   Status run(ExecContext& ctx) override;
+  std::string impl() const override { return conv_.impl(); }
 
  private:
   const Device& dev_;
