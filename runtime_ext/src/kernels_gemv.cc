@@ -5,9 +5,10 @@
 // matmul is built for many rows; at one row it measured ~25% slower than the loop below on
 // this machine (AVX-512, 2 threads, weights reordered for each: 784x1024 26.9 vs 20.7 us,
 // 1024x1024 33.6 vs 26.6 us). So for up to kMaxGemvRows rows the weights are packed at load
-// into panels of 64 output columns, each panel K x 64 contiguous (zero-padded past N), and
-// a run streams every panel once: 4 (2 x 4 for one row) AVX-512 accumulators per row,
-// one broadcast of x[k] per row, four aligned loads per k. Panels are split over the
+// into panels of 64 output columns (16 when there are at most 48), each panel K x width
+// contiguous and zero-padded past N, and a run streams every panel once: one AVX-512
+// accumulator per row and 16 columns (two sets for one row, so more FMA chains are in
+// flight), one broadcast of x[k] per row, aligned loads. Panels are split over the
 // lane's OpenMP team; small layers run on one thread (a fork/join costs more than they do).
 // The epilogue adds the bias and the residual and applies Relu / LeakyRelu / Clip; other
 // activations, Gemm's alpha/beta scaling and CPUs without AVX-512 keep the oneDNN kernel.
@@ -25,7 +26,9 @@ namespace ge {
 
 namespace {
 
-constexpr int64_t kPanel = 64;                  // output columns per panel (4 zmm)
+// Output columns per panel: 64 (4 zmm), or 16 for layers with few outputs (a classifier's
+// 10 columns padded to 64 would read 6x the weights).
+constexpr int64_t kWidePanel = 64, kNarrowPanel = 16;
 constexpr int64_t kBytesPerThread = 256 << 10;  // weight bytes that pay for one more thread
 
 bool cpu_has_avx512() {
@@ -41,55 +44,57 @@ struct Epilogue {
   enum class Act { kNone, kRelu, kClip } act = Act::kNone;
 };
 
-// Rows [0, R) of x (row stride ldx) times panels [p0, p1) of w, into y (row stride n).
-template <int R>
+// Rows [0, R) of x (row stride ldx) times panels [p0, p1) of w, into y (row stride n). A
+// panel is V vectors (16 columns each) wide.
+template <int R, int V>
 __attribute__((target("avx512f"))) void gemv_panels(const float* x, int64_t ldx, const float* w, int64_t k_dim,
                                                     int64_t n, const Epilogue& e, float* y, int64_t p0,
                                                     int64_t p1) {
+  constexpr int64_t width = 16 * V;
   for (int64_t p = p0; p < p1; ++p) {
-    const float* panel = w + p * k_dim * kPanel;
-    __m512 acc[R][4];
-    __m512 acc2[4];  // one row: a second set on odd k, so eight FMA chains are in flight
+    const float* panel = w + p * k_dim * width;
+    __m512 acc[R][V];
+    __m512 acc2[V];  // one row: a second set on odd k, so more FMA chains are in flight
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+      for (int j = 0; j < V; ++j) acc[r][j] = _mm512_setzero_ps();
     }
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) acc2[j] = _mm512_setzero_ps();
+    for (int j = 0; j < V; ++j) acc2[j] = _mm512_setzero_ps();
     int64_t k = 0;
     if (R == 1) {
       for (; k + 1 < k_dim; k += 2) {
-        const float* wr = panel + k * kPanel;
+        const float* wr = panel + k * width;
         const __m512 x0 = _mm512_set1_ps(x[k]);
         const __m512 x1 = _mm512_set1_ps(x[k + 1]);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < V; ++j) {
           acc[0][j] = _mm512_fmadd_ps(x0, _mm512_load_ps(wr + 16 * j), acc[0][j]);
-          acc2[j] = _mm512_fmadd_ps(x1, _mm512_load_ps(wr + kPanel + 16 * j), acc2[j]);
+          acc2[j] = _mm512_fmadd_ps(x1, _mm512_load_ps(wr + width + 16 * j), acc2[j]);
         }
       }
     }
     for (; k < k_dim; ++k) {
-      const float* wr = panel + k * kPanel;
-      __m512 wv[4];
+      const float* wr = panel + k * width;
+      __m512 wv[V];
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) wv[j] = _mm512_load_ps(wr + 16 * j);
+      for (int j = 0; j < V; ++j) wv[j] = _mm512_load_ps(wr + 16 * j);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const __m512 xv = _mm512_set1_ps(x[r * ldx + k]);
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_fmadd_ps(xv, wv[j], acc[r][j]);
+        for (int j = 0; j < V; ++j) acc[r][j] = _mm512_fmadd_ps(xv, wv[j], acc[r][j]);
       }
     }
     if (R == 1) {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc2[j]);
+      for (int j = 0; j < V; ++j) acc[0][j] = _mm512_add_ps(acc[0][j], acc2[j]);
     }
     const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-      const int64_t col = p * kPanel + 16 * j;
+    for (int j = 0; j < V; ++j) {
+      const int64_t col = p * width + 16 * j;
       if (col >= n) break;
       const __mmask16 m = n - col >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - col)) - 1);
       const __m512 b = e.bias ? _mm512_maskz_loadu_ps(m, e.bias + col) : zero;
@@ -145,34 +150,35 @@ class GemvKernel : public Kernel {
   GemvSpec spec_;
   Epilogue epilogue_;
   PanelFn fn_ = nullptr;
-  int64_t panels_ = 0;
+  int64_t panels_ = 0, panel_width_ = kWidePanel;
   int64_t max_threads_ = 1;
   std::shared_ptr<const AlignedBuffer> weights_;
 };
 
-// Packs B (as stored: [K,N], or [N,K] when transposed) into panels [ceil(N/64)][K][64].
-std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const GemvSpec& s, int64_t panels) {
+// Packs B (as stored: [K,N], or [N,K] when transposed) into panels [ceil(N/W)][K][W].
+std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const GemvSpec& s, int64_t panels,
+                                                 int64_t pw) {
   // The shared cache is keyed by a oneDNN descriptor; this one names the panel layout and
   // the transposition, so no oneDNN reorder of the same constant can match it.
-  const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 2 : 1, panels, s.k, kPanel},
+  const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 2 : 1, panels, s.k, pw},
                                dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd);
   if (a.prepared) {
     if (auto hit = a.prepared->find(s.b->data, key)) return hit;
   }
-  auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(panels * s.k * kPanel) * sizeof(float));
+  auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(panels * s.k * pw) * sizeof(float));
   const float* b = reinterpret_cast<const float*>(s.b->data);
   float* out = reinterpret_cast<float*>(buf->data());
   for (int64_t p = 0; p < panels; ++p) {
-    const int64_t c0 = p * kPanel, width = std::min(kPanel, s.n - c0);
-    float* panel = out + p * s.k * kPanel;
+    const int64_t c0 = p * pw, width = std::min(pw, s.n - c0);
+    float* panel = out + p * s.k * pw;
     if (s.b_transposed) {  // row c of B is output column c: scatter it down the panel
       for (int64_t c = 0; c < width; ++c) {
         const float* row = b + (c0 + c) * s.k;
-        for (int64_t kk = 0; kk < s.k; ++kk) panel[kk * kPanel + c] = row[kk];
+        for (int64_t kk = 0; kk < s.k; ++kk) panel[kk * pw + c] = row[kk];
       }
     } else {
       for (int64_t kk = 0; kk < s.k; ++kk) {
-        std::memcpy(panel + kk * kPanel, b + kk * s.n + c0, static_cast<size_t>(width) * sizeof(float));
+        std::memcpy(panel + kk * pw, b + kk * s.n + c0, static_cast<size_t>(width) * sizeof(float));
       }
     }
   }
@@ -200,11 +206,16 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
   auto k = std::make_unique<GemvKernel>();
   k->spec_ = s;
   k->epilogue_ = e;
-  k->panels_ = (s.n + kPanel - 1) / kPanel;
+  k->panel_width_ = s.n > 48 ? kWidePanel : kNarrowPanel;
+  k->panels_ = (s.n + k->panel_width_ - 1) / k->panel_width_;
   const int64_t weight_bytes = s.k * s.n * static_cast<int64_t>(sizeof(float));
   k->max_threads_ = std::max<int64_t>(1, std::min(k->panels_, weight_bytes / kBytesPerThread));
-  k->fn_ = s.rows == 1 ? gemv_panels<1> : gemv_panels<2>;
-  k->weights_ = pack_panels(a, s, k->panels_);
+  if (k->panel_width_ == kWidePanel) {
+    k->fn_ = s.rows == 1 ? gemv_panels<1, 4> : gemv_panels<2, 4>;
+  } else {
+    k->fn_ = s.rows == 1 ? gemv_panels<1, 1> : gemv_panels<2, 1>;
+  }
+  k->weights_ = pack_panels(a, s, k->panels_, k->panel_width_);
   return k;
 }
 

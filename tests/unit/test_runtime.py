@@ -418,7 +418,7 @@ AVX512 = "avx512f" in open("/proc/cpuinfo").read()
 
 
 @pytest.mark.parametrize("rows", [1, 2, 3])
-@pytest.mark.parametrize("k,n", [(1, 1), (7, 10), (64, 64), (130, 200), (784, 1000)])
+@pytest.mark.parametrize("k,n", [(1, 1), (7, 10), (33, 40), (64, 64), (130, 200), (784, 1000)])
 @pytest.mark.parametrize("tb", [0, 1])
 def test_gemm_few_rows_against_constant_weights(rows, k, n, tb):
     """Up to two rows take the panel (matrix-vector) kernel on AVX-512 CPUs: every panel
