@@ -43,10 +43,9 @@ Status Model::load(std::shared_ptr<const Device> device, const ModelSpec& spec, 
 
 Model::~Model() {
   std::unique_lock<std::mutex> lock(pool_mu_);
+  // Every execute() has returned, so no launch is queued; a lane may still be returning
+  // the last instance (it wakes that launch's caller only after).
   pool_cv_.wait(lock, [&] { return free_.size() == instances_.size(); });
-  lock.unlock();
-  // A lane may still be leaving complete(): let it release the instance's lock.
-  for (auto& in : instances_) std::lock_guard<std::mutex> g(in->done_mu);
 }
 
 void Model::load_impl(const ModelSpec& spec, int instances) {

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -159,13 +160,17 @@ class Model {
   const TensorInfo* tensor_at(int64_t index, const std::string& what) const;
   Status check_inputs(const std::vector<HostTensor>& inputs) const;
 
-  Instance* acquire_instance();
-  void release_instance(Instance* in);
+  // Binds `l` to the free instance `in` and submits its streams (caller or lane side).
+  // Throws std::system_error if a lane thread cannot be started.
+  void start(Launch& l, Instance& in);
+  // start(), or on failure: frees `in` and completes `l` with the error.
+  void start_or_fail(Launch& l, Instance& in);
   // Lane side. Makes the launch fail with `status` (first failure wins), wakes waiters.
   void fail(Instance& in, const Status& status);
   // Lane side: the last stream of an iteration (other than the last) finished it.
   void between_iterations(Instance& in, int64_t iteration);
-  // Lane side: the last stream of the launch finished. Touches nothing of `in` after.
+  // Lane side: the last stream of the launch finished. Copies its outputs out, hands the
+  // instance to the next queued launch (or frees it), then wakes the launch's caller.
   void complete(Instance& in);
   void copy_in(Instance& in, int64_t iteration);
 
@@ -203,13 +208,13 @@ class Model {
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
   std::vector<Instance*> free_;  // guarded by pool_mu_ (LIFO: the warmest instance first)
-  uint64_t waiting_ = 0;         // guarded by pool_mu_
+  std::deque<Launch*> queued_;   // guarded by pool_mu_: launches waiting for an instance
 
   mutable std::mutex stats_mu_;
   ModelStats stats_;  // guarded by stats_mu_ (except stream_ns_)
   std::unique_ptr<std::atomic<uint64_t>[]> stream_ns_;
   std::atomic<uint64_t> launch_ns_{0};  // moving average of launch time per iteration
-  std::atomic<int> in_flight_{0};        // launches submitted and not yet waited for
+  std::atomic<int> in_flight_{0};        // launches started and not yet completed
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task
 };

@@ -174,44 +174,44 @@ void Model::copy_in(Instance& in, int64_t iteration) {
 }
 
 void Model::complete(Instance& in) {
-  std::lock_guard<std::mutex> lock(in.done_mu);
-  in.done = true;
-  in.done_fast.store(true, std::memory_order_release);
-  in.done_cv.notify_all();  // under the lock: once it is released the caller may move on
+  Launch& l = *in.launch;
+  uint64_t copied = in.copied.load(std::memory_order_relaxed);
+  if (in.failed.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(in.fail_mu);
+    l.status = in.status;
+  } else {
+    // The last iteration's outputs that were not written in place: out of the arena
+    // before the instance serves the next launch.
+    const std::vector<uint8_t*>& last = l.bases[static_cast<size_t>(l.iterations - 1)];
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
+      std::memcpy(l.results->back()[k].data.data(), resolve(*outputs_[k], last), outputs_[k]->nbytes);
+      copied += outputs_[k]->nbytes;
+    }
+  }
+  l.copied = copied;
+  in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  Launch* next = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!queued_.empty()) {
+      next = queued_.front();
+      queued_.pop_front();
+    } else {
+      free_.push_back(&in);
+      pool_cv_.notify_all();  // the destructor waits for every instance
+    }
+  }
+  // The next caller's launch starts now, on this lane, instead of after its caller wakes up
+  // (a wake-up costs tens of microseconds here, a small model's whole run).
+  if (next) start_or_fail(*next, in);
+  std::lock_guard<std::mutex> lock(l.mu);
+  l.done = true;
+  l.done_fast.store(true, std::memory_order_release);
+  l.cv.notify_all();  // under the lock: once it is released the caller may return
 }
 
 // ---- caller side --------------------------------------------------------------------------
-
-Model::Instance* Model::acquire_instance() {
-  std::unique_lock<std::mutex> lock(pool_mu_);
-  if (free_.empty()) {
-    ++waiting_;
-    {
-      std::lock_guard<std::mutex> sl(stats_mu_);
-      stats_.peak_waiting = std::max(stats_.peak_waiting, waiting_);
-    }
-    pool_cv_.wait(lock, [&] { return !free_.empty(); });
-    --waiting_;
-  }
-  Instance* in = free_.back();
-  free_.pop_back();
-  return in;
-}
-
-void Model::release_instance(Instance* in) {
-  bool callers;
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    free_.push_back(in);
-    callers = waiting_ > 0;
-  }
-  // One free instance serves one waiting caller; with none waiting, the destructor may be.
-  if (callers) {
-    pool_cv_.notify_one();
-  } else {
-    pool_cv_.notify_all();
-  }
-}
 
 Status Model::check_inputs(const std::vector<HostTensor>& inputs) const {
   if (inputs.size() != inputs_.size()) {
@@ -244,7 +244,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
     Status st = check_inputs(list);
     if (!st.ok()) return st;
   }
-  const auto start = std::chrono::steady_clock::now();
+  const auto begin = std::chrono::steady_clock::now();
   const size_t n_iter = static_cast<size_t>(req.iterations);
   const size_t n_ret = req.return_all ? n_iter : 1;
   std::vector<std::vector<HostResult>> results(n_ret);
@@ -257,18 +257,87 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   } catch (const std::bad_alloc&) {
     return Status::Internal("out of memory allocating outputs");
   }
+  launch.iterations = req.iterations;
+  launch.return_all = req.return_all;
+  launch.request = &req;
+  launch.results = &results;
 
-  Instance* in = acquire_instance();
+  Instance* in = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!free_.empty()) {
+      in = free_.back();
+      free_.pop_back();
+    } else {  // started by the lane that frees an instance
+      queued_.push_back(&launch);
+      std::lock_guard<std::mutex> sl(stats_mu_);
+      stats_.peak_waiting = std::max<uint64_t>(stats_.peak_waiting, queued_.size());
+    }
+  }
+  if (in) start_or_fail(launch, *in);
+
+  // Poll for completion when the lanes leave this thread a core, or when launches are
+  // short (a wake-up costs ~10 us here, a good part of a 70 us run) and no other launch of
+  // the model is in flight. Never for long ones: a polling thread preempts the OpenMP
+  // team and stalls its barriers (as do several polling callers).
+  const uint64_t typical = launch_ns_.load(std::memory_order_relaxed);
+  const bool short_run = in && typical > 0 && typical < kShortLaunchNs && launch.others == 0;
+  if (spin_wait_ || short_run) {
+    const auto budget = spin_wait_ ? kSpinWait : std::chrono::microseconds(2 * typical / 1000 + 20);
+    spin_until([&] { return launch.done_fast.load(std::memory_order_acquire); }, budget);
+  }
+  {
+    std::unique_lock<std::mutex> lock(launch.mu);
+    launch.cv.wait(lock, [&] { return launch.done; });
+  }
+  // A moving average of launch times (per iteration, from leaving the queue) decides the
+  // next wait.
+  const uint64_t took = (now_ns() - launch.started_ns) / n_iter;
+  launch_ns_.store(typical == 0 ? took : (typical * 7 + took) / 8, std::memory_order_relaxed);
+  if (!launch.status.ok()) {
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    stats_.failures += 1;
+    return launch.status;
+  }
+  *outputs = std::move(results);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::lock_guard<std::mutex> sl(stats_mu_);
+  stats_.runs += 1;
+  stats_.iterations += n_iter;
+  stats_.seconds += secs;
+  stats_.bytes_copied += launch.copied + req.converted_bytes;
+  stats_.bytes_zero_copy += launch.zero_copy;
+  return Status::Ok();
+}
+
+void Model::start_or_fail(Launch& l, Instance& in) {
+  try {
+    start(l, in);
+  } catch (const std::exception& e) {  // a lane thread could not be started
+    l.status = Status::Internal(cat("cannot start the launch: ", e.what()));
+    in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(pool_mu_);
+      free_.push_back(&in);
+      pool_cv_.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(l.mu);
+    l.done = true;
+    l.done_fast.store(true, std::memory_order_release);
+    l.cv.notify_all();
+  }
+}
+
+void Model::start(Launch& l, Instance& in) {
+  const ExecRequest& req = *l.request;
+  const size_t n_iter = static_cast<size_t>(l.iterations);
+  std::vector<uint8_t*> base_template(static_cast<size_t>(io_.num_slots), nullptr);
+  base_template[kArenaSlot] = in.arena.data();
+  for (size_t k = 0; k < segments_.size(); ++k) base_template[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
   uint64_t zero_copy = 0;
-  const std::vector<uint8_t*> base_template = [&] {
-    std::vector<uint8_t*> b(static_cast<size_t>(io_.num_slots), nullptr);
-    b[kArenaSlot] = in->arena.data();
-    for (size_t k = 0; k < segments_.size(); ++k) b[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
-    return b;
-  }();
   for (size_t i = 0; i < n_iter; ++i) {
     const std::vector<HostTensor>& list = req.inputs[req.inputs.size() == 1 ? 0 : i];
-    std::vector<uint8_t*>& bases = launch.bases[i];
+    std::vector<uint8_t*>& bases = l.bases[i];
     bases = base_template;
     for (size_t k = 0; k < inputs_.size(); ++k) {
       const int slot = io_.input_slot[k];
@@ -279,87 +348,34 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
         bases[static_cast<size_t>(slot)] = static_cast<uint8_t*>(const_cast<void*>(list[k].data));
         zero_copy += x.nbytes;
       } else {  // misaligned for its type: copied to where the plan put it in the arena
-        bases[static_cast<size_t>(slot)] = in->arena.data() + x.offset;
+        bases[static_cast<size_t>(slot)] = in.arena.data() + x.offset;
       }
     }
-    std::vector<HostResult>& res = results[req.return_all ? i : 0];
+    std::vector<HostResult>& res = (*l.results)[l.return_all ? i : 0];
     for (size_t k = 0; k < outputs_.size(); ++k) {
       const int slot = io_.output_slot[k];
       if (slot < 0) continue;
       bases[static_cast<size_t>(slot)] = res[k].data.data();  // the last kernel writes the result
-      if (req.return_all || i + 1 == n_iter) zero_copy += outputs_[k]->nbytes;
+      if (l.return_all || i + 1 == n_iter) zero_copy += outputs_[k]->nbytes;
     }
   }
-  launch.iterations = req.iterations;
-  launch.return_all = req.return_all;
-  const int others = in_flight_.fetch_add(1, std::memory_order_relaxed);
-  launch.narrow = has_narrow_ && others > 0;
-  launch.request = &req;
-  launch.results = &results;
-  launch.first_generation = in->generation + 1;
-  in->generation += n_iter;
-  in->launch = &launch;
-  in->failed.store(false, std::memory_order_relaxed);
-  in->status = Status::Ok();
-  in->arrive.store(num_streams_, std::memory_order_relaxed);
-  in->pending.store(num_streams_, std::memory_order_relaxed);
-  in->copied.store(0, std::memory_order_relaxed);
-  in->done = false;
-  in->done_fast.store(false, std::memory_order_relaxed);
-  copy_in(*in, 0);
-  for (auto& r : in->runs) r->reset();
+  l.zero_copy = zero_copy;
+  l.others = in_flight_.fetch_add(1, std::memory_order_relaxed);
+  l.narrow = has_narrow_ && l.others > 0;
+  l.first_generation = in.generation + 1;
+  in.generation += n_iter;
+  in.launch = &l;
+  in.failed.store(false, std::memory_order_relaxed);
+  in.status = Status::Ok();
+  in.arrive.store(num_streams_, std::memory_order_relaxed);
+  in.pending.store(num_streams_, std::memory_order_relaxed);
+  in.copied.store(0, std::memory_order_relaxed);
+  l.started_ns = now_ns();
+  copy_in(in, 0);
+  for (auto& r : in.runs) r->reset();
   Scheduler& sched = device_->scheduler();
-  const int lane_width = launch.narrow ? 1 : width_;
-  for (auto& r : in->runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
-
-  // Poll for completion when the lanes leave this thread a core, or when launches are
-  // short (a wake-up costs ~10 us here, a good part of a 70 us run) and no other launch of
-  // the model is in flight. Never for long ones: a polling thread preempts the OpenMP
-  // team and stalls its barriers (as do several polling callers).
-  const uint64_t launched = now_ns();
-  const uint64_t typical = launch_ns_.load(std::memory_order_relaxed);
-  const bool short_run = typical > 0 && typical < kShortLaunchNs && others == 0;
-  if (spin_wait_ || short_run) {
-    const auto budget = spin_wait_ ? kSpinWait : std::chrono::microseconds(2 * typical / 1000 + 20);
-    spin_until([&] { return in->done_fast.load(std::memory_order_acquire); }, budget);
-  }
-  {
-    std::unique_lock<std::mutex> lock(in->done_mu);
-    in->done_cv.wait(lock, [&] { return in->done; });
-  }
-  in_flight_.fetch_sub(1, std::memory_order_relaxed);
-  // A moving average of launch times (per iteration) decides the next wait.
-  const uint64_t took = (now_ns() - launched) / n_iter;
-  launch_ns_.store(typical == 0 ? took : (typical * 7 + took) / 8, std::memory_order_relaxed);
-  if (in->failed.load(std::memory_order_acquire)) {
-    Status st;
-    {
-      std::lock_guard<std::mutex> lock(in->fail_mu);
-      st = in->status;
-    }
-    release_instance(in);
-    std::lock_guard<std::mutex> sl(stats_mu_);
-    stats_.failures += 1;
-    return st;
-  }
-  // The last iteration's outputs that were not written in place.
-  const std::vector<uint8_t*>& last = launch.bases[n_iter - 1];
-  uint64_t copied = in->copied.load(std::memory_order_relaxed);
-  for (size_t k = 0; k < outputs_.size(); ++k) {
-    if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
-    std::memcpy(results.back()[k].data.data(), resolve(*outputs_[k], last), outputs_[k]->nbytes);
-    copied += outputs_[k]->nbytes;
-  }
-  release_instance(in);
-  *outputs = std::move(results);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::lock_guard<std::mutex> sl(stats_mu_);
-  stats_.runs += 1;
-  stats_.iterations += n_iter;
-  stats_.seconds += secs;
-  stats_.bytes_copied += copied + req.converted_bytes;
-  stats_.bytes_zero_copy += zero_copy;
-  return Status::Ok();
+  const int lane_width = l.narrow ? 1 : width_;
+  for (auto& r : in.runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
 }
 
 }  // namespace ge

@@ -13,20 +13,31 @@ namespace ge {
 
 std::string node_prefix(const std::string& name, const std::string& op);
 
-// What one execute() binds: written by the launching thread before the streams are
-// submitted, read-only for the lanes afterwards (except the result buffers the
-// between-iterations copies fill).
+// One execute() call: owned by the caller (on its stack) until it returns. It waits in the
+// model's queue when every instance is busy; whoever frees an instance (the lane that
+// completes a launch, or the caller itself) starts it, binding it to that instance. From
+// then on it is read-only for the lanes, except the result buffers they fill and the
+// completion fields below.
 struct Model::Launch {
   int64_t iterations = 1;
   bool return_all = false;
   bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
+  int others = 0;       // launches in flight when this one started
   uint64_t first_generation = 0;
   std::vector<std::vector<uint8_t*>> bases;  // per iteration: base of each binding slot
   const ExecRequest* request = nullptr;
-  // Inputs that are copied into the arena (not bound zero-copy), per input index.
-  std::vector<char> copy_input;
   // Result buffers: one list per returned iteration.
   std::vector<std::vector<HostResult>>* results = nullptr;
+  uint64_t zero_copy = 0;   // bytes bound in place (set when started)
+  uint64_t started_ns = 0;  // when it left the queue
+
+  // Completion: written by the lane that completes the launch before `done`.
+  Status status;
+  uint64_t copied = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;  // guarded by mu
+  std::atomic<bool> done_fast{false};
 };
 
 struct Model::Instance {
@@ -38,7 +49,8 @@ struct Model::Instance {
   std::vector<std::unique_ptr<StreamRun>> runs;  // per stream
   uint64_t generation = 0;  // last generation used (launching thread only)
 
-  // Launch state: reset by the launching thread, then shared with the lanes.
+  // Run state of the launch bound to the instance: reset when one starts, then shared
+  // with the lanes.
   Launch* launch = nullptr;
   std::atomic<bool> failed{false};
   std::mutex fail_mu;
@@ -46,11 +58,6 @@ struct Model::Instance {
   std::atomic<int> arrive{0};   // streams still to finish the current iteration
   std::atomic<int> pending{0};  // streams still to finish the launch
   std::atomic<uint64_t> copied{0};
-
-  std::mutex done_mu;
-  std::condition_variable done_cv;
-  bool done = false;  // guarded by done_mu
-  std::atomic<bool> done_fast{false};
 };
 
 // One stream of one instance for one launch: runs the stream's tasks in order on the

@@ -7,6 +7,7 @@ Specs are built by hand with test_runtime.SpecBuilder; results are compared with
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -111,6 +112,44 @@ def test_instances_share_weights_and_run_concurrently():
     s = three.stats()
     assert s["runs"] == 240 and s["failures"] == 0
     assert s["peak_waiting"] <= 8
+
+
+def test_queued_launches_start_on_the_lane_that_frees_the_instance():
+    """One instance, a long sink-mode launch holding it, and callers queued behind it with
+    their own iteration counts and return_all: each is started by the lane that completes
+    the launch before it, with its own bindings, and gets its own outputs."""
+    m = _chain(n=3, shape=(64, 64)).load(rt.Device(2))
+    x_long = randn(64, 64)
+    results: dict[int, object] = {}
+    errors: list[BaseException] = []
+
+    def caller(i: int) -> None:
+        try:
+            xs = [randn(64, 64) for _ in range(i + 1)]
+            feeds = [[x] for x in xs] if i else [xs[0]]  # one iteration: one list of inputs
+            out = m.execute(feeds, iterations=i + 1, return_all=i % 2 == 1)
+            results[i] = (xs, out)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    blocker = threading.Thread(target=lambda: m.execute([x_long], iterations=20000))
+    blocker.start()
+    time.sleep(0.05)  # the blocker holds the only instance for well over this
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads + [blocker]:
+        t.join()
+    assert not errors, errors[0]
+    for i, (xs, out) in results.items():
+        if i % 2:  # every iteration's outputs, each from its own input
+            assert len(out) == i + 1
+            for x, o in zip(xs, out):
+                close(o[0], _chain_ref(x))
+        else:
+            close(out[0], _chain_ref(xs[-1]))
+    s = m.stats()
+    assert s["runs"] == 6 and s["failures"] == 0 and s["peak_waiting"] >= 1
 
 
 def test_failure_in_one_instance_leaves_the_others_alone():
