@@ -215,6 +215,39 @@ def _register_gauges(parts: ServerParts) -> None:
     if repo is not None:
         m.gauge("graphengine_repository_models",
                 lambda: {(state,): n for state, n in repo.state_counts().items()})
+        _register_model_stats(m, repo, safe)
+
+
+def _register_model_stats(m, repo, safe) -> None:
+    """The runtime's statistics of each repository model, read once per scrape."""
+    cache: dict = {"at": -1.0, "stats": {}}
+    lock = threading.Lock()
+
+    @safe
+    def read() -> dict[str, dict]:
+        return {sm.name: sm.session.runtime_stats() for sm in repo.models()}
+
+    def stats() -> dict[str, dict]:
+        with lock:  # one scrape reads every family: read the runtime once for all of them
+            now = time.monotonic()
+            if now - cache["at"] > 0.5:
+                cache["stats"] = read()
+                cache["at"] = now
+            return cache["stats"]
+
+    m.gauge("graphengine_model_runs", lambda: {(n,): s["runs"] for n, s in stats().items()})
+    m.gauge("graphengine_model_device_seconds",
+            lambda: {(n,): s["device_seconds"] for n, s in stats().items()})
+    m.gauge("graphengine_model_stream_busy_seconds",
+            lambda: {(n, str(i)): v for n, s in stats().items()
+                     for i, v in enumerate(s["stream_seconds"])})
+    m.gauge("graphengine_model_io_bytes",
+            lambda: {key: v for n, s in stats().items() for key, v in
+                     (((n, "in_place"), s["bytes_zero_copy"]), ((n, "copied"), s["bytes_copied"]))})
+    m.gauge("graphengine_model_memory_bytes",
+            lambda: {key: v for n, s in stats().items() for key, v in
+                     (((n, "arena"), s["arena_bytes"]), ((n, "weights"), s["weight_bytes"]),
+                      ((n, "prepared"), s["prepared_bytes"]))})
 
 
 def start_background(parts: ServerParts) -> None:

@@ -12,6 +12,11 @@
 | `graphengine_repository_models`            | gauge     | state               |
 | `graphengine_device_memory_bytes`          | gauge     | owner               |
 | `graphengine_inflight_requests`            | gauge     |                     |
+| `graphengine_model_runs_total`             | counter   | model               |
+| `graphengine_model_device_seconds_total`   | counter   | model               |
+| `graphengine_model_stream_busy_seconds_total` | counter | model, stream      |
+| `graphengine_model_io_bytes_total`         | counter   | model, binding      |
+| `graphengine_model_memory_bytes`           | gauge     | model, kind         |
 | `process_*`                                | (client)  | RSS, CPU, open fds  |
 
 Request stages: `queue` (waiting for a worker thread, a batch or a model instance),
@@ -20,6 +25,11 @@ Request stages: `queue` (waiting for a worker thread, a batch or a model instanc
 one item of a stream counts under the stream's name); `model` is the repository model's
 name, empty for session graphs (whose ids would make unbounded label sets). Compile
 stages are the compile report's pass stages plus `load` and `total`.
+
+The `graphengine_model_*` families are the runtime's own statistics of each repository
+model (every gear summed): native launches, their time, each stream's busy time, input and
+output bytes bound in place or copied (`binding`: in_place, copied), and device memory by
+`kind` (arena: all instances; weights; prepared: weights reordered for the kernels).
 
 Each server owns a registry, so several servers in one process (tests) do not collide.
 """
@@ -31,7 +41,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest, start_http_server
 
 from .timing import StageTimes
@@ -50,6 +60,17 @@ _GAUGES = {
     "graphengine_repository_models": ("repository models by state", ("state",)),
     "graphengine_device_memory_bytes": ("device memory held by loaded models", ("owner",)),
     "graphengine_inflight_requests": ("RPCs being handled", ()),
+    "graphengine_model_memory_bytes": ("device memory of a repository model", ("model", "kind")),
+}
+# Totals read from the runtime at scrape time (exposed with the _total suffix).
+_COUNTERS = {
+    "graphengine_model_runs": ("native launches of a repository model", ("model",)),
+    "graphengine_model_device_seconds": ("seconds in a repository model's native launches",
+                                         ("model",)),
+    "graphengine_model_stream_busy_seconds": ("seconds each stream spent running tasks",
+                                              ("model", "stream")),
+    "graphengine_model_io_bytes": ("input and output bytes bound in place or copied",
+                                   ("model", "binding")),
 }
 
 
@@ -99,8 +120,9 @@ class Metrics:
         self.batch_size.labels(model).observe(rows)
 
     def gauge(self, name: str, source: Callable[[], dict[tuple[str, ...], float]]) -> None:
-        """Read `source` at every scrape for gauge `name` (one of _GAUGES)."""
-        if name not in _GAUGES:
+        """Read `source` at every scrape for gauge or counter `name` (one of _GAUGES or
+        _COUNTERS; a counter's source returns running totals)."""
+        if name not in _GAUGES and name not in _COUNTERS:
             raise KeyError(f"unknown gauge {name}")
         self._sources[name] = source
 
@@ -128,14 +150,18 @@ class _StateCollector:
     def __init__(self, sources: dict[str, Callable[[], dict[tuple[str, ...], float]]]) -> None:
         self._sources = sources
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
-        for name, (help_text, labels) in _GAUGES.items():
-            family = GaugeMetricFamily(name, help_text, labels=list(labels))
+    def _families(self):
+        for table, kind in ((_GAUGES, GaugeMetricFamily), (_COUNTERS, CounterMetricFamily)):
+            for name, (help_text, labels) in table.items():
+                yield name, kind(name, help_text, labels=list(labels))
+
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        for name, family in self._families():
             source = self._sources.get(name)
             for values, value in (source() if source else {}).items():
                 family.add_metric(list(values), value)
             yield family
 
-    def describe(self) -> Iterable[GaugeMetricFamily]:
-        for name, (help_text, labels) in _GAUGES.items():
-            yield GaugeMetricFamily(name, help_text, labels=list(labels))
+    def describe(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        for _name, family in self._families():
+            yield family

@@ -404,6 +404,30 @@ class Session:
                 total += sum(p.device_bytes for p in e.models.values())
         return total
 
+    def runtime_stats(self) -> dict:
+        """The runtime's statistics summed over every loaded model of the session (each
+        graph, signature and gear): runs, device_seconds, stream_seconds (per stream index),
+        bytes_copied, bytes_zero_copy, arena_bytes, weight_bytes, prepared_bytes."""
+        with self._lock:
+            entries = list(self._graphs.values())
+        keys = ("runs", "device_seconds", "bytes_copied", "bytes_zero_copy", "arena_bytes",
+                "weight_bytes", "prepared_bytes")
+        total: dict = dict.fromkeys(keys, 0)
+        streams: list[float] = []
+        for e in entries:
+            with e.lock:
+                pools = list(e.models.values())
+            for model in (m for p in pools for m in p.models):
+                s = model.stats()
+                for k in keys:
+                    total[k] += s[k]
+                for i, secs in enumerate(s["stream_seconds"]):
+                    if i == len(streams):
+                        streams.append(0.0)
+                    streams[i] += secs
+        total["stream_seconds"] = streams
+        return total
+
     @property
     def loaded_models(self) -> int:
         with self._lock:

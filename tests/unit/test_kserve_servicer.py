@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import onnx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
@@ -116,6 +117,16 @@ def test_infer_stream_and_statistics(served) -> None:
     assert 'graphengine_request_duration_seconds_count{api="ModelInfer",model="mlp",' \
            'stage="execute"} 2.0' in text
     assert 'graphengine_repository_models{state="READY"} 1.0' in text
+    # the runtime's own statistics of the model: one native launch per successful request
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    mlp = (("model", "mlp"),)
+    assert samples[("graphengine_model_runs_total", mlp)] == 5
+    assert samples[("graphengine_model_device_seconds_total", mlp)] > 0
+    assert samples[("graphengine_model_stream_busy_seconds_total", mlp + (("stream", "0"),))] > 0
+    assert samples[("graphengine_model_io_bytes_total", (("binding", "in_place"),) + mlp)] > 0
+    for kind in ("arena", "weights"):
+        assert samples[("graphengine_model_memory_bytes", (("kind", kind),) + mlp)] > 0
 
 
 def test_metadata_config_and_repository_control(served) -> None:
