@@ -37,8 +37,8 @@ class CompileOptions:
     layouts: bool = True  # keep activations in one format between TransData nodes
     # that format: "auto" (blocked for depthwise CNNs, else nhwc), "nhwc", "nChw8c", "nChw16c"
     layout_format: str = "auto"
-    # run memory-bound separable graphs in cache-sized sub-batches (opt-in: see batch_split.py)
-    batch_split: bool = False
+    # run memory-bound separable graphs in cache-sized sub-batches (see batch_split.py)
+    batch_split: bool = True
 
     def __post_init__(self) -> None:
         if self.layout_format not in REGION_FORMATS:

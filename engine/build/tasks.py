@@ -61,6 +61,7 @@ class _Layout:
         self.slots: list[TensorSlot] = []
         self.index: dict[Value, int] = {}
         self.storage: dict[Value, int] = {}  # value -> storage id (activations only)
+        self.view_offset: dict[Value, int] = {}  # bytes into its storage (leading slices)
         self.storage_size: list[int] = []
         self.weights: list[tuple[int, np.ndarray]] = []  # (slot, C-contiguous array)
 
@@ -73,13 +74,16 @@ class _Layout:
                                          -1, "nchw" if self.formats else ""))
         return self.index[v]
 
-    def activation(self, v: Value, alias_of: Value | None = None) -> int:
+    def activation(self, v: Value, alias_of: Value | None = None, offset: int = 0) -> int:
         if v not in self.index:
             if v.meta is None or not v.meta.is_static:
                 raise InvalidGraph(f"tensor '{v.name}' has no static shape at build time",
                                    tensor=v.name)
             if alias_of is not None:
                 self.storage[v] = self.storage[alias_of]
+                at = self.view_offset.get(alias_of, 0) + offset
+                if at:
+                    self.view_offset[v] = at
             else:
                 self.storage[v] = len(self.storage_size)
                 self.storage_size.append(storage_nbytes(v) if self.formats else v.meta.nbytes)
@@ -173,6 +177,38 @@ def _cost(node: Node) -> float:
     return max(n, 1.0)
 
 
+def _leading_slice(node: Node) -> int | None:
+    """For a Slice that keeps whole samples (static bounds on axis 0 only, step 1, of a
+    computed tensor), the byte offset of its output in the input: a contiguous block, since
+    axis 0 is outermost in every storage format, so the output is a view and no task runs.
+    None for any other node."""
+    if node.op_type != "Slice" or len(node.inputs) < 3:
+        return None
+    x = node.inputs[0]
+    bounds = node.inputs[1:]
+    if x is None or x.is_constant or x.meta is None or not x.meta.is_static or not x.meta.rank:
+        return None
+    if any(b is not None and not b.is_constant for b in bounds):
+        return None
+    starts = np.asarray(bounds[0].const).reshape(-1)
+    axes = np.asarray(bounds[2].const).reshape(-1) if len(bounds) > 2 and bounds[2] is not None \
+        else np.arange(len(starts))
+    steps = np.asarray(bounds[3].const).reshape(-1) if len(bounds) > 3 and bounds[3] is not None \
+        else np.ones(len(starts), np.int64)
+    n = x.meta.shape[0]
+    if len(starts) != 1 or len(axes) != 1 or int(axes[0]) not in (0, -x.meta.rank) \
+            or int(steps[0]) != 1 or n <= 0:
+        return None
+    out = node.outputs[0].meta
+    if out is None or not out.is_static or tuple(out.shape[1:]) != tuple(x.meta.shape[1:]):
+        return None
+    start = int(starts[0])
+    start = min(max(start + n if start < 0 else start, 0), n)
+    if start + out.shape[0] > n:
+        return None
+    return start * (storage_nbytes(x) // n)
+
+
 class _Step:
     """One task-producing node of a device partition (views produce no task)."""
 
@@ -202,7 +238,11 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1
         schema = ops.get(node.op_type, node)
         src = node.input(schema.alias[0]) if 0 in schema.alias else None
         view = src is not None and not src.is_constant
-        outs = [layout.activation(out, alias_of=src if view and i == 0 else None)
+        offset = _leading_slice(node)
+        if offset is not None:
+            src, view = node.inputs[0], True
+        outs = [layout.activation(out, alias_of=src if view and i == 0 else None,
+                                  offset=offset or 0)
                 for i, out in enumerate(node.outputs)]
         if view:
             continue  # the output is the input's bytes under another shape: no task
@@ -232,7 +272,8 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1
     plan = plan_storages(layout.storage_size, defined, uses, sched)
     for v, idx in layout.index.items():
         if layout.slots[idx].region == "arena":
-            layout.slots[idx].offset = plan.offsets[layout.storage[v]]
+            layout.slots[idx].offset = plan.offsets[layout.storage[v]] + \
+                layout.view_offset.get(v, 0)
     prog = DeviceProgram(
         index=part.index, tensors=layout.slots, weights=layout.segments(),
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,

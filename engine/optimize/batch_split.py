@@ -6,13 +6,14 @@ at batch 4-8, where one sub-batch's activations stay in the last-level cache. Wh
 graph treats samples independently, this pass slices the batch inputs along axis 0 into k
 chunks, clones the graph once per chunk (weights shared: the runtime prepares them once),
 runs the chunks one after the other (the memory planner reuses one chunk's arena for the
-next) and concatenates the outputs. Results are bit-identical per sample.
+next) and concatenates the outputs. Results are bit-identical per sample. The slices cost
+nothing: whole samples are contiguous, so task generation makes them views of the input
+(the runtime binds them to the caller's array).
 
-Opt-in (CompileOptions.batch_split): on the 2-core benchmark VM MobileNetV2 runs ~9-15% faster
-per image at batch 8 than at batch 32, and the split graph was up to 7% faster in one process,
-but in the side-by-side benchmark (fresh processes, best of rounds) it gained nothing
-reliable: 4x the tasks, input slices (~1.8 ms at batch 32) and 4 passes over the classifier
-weights eat the gain, and run-to-run noise exceeds what is left.
+On by default (CompileOptions.batch_split). MobileNetV2 at batch 32 on the 2-core VM, in one
+process, alternating rounds: 124.1 vs 135.0 ms median (6 of 6 rounds faster). While the
+slices were copies (~1.8 ms at batch 32) it gained nothing reliable; spreading the chunks
+over 2 streams with one thread each measured the same as one stream (132.0 vs 130.2 ms).
 
 It fires only when
   * every node is on the device, in one partition, and is separable: each non-constant

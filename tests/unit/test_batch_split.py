@@ -15,7 +15,6 @@ RNG = np.random.default_rng(5)
 
 
 def _compile_and_check(model, feeds, **opts):
-    opts.setdefault("batch_split", True)  # opt-in
     compiled = compile_graph(load_model(model), CompileOptions(lint=True, **opts))
     ours = load(compiled).execute(feeds)
     ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
@@ -59,6 +58,12 @@ def test_mobilenet_runs_in_chunks_and_matches_onnxruntime(monkeypatch, batch, fi
                                  f"{batch // chunks}"]
     assert _count(compiled, "Conv") == chunks * _count(unsplit, "Conv")
     assert _count(compiled, "Slice") == chunks and _count(compiled, "Concat") == 1
+    # the chunks are views of the input (whole samples are contiguous): no Slice task runs,
+    # and the runtime binds the caller's array, slices included
+    (prog,) = compiled.programs
+    assert "Slice" not in {t.op for t in prog.tasks}
+    native = load(compiled).natives[prog.index]
+    assert native.zero_copy["inputs"] == [model.graph.input[0].name]
     # one chunk's activations at a time: the arena shrinks
     assert compiled.report.memory.arena_bytes < unsplit.report.memory.arena_bytes
 
@@ -123,8 +128,8 @@ def test_separable_tiny_graph_is_split_and_option_turns_it_off(monkeypatch):
     x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
     assert len(_splits(_compile_and_check(model, {"x": x}))) == 1
     assert _splits(_compile_and_check(model, {"x": x}, batch_split=False)) == []
-    assert CompileOptions().batch_split is False  # opt-in
-    assert _splits(compile_graph(load_model(model), CompileOptions())) == []
+    assert CompileOptions().batch_split is True  # on unless turned off
+    assert len(_splits(compile_graph(load_model(model), CompileOptions()))) == 1
 
 
 def test_compute_bound_graphs_and_batch_one_are_not_split(monkeypatch):
@@ -159,3 +164,30 @@ def test_chunk_is_the_largest_divisor_that_fits(monkeypatch):
     monkeypatch.setattr(batch_split, "MAX_CHUNKS", 4)
     monkeypatch.setattr(batch_split, "CACHE_BYTES", largest)
     assert batch_split.plan_chunk(g) is None  # 12 chunks would be too many
+
+
+def test_leading_slices_are_views_others_are_tasks():
+    """Task generation: a Slice of whole samples (axis 0, step 1) aliases its input at an
+    offset; other slices (inner axis, step 2) stay kernels. Results match onnxruntime."""
+    x = RNG.normal(size=(6, 4, 5)).astype(np.float32)
+
+    def model(axes, steps, start, end):
+        inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                 (("s", [start]), ("e", [end]), ("a", axes), ("t", steps))]
+        nodes = [helper.make_node("Relu", ["x"], ["r"]),
+                 helper.make_node("Slice", ["r", "s", "e", "a", "t"], ["c"]),
+                 helper.make_node("Sigmoid", ["c"], ["y"])]
+        g = helper.make_graph(nodes, "slice", [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
+                "y", TensorProto.FLOAT, None)], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+    for axes, steps, start, end, view in [([0], [1], 2, 5, True), ([0], [1], -3, 100, True),
+                                          ([1], [1], 1, 3, False), ([0], [2], 0, 6, False)]:
+        compiled = _compile_and_check(model(axes, steps, start, end), {"x": x})
+        (prog,) = compiled.programs
+        assert ("Slice" not in {t.op for t in prog.tasks}) is view
+        if view:
+            slots = {t.name: t for t in prog.tensors}
+            first = start % 6
+            assert slots["c"].offset == slots["r"].offset + first * 4 * 5 * 4
