@@ -20,12 +20,14 @@ conv_dw fusion). "auto" picks the blocked format for graphs with depthwise convo
 NHWC otherwise.
 
 A node is layout-agnostic when the device kernel computes the same result in the region's
-format: convolutions, pools, BatchNormalization, unary elementwise ops, and binary
-elementwise ops whose inputs are all activations of one shape. In a blocked region, a
-value whose channels are not a multiple of the block is stored padded (zero channels up to
-the next block) when only convolutions read it — the runtime lets no other kernel touch a
-padded tensor — and NHWC otherwise. A convolution reads a plain input with fewer channels
-than a block (the image) as it is: oneDNN's first-layer kernels take it directly.
+format: convolutions, pools, BatchNormalization, unary elementwise ops, binary elementwise
+ops whose inputs are all activations of one shape, and Concat of 4-D activations (the
+kernel joins the bytes as stored; blocked only when no operand's channels would be padded).
+In a blocked region, a value whose channels are not a multiple of the block is stored
+padded (zero channels up to the next block) when only convolutions read it — the runtime
+lets no other kernel touch a padded tensor — and NHWC otherwise. A convolution reads a
+plain input with fewer channels than a block (the image) as it is: oneDNN's first-layer
+kernels take it directly.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ def _agnostic(node: Node) -> bool:
     if node.op_type == "EltwiseChain":  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not _is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)
+    if node.op_type == "Concat":  # joins the bytes as stored, in any one format
+        return bool(node.inputs) and all(_is_act4d(v) for v in node.inputs)
     return False
 
 
@@ -168,6 +172,9 @@ def _output_format(node: Node, region: str, graph_outputs: set[Value]) -> str:
     if region == NHWC:
         return NHWC
     out = node.outputs[0]
+    if node.op_type == "Concat":  # blocked only if no operand would be padded
+        whole = all(v.meta.shape[1] % BLOCKS[region] == 0 for v in [*node.inputs, out])
+        return region if whole else NHWC
     if out.meta.shape[1] % BLOCKS[region] == 0:
         return region
     # padded: only convolutions may read it (values leaving get a TransData, which may too)

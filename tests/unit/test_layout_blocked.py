@@ -167,3 +167,20 @@ def test_kernel_info_offers_padded_blocked_formats_to_conv_and_transdata_only():
     assert "nChw16c" in td["formats"]
     pool = _runtime.kernel_info("MaxPool", ["float32"], [[1, 24, 8, 8]])
     assert pool["formats"] == ["nchw", "nhwc", "nChw8c"]
+
+
+@pytest.mark.parametrize("fmt,channels,concat_format", [
+    ("nhwc", 12, "nhwc"), ("nChw16c", 16, "nChw16c"), ("nChw8c", 12, "nhwc")])
+def test_concat_of_conv_towers_stays_in_the_region(fmt, channels, concat_format):
+    """Concat joins the towers in the region's format: no TransData around it (blocked only
+    when no operand would be padded, else NHWC); outputs match onnxruntime."""
+    model = zoo.branchy(towers=3, channels=channels, size=10, batch=2, depth=1)
+    feeds = zoo.random_inputs(model, seed=4, batch=2)
+    run_both(model, feeds, fmt)
+    g = optimized(model, fmt)
+    (cat,) = [n for n in g.nodes if n.op_type == "Concat"]
+    assert cat.outputs[0].format == concat_format
+    # a tower whose channels would be padded writes NHWC itself (a Concat reads it)
+    assert all(v.producer.op_type == "Conv" and v.format == concat_format for v in cat.inputs)
+    # TransData only at the edges: after the input (unless read plain) and before the output
+    assert sum(n.op_type == "TransData" for n in g.nodes) <= 2
