@@ -153,7 +153,7 @@ class LoadedModel:
         all N iterations in one native launch; otherwise they run one after the other.
         """
         if self._fast is not None and iterations == 1 and not return_all and \
-                output_names is None and isinstance(inputs, Mapping):
+                output_names is None and (type(inputs) is dict or isinstance(inputs, Mapping)):
             result = self._execute_fast(inputs)  # counted by the native model
             if result is not None:
                 return result

@@ -43,7 +43,7 @@ class InstancePool:
         self._waiting = 0  # runs waiting for a permit (guarded by _lock)
         # One LoadedModel with every instance: it queues extra runs natively, so a run
         # with no deadline, cancel or stage times to honour needs no permit from here.
-        self._shared = self.models[0] if len(self.models) == 1 else None
+        self.shared = self.models[0] if len(self.models) == 1 else None
 
     @property
     def device_bytes(self) -> int:
@@ -72,8 +72,8 @@ class InstancePool:
     def execute(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
                 control: RunControl | None = None, times: StageTimes | None = None
                 ) -> dict[str, np.ndarray]:
-        if times is None and control is None and self._shared is not None:
-            return self._shared.execute(inputs, output_names)  # waits natively if it must
+        if times is None and control is None and self.shared is not None:
+            return self.shared.execute(inputs, output_names)  # waits natively if it must
         if times is None:
             model = self._acquire(control)
             try:

@@ -71,7 +71,10 @@ class _GraphEntry:
             v.name: tuple(v.meta.shape) for v in graph.inputs}
         self.static_key = None if self.static_shapes is None else _signature_key(
             self.static_shapes)
-        self.last_signature: tuple[dict, InstancePool] | None = None
+        # (the input shapes in graph order, their pool) of the previous run; cleared when
+        # the pool is evicted
+        self.last_signature: tuple[tuple, InstancePool] | None = None
+        self.input_names = tuple(v.name for v in graph.inputs)
 
     @property
     def symbolic(self) -> bool:
@@ -266,21 +269,26 @@ class Session:
                 pool = entry.models.get(entry.static_key)
                 if pool is None:
                     pool = self._pool_for(entry, entry.static_shapes, control, times)
+                if pool.shared is not None and control is None and times is None:
+                    return pool.shared.execute(inputs, output_names)  # queues natively
                 return pool.execute(inputs, output_names, control, times)
-            shapes = {}
-            for v in entry.graph.inputs:
-                x = inputs.get(v.name)
+            shapes = []
+            for name in entry.input_names:
+                x = inputs.get(name)
                 if x is None:
-                    raise InvalidInput(f"missing input '{v.name}' (expected {v.meta})",
-                                       graph=entry.graph.name, tensor=v.name)
-                shapes[v.name] = x.shape if isinstance(x, np.ndarray) else np.shape(x)
-            # (shapes, pool) of the previous run; cleared when its pool is evicted
+                    meta = entry.graph.values[name].meta
+                    raise InvalidInput(f"missing input '{name}' (expected {meta})",
+                                       graph=entry.graph.name, tensor=name)
+                shapes.append(x.shape if type(x) is np.ndarray else np.shape(x))
+            key = tuple(shapes)
             last = entry.last_signature
-            if last is not None and last[0] == shapes:
+            if last is not None and last[0] == key:
                 pool = last[1]
             else:
-                pool = self._pool_for(entry, shapes, control, times)
-                entry.last_signature = (shapes, pool)
+                pool = self._pool_for(entry, dict(zip(entry.input_names, key)), control, times)
+                entry.last_signature = (key, pool)
+            if pool.shared is not None and control is None and times is None:
+                return pool.shared.execute(inputs, output_names)  # queues natively
             return pool.execute(inputs, output_names, control, times)
         finally:
             with self._lock:
