@@ -219,21 +219,11 @@ def _register_gauges(parts: ServerParts) -> None:
 
 
 def _register_model_stats(m, repo, safe) -> None:
-    """The runtime's statistics of each repository model, read once per scrape."""
-    cache: dict = {"at": -1.0, "stats": {}}
-    lock = threading.Lock()
+    """The runtime's statistics of each repository model, read at scrape time."""
 
     @safe
-    def read() -> dict[str, dict]:
-        return {sm.name: sm.session.runtime_stats() for sm in repo.models()}
-
     def stats() -> dict[str, dict]:
-        with lock:  # one scrape reads every family: read the runtime once for all of them
-            now = time.monotonic()
-            if now - cache["at"] > 0.5:
-                cache["stats"] = read()
-                cache["at"] = now
-            return cache["stats"]
+        return {sm.name: sm.session.runtime_stats() for sm in repo.models()}
 
     m.gauge("graphengine_model_runs", lambda: {(n,): s["runs"] for n, s in stats().items()})
     m.gauge("graphengine_model_device_seconds",

@@ -74,12 +74,6 @@ class InstancePool:
                 ) -> dict[str, np.ndarray]:
         if times is None and control is None and self.shared is not None:
             return self.shared.execute(inputs, output_names)  # waits natively if it must
-        if times is None:
-            model = self._acquire(control)
-            try:
-                return model.execute(inputs, output_names)
-            finally:
-                self._release(model)
         t0 = time.perf_counter()
         model = self._acquire(control)
         t1 = time.perf_counter()
@@ -87,5 +81,6 @@ class InstancePool:
             return model.execute(inputs, output_names)
         finally:
             self._release(model)
-            times.add("queue", t1 - t0)
-            times.add("execute", time.perf_counter() - t1)
+            if times is not None:
+                times.add("queue", t1 - t0)
+                times.add("execute", time.perf_counter() - t1)

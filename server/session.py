@@ -269,8 +269,6 @@ class Session:
                 pool = entry.models.get(entry.static_key)
                 if pool is None:
                     pool = self._pool_for(entry, entry.static_shapes, control, times)
-                if pool.shared is not None and control is None and times is None:
-                    return pool.shared.execute(inputs, output_names)  # queues natively
                 return pool.execute(inputs, output_names, control, times)
             shapes = []
             for name in entry.input_names:
@@ -287,8 +285,6 @@ class Session:
             else:
                 pool = self._pool_for(entry, dict(zip(entry.input_names, key)), control, times)
                 entry.last_signature = (key, pool)
-            if pool.shared is not None and control is None and times is None:
-                return pool.shared.execute(inputs, output_names)  # queues natively
             return pool.execute(inputs, output_names, control, times)
         finally:
             with self._lock:

@@ -188,7 +188,7 @@ class PrimitiveKernel : public Kernel {
     prim_.execute(ctx);
     return Status::Ok();
   }
-  std::string impl() const override { return prim_.valid() ? prim_.impl() : "copy"; }
+  std::string impl() const override { return prim_.impl(); }
 
   const Device& dev_;
   Prim prim_;
@@ -210,6 +210,7 @@ class PrimitiveOrCopyKernel : public PrimitiveKernel {
     }
     return Status::Ok();
   }
+  std::string impl() const override { return prim_.valid() ? prim_.impl() : "copy"; }
 
   const TensorInfo* x_ = nullptr;
   const TensorInfo* y_ = nullptr;

@@ -150,7 +150,7 @@ class GemvKernel : public Kernel {
   GemvSpec spec_;
   Epilogue epilogue_;
   PanelFn fn_ = nullptr;
-  int64_t panels_ = 0, panel_width_ = kWidePanel;
+  int64_t panels_ = 0;
   int64_t max_threads_ = 1;
   std::shared_ptr<const AlignedBuffer> weights_;
 };
@@ -206,16 +206,16 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
   auto k = std::make_unique<GemvKernel>();
   k->spec_ = s;
   k->epilogue_ = e;
-  k->panel_width_ = s.n > 48 ? kWidePanel : kNarrowPanel;
-  k->panels_ = (s.n + k->panel_width_ - 1) / k->panel_width_;
+  const int64_t width = s.n > 48 ? kWidePanel : kNarrowPanel;
+  k->panels_ = (s.n + width - 1) / width;
   const int64_t weight_bytes = s.k * s.n * static_cast<int64_t>(sizeof(float));
   k->max_threads_ = std::max<int64_t>(1, std::min(k->panels_, weight_bytes / kBytesPerThread));
-  if (k->panel_width_ == kWidePanel) {
+  if (width == kWidePanel) {
     k->fn_ = s.rows == 1 ? gemv_panels<1, 4> : gemv_panels<2, 4>;
   } else {
     k->fn_ = s.rows == 1 ? gemv_panels<1, 1> : gemv_panels<2, 1>;
   }
-  k->weights_ = pack_panels(a, s, k->panels_, k->panel_width_);
+  k->weights_ = pack_panels(a, s, k->panels_, width);
   return k;
 }
 

@@ -161,10 +161,12 @@ class Model {
   Status check_inputs(const std::vector<HostTensor>& inputs) const;
 
   // Binds `l` to the free instance `in` and submits its streams (caller or lane side).
-  // Throws std::system_error if a lane thread cannot be started.
-  void start(Launch& l, Instance& in);
-  // start(), or on failure: frees `in` and completes `l` with the error.
-  void start_or_fail(Launch& l, Instance& in);
+  // Internal if the bindings cannot be allocated (nothing is shared then).
+  Status start(Launch& l, Instance& in);
+  // start(), or on failure: passes `in` on (release) and completes `l` with the error.
+  void begin(Launch& l, Instance& in);
+  // Hands `in` to the next queued launch (begin) or returns it to the free list.
+  void release(Instance& in);
   // Lane side. Makes the launch fail with `status` (first failure wins), wakes waiters.
   void fail(Instance& in, const Status& status);
   // Lane side: the last stream of an iteration (other than the last) finished it.

@@ -191,6 +191,13 @@ void Model::complete(Instance& in) {
   }
   l.copied = copied;
   in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  // The next caller's launch starts now, on this lane, instead of after its caller wakes up
+  // (a wake-up costs tens of microseconds here, a small model's whole run).
+  release(in);
+  l.wake();
+}
+
+void Model::release(Instance& in) {
   Launch* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
@@ -202,13 +209,15 @@ void Model::complete(Instance& in) {
       pool_cv_.notify_all();  // the destructor waits for every instance
     }
   }
-  // The next caller's launch starts now, on this lane, instead of after its caller wakes up
-  // (a wake-up costs tens of microseconds here, a small model's whole run).
-  if (next) start_or_fail(*next, in);
-  std::lock_guard<std::mutex> lock(l.mu);
-  l.done = true;
-  l.done_fast.store(true, std::memory_order_release);
-  l.cv.notify_all();  // under the lock: once it is released the caller may return
+  if (next) begin(*next, in);
+}
+
+void Model::begin(Launch& l, Instance& in) {
+  Status st = start(l, in);
+  if (st.ok()) return;
+  l.status = st;
+  release(in);
+  l.wake();
 }
 
 // ---- caller side --------------------------------------------------------------------------
@@ -244,7 +253,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
     Status st = check_inputs(list);
     if (!st.ok()) return st;
   }
-  const auto begin = std::chrono::steady_clock::now();
+  const auto entered = std::chrono::steady_clock::now();
   const size_t n_iter = static_cast<size_t>(req.iterations);
   const size_t n_ret = req.return_all ? n_iter : 1;
   std::vector<std::vector<HostResult>> results(n_ret);
@@ -274,7 +283,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
       stats_.peak_waiting = std::max<uint64_t>(stats_.peak_waiting, queued_.size());
     }
   }
-  if (in) start_or_fail(launch, *in);
+  if (in) begin(launch, *in);
 
   // Poll for completion when the lanes leave this thread a core, or when launches are
   // short (a wake-up costs ~10 us here, a good part of a 70 us run) and no other launch of
@@ -300,7 +309,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
     return launch.status;
   }
   *outputs = std::move(results);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
   std::lock_guard<std::mutex> sl(stats_mu_);
   stats_.runs += 1;
   stats_.iterations += n_iter;
@@ -310,35 +319,21 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   return Status::Ok();
 }
 
-void Model::start_or_fail(Launch& l, Instance& in) {
-  try {
-    start(l, in);
-  } catch (const std::exception& e) {  // a lane thread could not be started
-    l.status = Status::Internal(cat("cannot start the launch: ", e.what()));
-    in_flight_.fetch_sub(1, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(pool_mu_);
-      free_.push_back(&in);
-      pool_cv_.notify_all();
-    }
-    std::lock_guard<std::mutex> lock(l.mu);
-    l.done = true;
-    l.done_fast.store(true, std::memory_order_release);
-    l.cv.notify_all();
-  }
-}
-
-void Model::start(Launch& l, Instance& in) {
+Status Model::start(Launch& l, Instance& in) {
   const ExecRequest& req = *l.request;
   const size_t n_iter = static_cast<size_t>(l.iterations);
-  std::vector<uint8_t*> base_template(static_cast<size_t>(io_.num_slots), nullptr);
-  base_template[kArenaSlot] = in.arena.data();
-  for (size_t k = 0; k < segments_.size(); ++k) base_template[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
+  try {  // the only allocations: before anything is shared
+    const std::vector<uint8_t*> base_template(static_cast<size_t>(io_.num_slots), nullptr);
+    for (auto& bases : l.bases) bases = base_template;
+  } catch (const std::bad_alloc&) {
+    return Status::Internal("out of memory binding the launch");
+  }
   uint64_t zero_copy = 0;
   for (size_t i = 0; i < n_iter; ++i) {
     const std::vector<HostTensor>& list = req.inputs[req.inputs.size() == 1 ? 0 : i];
     std::vector<uint8_t*>& bases = l.bases[i];
-    bases = base_template;
+    bases[kArenaSlot] = in.arena.data();
+    for (size_t k = 0; k < segments_.size(); ++k) bases[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
     for (size_t k = 0; k < inputs_.size(); ++k) {
       const int slot = io_.input_slot[k];
       if (slot < 0) continue;
@@ -375,7 +370,9 @@ void Model::start(Launch& l, Instance& in) {
   for (auto& r : in.runs) r->reset();
   Scheduler& sched = device_->scheduler();
   const int lane_width = l.narrow ? 1 : width_;
+  // Does not throw: the lanes of both widths were started when the model was loaded.
   for (auto& r : in.runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
+  return Status::Ok();
 }
 
 }  // namespace ge

@@ -38,6 +38,14 @@ struct Model::Launch {
   std::condition_variable cv;
   bool done = false;  // guarded by mu
   std::atomic<bool> done_fast{false};
+
+  // Marks the launch complete and wakes its caller; touches nothing of the launch after.
+  void wake() {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    done_fast.store(true, std::memory_order_release);
+    cv.notify_all();  // under the lock: once it is released the caller may return
+  }
 };
 
 struct Model::Instance {
