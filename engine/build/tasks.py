@@ -156,6 +156,13 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
             if key in node.attrs:
                 attrs[key[1:]] = node.attrs[key]
         inputs += [ins[at], ins[at + 1]]
+    if node.attrs.get("_pw"):  # projection stage (optimize/fusion_conv_block.py)
+        at = node.attrs["_pw_input"]
+        attrs["pw"] = 1
+        for key in ("_pw_activation", "_pw_activation_alpha", "_pw_activation_beta"):
+            if key in node.attrs:
+                attrs[key[1:]] = node.attrs[key]
+        inputs += [ins[at], ins[at + 1]]
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])

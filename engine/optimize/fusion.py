@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir import Engine, Graph, Node, Value
 from ..passes import PassResult
+from .fusion_conv_block import match_conv_block, rewrite_conv_block
 from .fusion_conv_dw import match_conv_dw, rewrite_conv_dw
 
 
@@ -337,6 +338,7 @@ FUSIONS: list[Fusion] = [
     Fusion("residual_add", _match_residual, _rewrite_residual),
     Fusion("activation", _match_activation, _rewrite_activation),
     Fusion("conv_dw", match_conv_dw, rewrite_conv_dw),  # after activation: both carry theirs
+    Fusion("conv_block", match_conv_block, rewrite_conv_block),  # after conv_dw: ends its node
     ELTWISE_CHAIN,  # last: epilogues of Conv/MatMul take their activations first
 ]
 

@@ -23,7 +23,7 @@ struct Rule {
 
 // Every op of the kernel registry, with the facts its factory checks first.
 const Rule kRules[] = {
-    {"Conv", 2, 6, Types::kF32, 3, 5},
+    {"Conv", 2, 8, Types::kF32, 3, 5},
     {"MaxPool", 1, 1, Types::kF32, 3, 5},
     {"AveragePool", 1, 1, Types::kF32, 3, 5},
     {"GlobalAveragePool", 1, 1, Types::kF32, 3, 5},

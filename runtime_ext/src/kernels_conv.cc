@@ -9,9 +9,20 @@
 // to memory. Inputs: X, W, B (may be omitted), then the depthwise weights [M,1,3,3] and
 // bias [M], both constant; the 1x1's activation applies before the depthwise stage and
 // dw_activation (with dw_activation_alpha / _beta) after it. Not combinable with sum.
+//
+// Project stage (attribute pw=1, from the compiler's conv_block fusion): the node ends in
+// a 1x1 projection (weights [P,M,1,1] and bias [P], constant, after the depthwise inputs),
+// with pw_activation and an optional residual (sum=1, last input): an inverted-residual
+// block, run by the block kernel of conv_block.cc instead of oneDNN. With dw=1 the node is
+// expand -> depthwise -> project; with dw=0 its own W is the depthwise [C,1,3,3] (group C,
+// pads 1, stride 1 or 2) and `activation` follows it.
+#include <omp.h>
+
 #include <cstring>
+#include <limits>
 #include <string>
 
+#include "conv_block.h"
 #include "dnnl_util.h"
 #include "kernels.h"
 
@@ -334,9 +345,218 @@ Status ConvKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
+
+// ---- inverted-residual block (pw=1) --------------------------------------------------
+block::Clip block_clip(const Fusion& f, const char* stage) {
+  if (!f.activation) return {};
+  const float inf = std::numeric_limits<float>::infinity();
+  if (f.alg == dnnl::algorithm::eltwise_relu && f.alpha == 0.f) return {true, 0.f, inf};
+  if (f.alg == dnnl::algorithm::eltwise_clip_v2 || f.alg == dnnl::algorithm::eltwise_clip) {
+    return {true, f.alpha, f.beta};
+  }
+  invalid("the block kernel applies Relu or Clip only, the ", stage, " stage has another activation");
+}
+
+// Where sample 0 of `t` starts and how its elements are laid out, if the block kernel can
+// address its format directly (NHWC or nChw16c).
+bool block_view(const TensorInfo& t, block::View* v, int64_t* ns) {
+  const int64_t c = t.shape[1], h = t.shape[2], w = t.shape[3];
+  if (t.format == Format::kNhwc) {
+    *v = block::View{nullptr, 16, w * c, c};
+    *ns = h * w * c;
+    return true;
+  }
+  if (t.format == Format::kNChw16c) {
+    *v = block::View{nullptr, h * w * 16, w * 16, 16};
+    *ns = (c + 15) / 16 * 16 * h * w;
+    return true;
+  }
+  return false;
+}
+
+class ConvBlockKernel : public Kernel {
+ public:
+  explicit ConvBlockKernel(const KernelArgs& a);
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override {
+    for (Prim* p : {&x_in_, &r_in_, &y_out_}) p->set_instances(n, dev_.engine());
+  }
+  Status run(ExecContext& ctx) override;
+  std::string impl() const override { return "block avx512"; }
+
+ private:
+  // A tensor the kernel reads or writes: in place, or through a nChw16c copy in the
+  // workspace (converted by a oneDNN reorder) when stored in another format.
+  struct Side {
+    const TensorInfo* t = nullptr;
+    block::View view;
+    int64_t ns = 0;
+    bool staged = false;
+    size_t at = 0;  // workspace offset when staged
+  };
+  void bind(Side* side, const TensorInfo& t, Prim* reorder, bool out);
+  float* base(const Side& side, ExecContext& ctx) const {
+    return side.staged ? reinterpret_cast<float*>(ctx.workspace + side.at) : ctx.ptr<float>(*side.t);
+  }
+
+  const Device& dev_;
+  std::unique_ptr<block::Block> block_;
+  Side x_, y_, r_;
+  Prim x_in_, r_in_, y_out_;
+  WorkspacePlan plan_;
+  size_t scratch_at_ = 0;
+  int threads_ = 1;
+};
+
+void ConvBlockKernel::bind(Side* side, const TensorInfo& t, Prim* reorder, bool out) {
+  side->t = &t;
+  if (block_view(t, &side->view, &side->ns)) return;
+  // Stage through nChw16c.
+  TensorInfo staged = t;
+  staged.format = Format::kNChw16c;
+  block_view(staged, &side->view, &side->ns);
+  const dnnl::memory::desc md = tensor_md(t), blocked = format_md(t.shape, Format::kNChw16c);
+  side->staged = true;
+  side->at = plan_.add(blocked.get_size());
+  const dnnl::engine& eng = dev_.engine();
+  if (out) {
+    *reorder = Prim(dnnl::reorder::primitive_desc(eng, blocked, eng, md, make_attr()));
+    reorder->arg(DNNL_ARG_FROM, blocked, Ref::workspace(side->at));
+    reorder->arg(DNNL_ARG_TO, md, Ref::of(t));
+  } else {
+    *reorder = Prim(dnnl::reorder::primitive_desc(eng, md, eng, blocked, make_attr()));
+    reorder->arg(DNNL_ARG_FROM, md, Ref::of(t));
+    reorder->arg(DNNL_ARG_TO, blocked, Ref::workspace(side->at));
+  }
+}
+
+const float* const_data(const KernelArgs& a, const TensorInfo* t, const char* what) {
+  if (!t) return nullptr;
+  a.expect_dtype(*t, DType::kFloat32, what);
+  if (!t->constant() || !t->data) invalid(what, " must be a constant");
+  if (!t->plain()) invalid(what, " must be stored nchw");
+  return reinterpret_cast<const float*>(t->data);
+}
+
+ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
+  if (!block::available()) invalid("pw=1 needs the block kernel, which needs AVX-512");
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  const bool dw = a.attr_int("dw", 0) != 0;
+  size_t n_in = a.inputs.size();
+  const TensorInfo* r = nullptr;
+  if (fusion.sum) {
+    if (n_in < 5) invalid("sum=1 needs a residual as the last input");
+    r = &a.in(--n_in);
+  }
+  if (n_in < 4) invalid("pw=1 needs the projection weight and bias after the other inputs");
+  const TensorInfo& pw_w = a.in(n_in - 2);
+  const TensorInfo* pw_b = a.opt_in(n_in - 1);
+  n_in -= 2;
+  const TensorInfo* dw_w = nullptr;
+  const TensorInfo* dw_b = nullptr;
+  if (dw) {
+    if (n_in < 4) invalid("dw=1 needs the depthwise weight and bias before the projection's");
+    dw_w = &a.in(n_in - 2);
+    dw_b = &a.in(n_in - 1);
+    n_in -= 2;
+  }
+  if (n_in < 2 || n_in > 3) invalid("expected X, W and an optional B before the fused stages, got ", n_in, " inputs");
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& w = a.in(1);
+  const TensorInfo* b = n_in == 3 ? a.opt_in(2) : nullptr;
+  const TensorInfo& y = a.out(0);
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  Shape conv_out;
+  check_conv(a, x, w, &conv_out);
+  if (x.rank() != 4) invalid("the block kernel is 2-D, input X has shape ", shape_str(x.shape));
+  block::Spec s;
+  s.h = x.shape[2];
+  s.w = x.shape[3];
+  s.cin = x.shape[1];
+  block::Weights bw;
+  if (dw) {
+    s.stride = check_dw(a, w, *dw_w, *dw_b);
+    s.ce = w.shape[0];
+    bw.we = const_data(a, &w, "weight W");
+    bw.be = const_data(a, b, "bias B");
+    bw.wd = const_data(a, dw_w, "depthwise weight");
+    bw.bd = const_data(a, dw_b, "depthwise bias");
+    s.act_e = block_clip(fusion, "expand");
+    s.act_d = block_clip(parse_activation(a, "dw_activation"), "depthwise");
+  } else {
+    const int64_t c = s.cin;
+    const std::vector<int64_t> st = a.attr_ints("strides", {1, 1});
+    if (a.attr_int("group", 1) != c || w.shape != Shape{c, 1, 3, 3} || a.attr_ints("pads", {}) != std::vector<int64_t>{1, 1, 1, 1} ||
+        a.attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1} || st.size() != 2 || st[0] != st[1] ||
+        (st[0] != 1 && st[0] != 2)) {
+      invalid("pw=1 without dw needs a 3x3 depthwise convolution (group = channels, pads 1, stride 1 or 2)");
+    }
+    s.expand = false;
+    s.stride = st[0];
+    s.ce = c;
+    bw.wd = const_data(a, &w, "depthwise weight");
+    bw.bd = const_data(a, b, "depthwise bias");
+    s.act_d = block_clip(fusion, "depthwise");
+    if (x.format != Format::kNChw16c && c % 16 != 0) {
+      invalid("a block without expansion reads whole channel blocks: ", c, " channels need nChw16c storage");
+    }
+  }
+  if (b && b->shape != Shape{s.ce}) invalid("bias shape ", shape_str(b->shape), " must be [", s.ce, "]");
+  if (pw_w.rank() != 4 || pw_w.shape[1] != s.ce || pw_w.shape[2] != 1 || pw_w.shape[3] != 1) {
+    invalid("projection weight shape ", shape_str(pw_w.shape), " must be [P,", s.ce, ",1,1]");
+  }
+  s.cout = pw_w.shape[0];
+  if (pw_b && pw_b->shape != Shape{s.cout}) {
+    invalid("projection bias shape ", shape_str(pw_b->shape), " must be [", s.cout, "]");
+  }
+  bw.wp = const_data(a, &pw_w, "projection weight");
+  bw.bp = const_data(a, pw_b, "projection bias");
+  s.act_p = block_clip(parse_activation(a, "pw_activation"), "projection");
+  const Shape expect = {x.shape[0], s.cout, s.ho(), s.wo()};
+  if (y.shape != expect) {
+    invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(expect), " for input ",
+            shape_str(x.shape));
+  }
+  if (r) {
+    a.expect_dtype(*r, DType::kFloat32, "residual");
+    if (r->shape != y.shape) {
+      invalid("residual shape ", shape_str(r->shape), " does not match output ", shape_str(y.shape));
+    }
+    s.residual = true;
+  }
+  bind(&x_, x, &x_in_, false);
+  bind(&y_, y, &y_out_, true);
+  if (r) bind(&r_, *r, &r_in_, false);
+  // Pixels 16 floats apart: nChw16c (zero-padded past the channels) or NHWC with 16.
+  s.blocked_in = x_.view.ws == 16;
+  s.full_out = y_.view.ws == 16;
+  block_ = std::make_unique<block::Block>(s, bw);
+  threads_ = std::max(1, dev_.threads());
+  scratch_at_ = plan_.add(block_->scratch_bytes(threads_));
+  Prim::share_scratchpad(&plan_, {&x_in_, &r_in_, &y_out_});
+}
+
+Status ConvBlockKernel::run(ExecContext& ctx) {
+  if (x_in_.valid()) x_in_.execute(ctx);
+  if (r_in_.valid()) r_in_.execute(ctx);
+  block::View x = x_.view, y = y_.view, r = r_.view;
+  x.base = base(x_, ctx);
+  y.base = base(y_, ctx);
+  if (r_.t) r.base = base(r_, ctx);
+  const int threads = std::min(threads_, omp_get_max_threads());
+  block_->run(x_.t->shape[0], x, x_.ns, y, y_.ns, r, r_.ns, reinterpret_cast<float*>(ctx.workspace + scratch_at_),
+              threads);
+  if (y_out_.valid()) y_out_.execute(ctx);
+  return Status::Ok();
+}
+
 }  // namespace
 
-std::unique_ptr<Kernel> make_conv(const KernelArgs& a) { return std::make_unique<ConvKernel>(a); }
+std::unique_ptr<Kernel> make_conv(const KernelArgs& a) {
+  if (a.attr_int("pw", 0)) return std::make_unique<ConvBlockKernel>(a);
+  return std::make_unique<ConvKernel>(a);
+}
 
 std::string conv_preferred_format(const KernelArgs& a) {
   const TensorInfo& x = a.in(0);

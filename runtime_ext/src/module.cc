@@ -16,6 +16,7 @@
 
 #include <nanobind/stl/map.h>
 
+#include "conv_block.h"
 #include "device.h"
 #include "kernel.h"
 #include "kernel_info.h"
@@ -468,6 +469,9 @@ NB_MODULE(_runtime, m) {
       .def_prop_ro("lanes_started", [](const ge::Device& d) { return d.scheduler().threads_started(); },
                    "Worker threads started so far (OpenMP helpers not counted).");
 
+  m.def(
+      "conv_block_available", [] { return ge::block::available(); },
+      "Whether Conv nodes with a fused projection (pw=1, the conv_block fusion) run here (AVX-512).");
   m.def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
         "device"_a = nb::none(),
         "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "

@@ -117,7 +117,8 @@ def test_inverted_residual_block(stride):
     x = RNG.normal(size=(2, 8, 12, 12)).astype(np.float32)
     compiled = _run(_block(stride=stride, project=True, residual=residual), x)
     assert len(_dw_fusions(compiled)) == 1
-    assert _conv_tasks(compiled) == 2
+    # the projection joins too where the block kernel runs (test_fusion_conv_block.py)
+    assert _conv_tasks(compiled) == (1 if _runtime.conv_block_available() else 2)
     assert any("residual" in f for f in compiled.report.fusions) == residual
 
 

@@ -1,0 +1,510 @@
+// The inverted-residual block kernel (see conv_block.h).
+//
+// Three stages per band of output rows: the expand GEMM writes the expanded rows the band
+// needs into a ring of rows (each row computed once; a stride-1 band reuses the two rows
+// above it from the previous band), the depthwise stage reads the ring and writes the band
+// into a small buffer, the project GEMM reads that buffer and writes the output rows. The
+// ring and the buffer are sized to stay in the core's L2 (1 MiB here), so the widest tensor
+// of the block never goes to memory, and a block is one fork/join instead of two or three.
+//
+// Two ways to split a sample over the team:
+// - by output rows (large images): each thread runs its own rows with its own ring; the
+//   rows next to a split are expanded by both threads (one or two rows in 28+);
+// - by channels (small images, where that overlap would be 15-30% of the expand): each
+//   thread expands and filters its share of the expanded channels for the whole image (the
+//   depthwise stage is per channel), then after one barrier the project GEMM is split by
+//   pixels or by output channels, whichever leaves less padding work.
+// With at least as many samples as threads, each thread runs whole samples.
+//
+// GEMM tiles: MR pixels x NR blocks of 16 output channels in zmm accumulators (6x4, 8x3,
+// 12x2, 16x1), one broadcast of the input per pixel and k, weights packed per block as
+// [K][16]. Bias, residual and Clip are applied in the tile's epilogue.
+#include "conv_block.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ge::block {
+
+bool available() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+// Everything below runs only where available() holds (ConvKernel checks it first).
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+
+namespace {
+
+constexpr int64_t kBlock = 16;
+constexpr size_t kL2Budget = 448 << 10;  // bytes of ring + band buffer per thread
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// A GEMM operand or result: element (m, block j, lane l) at p[j * cs + m * ws + l].
+struct Mat {
+  const float* p;
+  int64_t cs, ws;
+};
+
+struct Epi {
+  const float* bias;  // [blocks * 16] from the tile's first block
+  Mat r;              // residual (r.p null: none)
+  Clip act;
+  __mmask16 keep;     // lanes of the last block that hold channels (the rest are written 0)
+  __mmask16 store;    // lanes of the last block to write (keep, or all of a padded block)
+};
+
+template <int NR>
+constexpr int mr_for() {
+  return NR == 4 ? 6 : NR == 3 ? 8 : NR == 2 ? 12 : 16;
+}
+
+// C[MR x NR blocks] = A[MR x K] * B[K x NR blocks] with the epilogue. A is blocked with
+// pixels 16 floats apart (a.ws == 16, so every address in the k loop is a constant offset
+// from one register: GCC spilled the rows' pointers with a run-time stride). B block j at
+// b + j * b_cs, row k at + k * 16; both are stored in whole blocks of 16 k, the last one
+// zero-padded, which a K that is not a multiple of 16 stops short of (24 input channels:
+// a quarter fewer FMAs than running the padded 32). `last_block`: the tile's
+// last block is the matrix's last.
+template <int MR, int NR>
+void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs, int64_t c_ws,
+          const Epi& e, bool last_block) {
+  __m512 acc[MR][NR];
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) {
+    const __m512 bias = _mm512_load_ps(e.bias + j * kBlock);
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) acc[m][j] = bias;
+  }
+  const float* ak = a.p;
+  const float* bk = b;
+  for (int64_t kb = 0; kb < k_dim; kb += kBlock, ak += a.cs, bk += kBlock * kBlock) {
+    const int kn = static_cast<int>(std::min<int64_t>(kBlock, k_dim - kb));
+#pragma GCC unroll 4
+    for (int kk = 0; kk < kn; ++kk) {
+      __m512 bv[NR];
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) bv[j] = _mm512_load_ps(bk + j * b_cs + kk * kBlock);
+#pragma GCC unroll 16
+      for (int m = 0; m < MR; ++m) {
+        const __m512 av = _mm512_set1_ps(ak[m * kBlock + kk]);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; ++j) acc[m][j] = _mm512_fmadd_ps(av, bv[j], acc[m][j]);
+      }
+    }
+  }
+  const __m512 lo = _mm512_set1_ps(e.act.lo), hi = _mm512_set1_ps(e.act.hi);
+#pragma GCC unroll 4
+  for (int j = 0; j < NR; ++j) {
+    const bool tail = last_block && j == NR - 1;
+    const __mmask16 keep = tail ? e.keep : static_cast<__mmask16>(0xffff);
+    const __mmask16 store = tail ? e.store : static_cast<__mmask16>(0xffff);
+#pragma GCC unroll 16
+    for (int m = 0; m < MR; ++m) {
+      __m512 v = acc[m][j];
+      if (e.r.p) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, e.r.p + j * e.r.cs + m * e.r.ws));
+      if (e.act.on) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      if (tail) v = _mm512_maskz_mov_ps(keep, v);
+      _mm512_mask_storeu_ps(c + j * c_cs + m * c_ws, store, v);
+    }
+  }
+}
+
+// A tile of mr < MR pixels (the end of a run): the same kernel with fewer rows.
+template <int NR, int M>
+void tile_rows(int mr, const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
+               int64_t c_ws, const Epi& e, bool last_block) {
+  if constexpr (M > 0) {
+    if (mr == M) {
+      tile<M, NR>(a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+    } else {
+      tile_rows<NR, M - 1>(mr, a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+    }
+  }
+}
+
+// One panel of NR blocks over pixels [0, m_dim).
+template <int NR>
+void panel(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
+           int64_t c_ws, Epi e, bool last_block) {
+  constexpr int MR = mr_for<NR>();
+  int64_t m = 0;
+  for (; m + MR <= m_dim; m += MR) {
+    Epi em = e;
+    if (em.r.p) em.r.p += m * e.r.ws;
+    tile<MR, NR>(Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em, last_block);
+  }
+  if (m < m_dim) {
+    Epi em = e;
+    if (em.r.p) em.r.p += m * e.r.ws;
+    tile_rows<NR, MR - 1>(static_cast<int>(m_dim - m), Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs,
+                          c + m * c_ws, c_cs, c_ws, em, last_block);
+  }
+}
+
+// C[pixels, blocks j0..j1) = A * B (+ epilogue). B holds every block as [K][16] at
+// b + j * b_cs; `nblocks` is the matrix's total, for the last block's mask.
+struct Tail {
+  __mmask16 keep, store;  // see Epi
+};
+constexpr Tail kWhole{static_cast<__mmask16>(0xffff), static_cast<__mmask16>(0xffff)};
+
+void gemm(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_cs, const float* bias, float* c,
+          int64_t c_cs, int64_t c_ws, const Mat& r, Clip act, Tail tail, int64_t j0, int64_t j1,
+          int64_t nblocks) {
+  const int64_t n = j1 - j0;
+  if (n <= 0 || m_dim <= 0) return;
+  const int64_t panels = (n + 3) / 4;
+  int64_t j = j0;
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t w = n * (p + 1) / panels - n * p / panels;  // even widths of 1..4 blocks
+    Epi e{bias + j * kBlock, r.p ? Mat{r.p + j * r.cs, r.cs, r.ws} : Mat{nullptr, 0, 0}, act, tail.keep,
+          tail.store};
+    const bool lb = j + w == nblocks;
+    const float* bj = b + j * b_cs;
+    float* cj = c + j * c_cs;
+    switch (w) {
+      case 4: panel<4>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+      case 3: panel<3>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+      case 2: panel<2>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+      default: panel<1>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+    }
+    j += w;
+  }
+}
+
+// Work of a GEMM share in FMA-tile units, padding included (to choose a split).
+int64_t gemm_cost(int64_t m_dim, int64_t nblocks) {
+  if (m_dim <= 0 || nblocks <= 0) return 0;
+  const int64_t panels = (nblocks + 3) / 4;
+  int64_t cost = 0;
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t w = nblocks * (p + 1) / panels - nblocks * p / panels;
+    const int64_t mr = w == 4 ? 6 : w == 3 ? 8 : w == 2 ? 12 : 16;
+    cost += round_up(m_dim, mr) * w;
+  }
+  return cost;
+}
+
+// The expanded rows the depthwise stage reads: row h at base + (h % mod) * hs (mod 0: no
+// wrap), channel block cb (counted from the view's first) at + cb * cs, column at + w * ws.
+struct Rows {
+  const float* base;
+  int64_t cs, hs, ws, mod;
+  const float* row(int64_t h) const { return base + (mod ? h % mod : h) * hs; }
+};
+
+// T outputs of one row of one channel block, from column ow: the nr input rows that exist
+// (rows[q], with their three taps taps[q]). Each row's columns are loaded once (T + 2 at
+// stride 1, 2T + 1 at stride 2; zeros outside the image) and the T outputs are T
+// independent FMA chains (one output's nine taps in a row are a chain of 4-cycle FMAs:
+// that ran at ~60% of peak).
+template <int S, int T>
+inline void dw_tile(const float* const* rows, const __m512* const* taps, int nr, int64_t ow, int64_t w, int64_t ws,
+                    __m512 bias, bool act, __m512 lo, __m512 hi, float* out) {
+  constexpr int C = S == 1 ? T + 2 : 2 * T + 1;
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = bias;
+  const int64_t first = ow * S - 1;
+  const bool inside = first >= 0 && first + C <= w;
+  for (int q = 0; q < nr; ++q) {
+    __m512 col[C];
+    if (inside) {
+#pragma GCC unroll 17
+      for (int i = 0; i < C; ++i) col[i] = _mm512_loadu_ps(rows[q] + (first + i) * ws);
+    } else {
+#pragma GCC unroll 17
+      for (int i = 0; i < C; ++i) {
+        const int64_t iw = first + i;
+        col[i] = iw >= 0 && iw < w ? _mm512_loadu_ps(rows[q] + iw * ws) : _mm512_setzero_ps();
+      }
+    }
+    const __m512 k0 = taps[q][0], k1 = taps[q][1], k2 = taps[q][2];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(col[t * S], k0, acc[t]);
+      acc[t] = _mm512_fmadd_ps(col[t * S + 1], k1, acc[t]);
+      acc[t] = _mm512_fmadd_ps(col[t * S + 2], k2, acc[t]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    if (act) acc[t] = _mm512_min_ps(_mm512_max_ps(acc[t], lo), hi);
+    _mm512_store_ps(out + (ow + t) * kBlock, acc[t]);
+  }
+}
+
+template <int S>
+void dw_row(const float* const* rows, const __m512* const* taps, int nr, int64_t w, int64_t wo, int64_t ws,
+            __m512 bias, bool act, __m512 lo, __m512 hi, float* out) {
+  int64_t ow = 0;
+  for (; ow + 8 <= wo; ow += 8) dw_tile<S, 8>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out);
+  if (ow + 4 <= wo) dw_tile<S, 4>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out), ow += 4;
+  if (ow + 2 <= wo) dw_tile<S, 2>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out), ow += 2;
+  if (ow < wo) dw_tile<S, 1>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out);
+}
+
+// Depthwise 3x3 (pads 1) of output rows [oh0, oh1) and channel blocks [cb0, cb1) into
+// d (block cb at d + cb * d_cs, pixel (oh - oh0) * wo + ow at + pixel * 16). `first` is the
+// channel block that e's block 0 holds.
+void depthwise(const Rows& e, int64_t first, int64_t h, int64_t w, int64_t stride, int64_t oh0, int64_t oh1,
+               int64_t cb0, int64_t cb1, const float* wd, const float* bd, Clip act, float* d, int64_t d_cs) {
+  const int64_t wo = (w - 1) / stride + 1;
+  const __m512 lo = _mm512_set1_ps(act.lo), hi = _mm512_set1_ps(act.hi);
+  for (int64_t cb = cb0; cb < cb1; ++cb) {
+    __m512 k[9];
+    for (int t = 0; t < 9; ++t) k[t] = _mm512_load_ps(wd + (cb * 9 + t) * kBlock);
+    const __m512 bias = _mm512_load_ps(bd + cb * kBlock);
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const float* rows[3];
+      const __m512* taps[3];
+      int nr = 0;
+      for (int kh = 0; kh < 3; ++kh) {
+        const int64_t ih = oh * stride - 1 + kh;
+        if (ih < 0 || ih >= h) continue;
+        rows[nr] = e.row(ih) + (cb - first) * e.cs;
+        taps[nr++] = k + kh * 3;
+      }
+      float* out = d + cb * d_cs + (oh - oh0) * wo * kBlock;
+      if (stride == 1) {
+        dw_row<1>(rows, taps, nr, w, wo, e.ws, bias, act.on, lo, hi, out);
+      } else {
+        dw_row<2>(rows, taps, nr, w, wo, e.ws, bias, act.on, lo, hi, out);
+      }
+    }
+  }
+}
+
+// Pixels [p0, p1) of an NHWC run of `pixels` pixels starting at `from` (pixel stride ws,
+// `channels` floats each) into blocked [channels / 16][pixels][16], zero past the channels.
+void pack(const float* from, int64_t ws, int64_t channels, int64_t pixels, int64_t p0, int64_t p1, float* to) {
+  const int64_t blocks = (channels + kBlock - 1) / kBlock;
+  for (int64_t cb = 0; cb < blocks; ++cb) {
+    const int64_t rem = std::min<int64_t>(kBlock, channels - cb * kBlock);
+    const __mmask16 m = static_cast<__mmask16>((1u << rem) - 1);
+    float* out = to + cb * pixels * kBlock;
+    for (int64_t p = p0; p < p1; ++p) {
+      _mm512_store_ps(out + p * kBlock, _mm512_maskz_loadu_ps(m, from + p * ws + cb * kBlock));
+    }
+  }
+}
+
+// The output's last block: its channels, and what to write (all 16 lanes of a padded
+// blocked tensor, zeros past the channels; only the channels of an NHWC one).
+Tail out_tail(int64_t channels, bool full) {
+  const int64_t rem = channels % kBlock;
+  const __mmask16 keep = rem == 0 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << rem) - 1);
+  return Tail{keep, full ? static_cast<__mmask16>(0xffff) : keep};
+}
+
+}  // namespace
+
+Block::Block(const Spec& s, const Weights& w) : s_(s) {
+  ceb_ = (s.ce + kBlock - 1) / kBlock;
+  coutb_ = (s.cout + kBlock - 1) / kBlock;
+  cin_k_ = round_up(s.cin, kBlock);
+  const int64_t cep = ceb_ * kBlock;
+  const int64_t sizes[] = {s.expand ? ceb_ * cin_k_ * kBlock : 0, s.expand ? cep : 0, ceb_ * 9 * kBlock, cep,
+                           coutb_ * cep * kBlock, coutb_ * kBlock};
+  int64_t total = kBlock;  // room to align the start
+  for (int64_t n : sizes) total += round_up(n, kBlock);
+  store_.assign(static_cast<size_t>(total), 0.f);
+  float* p = store_.data();
+  p += (kBlock - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % kBlock) % kBlock;
+  float* parts[6];
+  for (int i = 0; i < 6; ++i) {
+    parts[i] = p;
+    p += round_up(sizes[i], kBlock);
+  }
+  float* we = parts[0];
+  float* be = parts[1];
+  float* wd = parts[2];
+  float* bd = parts[3];
+  float* wp = parts[4];
+  float* bp = parts[5];
+  for (int64_t c = 0; c < (s.expand ? s.ce : 0); ++c) {
+    for (int64_t k = 0; k < s.cin; ++k) we[((c / kBlock) * cin_k_ + k) * kBlock + c % kBlock] = w.we[c * s.cin + k];
+    if (w.be) be[c] = w.be[c];
+  }
+  for (int64_t c = 0; c < s.ce; ++c) {
+    for (int t = 0; t < 9; ++t) wd[((c / kBlock) * 9 + t) * kBlock + c % kBlock] = w.wd[c * 9 + t];
+    if (w.bd) bd[c] = w.bd[c];
+  }
+  for (int64_t o = 0; o < s.cout; ++o) {
+    for (int64_t c = 0; c < s.ce; ++c) wp[((o / kBlock) * cep + c) * kBlock + o % kBlock] = w.wp[o * s.ce + c];
+    if (w.bp) bp[o] = w.bp[o];
+  }
+  we_ = we, be_ = be, wd_ = wd, bd_ = bd, wp_ = wp, bp_ = bp;
+}
+
+int64_t Block::band_rows() const {
+  const int64_t wo = s_.wo();
+  const int64_t row_bytes = ceb_ * kBlock * static_cast<int64_t>(sizeof(float));
+  int64_t band = 1;
+  for (int64_t b = 2; b <= s_.ho(); ++b) {
+    const int64_t ring = std::min(s_.h, (b - 1) * s_.stride + 3);
+    const int64_t bytes = (s_.expand ? ring * s_.w : 0) * row_bytes + b * wo * row_bytes;
+    if (bytes > static_cast<int64_t>(kL2Budget)) break;
+    band = b;
+  }
+  return band;
+}
+
+// Per thread of a row split: [packed input rows (NHWC input)][ring][band buffer].
+size_t Block::rows_scratch_floats() const {
+  const int64_t band = band_rows();
+  const int64_t ring = s_.expand ? std::min(s_.h, (band - 1) * s_.stride + 3) : 0;
+  const int64_t packed = s_.expand && !s_.blocked_in ? ring * s_.w * cin_k_ : 0;
+  return static_cast<size_t>(round_up(packed + (ring * s_.w + band * s_.wo()) * ceb_ * kBlock, kBlock));
+}
+
+// A channel split: [band buffer of the whole image][packed input][each thread's expanded].
+size_t Block::channels_scratch_floats(int threads) const {
+  const int64_t per_thread = (ceb_ + threads - 1) / threads;
+  const int64_t expanded = s_.expand ? s_.h * s_.w * per_thread * kBlock : 0;
+  const int64_t packed = s_.expand && !s_.blocked_in ? s_.h * s_.w * cin_k_ : 0;
+  return static_cast<size_t>(round_up(s_.ho() * s_.wo() * ceb_ * kBlock, kBlock) + round_up(packed, kBlock) +
+                             threads * round_up(expanded, kBlock));
+}
+
+size_t Block::scratch_bytes(int threads) const {
+  threads = std::max(1, threads);
+  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats(threads));
+  return floats * sizeof(float);
+}
+
+// Output rows [o0, o1) of one sample on the calling thread, in bands.
+void Block::run_rows(const View& x, const View& y, const View& r, int64_t o0, int64_t o1, float* scratch) const {
+  const Spec& s = s_;
+  const int64_t band = band_rows(), wo = s.wo(), cep = ceb_ * kBlock;
+  const int64_t slots = s.expand ? std::min(s.h, (band - 1) * s.stride + 3) : 0;
+  float* packed = scratch;
+  float* ring = packed + (s.expand && !s.blocked_in ? slots * s.w * cin_k_ : 0);
+  float* dbuf = ring + slots * s.w * cep;
+  const int64_t ring_cs = slots * s.w * kBlock;
+  const Rows e = s.expand ? Rows{ring, ring_cs, s.w * kBlock, kBlock, slots} : Rows{x.base, x.cs, x.hs, x.ws, 0};
+  const Tail tail_y = out_tail(s.cout, s.full_out);
+  int64_t next = std::max<int64_t>(0, o0 * s.stride - 1);  // next input row to expand
+  for (int64_t r0 = o0; r0 < o1; r0 += band) {
+    const int64_t r1 = std::min(o1, r0 + band);
+    if (s.expand) {
+      const int64_t need = std::min(s.h - 1, (r1 - 1) * s.stride + 1);
+      while (next <= need) {
+        const int64_t slot = next % slots, run = std::min(need - next + 1, slots - slot);
+        const int64_t pixels = run * s.w;
+        Mat a{x.base + next * x.hs, x.cs, kBlock};
+        if (!s.blocked_in) {
+          pack(x.base + next * x.hs, x.ws, s.cin, pixels, 0, pixels, packed);
+          a = Mat{packed, pixels * kBlock, kBlock};
+        }
+        gemm(a, pixels, s.cin, we_, cin_k_ * kBlock, be_, ring + slot * s.w * kBlock, ring_cs, kBlock,
+             Mat{nullptr, 0, 0}, s.act_e, kWhole, 0, ceb_, ceb_);
+        next += run;
+      }
+    }
+    const int64_t pixels = (r1 - r0) * wo, d_cs = pixels * kBlock;
+    depthwise(e, 0, s.h, s.w, s.stride, r0, r1, 0, ceb_, wd_, bd_, s.act_d, dbuf, d_cs);
+    const Mat res = s.residual ? Mat{r.base + r0 * r.hs, r.cs, r.ws} : Mat{nullptr, 0, 0};
+    gemm(Mat{dbuf, d_cs, kBlock}, pixels, cep, wp_, cep * kBlock, bp_, const_cast<float*>(y.base) + r0 * y.hs, y.cs,
+         y.ws, res, s.act_p, tail_y, 0, coutb_, coutb_);
+  }
+}
+
+// One sample split by channels over a team of nt (called by every member, t = its index).
+void Block::run_channels(const View& x, const View& y, const View& r, float* scratch, int t, int nt) const {
+  const Spec& s = s_;
+  const int64_t ho = s.ho(), wo = s.wo(), cep = ceb_ * kBlock, pixels = ho * wo, in_pixels = s.h * s.w;
+  float* dbuf = scratch;
+  float* packed = dbuf + round_up(pixels * cep, kBlock);
+  float* expanded = packed + round_up(s.expand && !s.blocked_in ? in_pixels * cin_k_ : 0, kBlock);
+  const int64_t d_cs = pixels * kBlock;
+  const int64_t per_thread = (ceb_ + nt - 1) / nt;
+  const int64_t cb0 = ceb_ * t / nt, cb1 = ceb_ * (t + 1) / nt;
+  Mat a{x.base, x.cs, kBlock};
+  if (s.expand && !s.blocked_in) {  // every thread reads the whole input: pack it together
+    pack(x.base, x.ws, s.cin, in_pixels, in_pixels * t / nt, in_pixels * (t + 1) / nt, packed);
+    a = Mat{packed, in_pixels * kBlock, kBlock};
+#pragma omp barrier
+  }
+  if (cb1 > cb0) {
+    if (s.expand) {
+      float* mine = expanded + t * round_up(in_pixels * per_thread * kBlock, kBlock);
+      const int64_t e_cs = in_pixels * kBlock;
+      gemm(a, in_pixels, s.cin, we_ + cb0 * cin_k_ * kBlock, cin_k_ * kBlock, be_ + cb0 * kBlock, mine, e_cs,
+           kBlock, Mat{nullptr, 0, 0}, s.act_e, kWhole, 0, cb1 - cb0, cb1 - cb0);
+      depthwise(Rows{mine, e_cs, s.w * kBlock, kBlock, 0}, cb0, s.h, s.w, s.stride, 0, ho, cb0, cb1, wd_, bd_,
+                s.act_d, dbuf, d_cs);
+    } else {
+      depthwise(Rows{x.base, x.cs, x.hs, x.ws, 0}, 0, s.h, s.w, s.stride, 0, ho, cb0, cb1, wd_, bd_, s.act_d, dbuf,
+                d_cs);
+    }
+  }
+#pragma omp barrier
+  // Project: by pixels or by output blocks, whichever pads less. Rows are dense (hs = wo *
+  // ws), so pixel p of the image is at p * ws.
+  const int64_t by_pixels = gemm_cost((pixels + nt - 1) / nt, coutb_);
+  const int64_t by_blocks = gemm_cost(pixels, (coutb_ + nt - 1) / nt);
+  const Tail tail_y = out_tail(s.cout, s.full_out);
+  float* out = const_cast<float*>(y.base);
+  if (by_pixels <= by_blocks || coutb_ < nt) {
+    const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
+    const Mat res = s.residual ? Mat{r.base + p0 * r.ws, r.cs, r.ws} : Mat{nullptr, 0, 0};
+    gemm(Mat{dbuf + p0 * kBlock, d_cs, kBlock}, p1 - p0, cep, wp_, cep * kBlock, bp_, out + p0 * y.ws, y.cs, y.ws,
+         res, s.act_p, tail_y, 0, coutb_, coutb_);
+  } else {
+    const int64_t j0 = coutb_ * t / nt, j1 = coutb_ * (t + 1) / nt;
+    const Mat res = s.residual ? Mat{r.base, r.cs, r.ws} : Mat{nullptr, 0, 0};
+    gemm(Mat{dbuf, d_cs, kBlock}, pixels, cep, wp_, cep * kBlock, bp_, out, y.cs, y.ws, res, s.act_p, tail_y, j0, j1,
+         coutb_);
+  }
+}
+
+void Block::run(int64_t n, const View& x, int64_t x_ns, const View& y, int64_t y_ns, const View& r, int64_t r_ns,
+                float* scratch, int threads) const {
+  const Spec& s = s_;
+  threads = std::max(1, threads);
+  auto at = [](const View& v, int64_t ns, int64_t i) {
+    return View{v.base ? v.base + i * ns : nullptr, v.cs, v.hs, v.ws};
+  };
+  const size_t per_rows = rows_scratch_floats();
+  if (threads == 1) {
+    for (int64_t i = 0; i < n; ++i) run_rows(at(x, x_ns, i), at(y, y_ns, i), at(r, r_ns, i), 0, s.ho(), scratch);
+    return;
+  }
+  if (n >= threads) {  // whole samples per thread
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      for (int64_t i = n * t / nt; i < n * (t + 1) / nt; ++i) {
+        run_rows(at(x, x_ns, i), at(y, y_ns, i), at(r, r_ns, i), 0, s.ho(), scratch + t * per_rows);
+      }
+    }
+    return;
+  }
+  // Fewer samples than threads: split each. By channels when a row split would expand
+  // more than ~10% of the rows twice (the rows around each split).
+  const bool by_channels = s.ho() < 20 * (threads - 1) && ceb_ >= threads;
+  for (int64_t i = 0; i < n; ++i) {
+    const View xi = at(x, x_ns, i), yi = at(y, y_ns, i), ri = at(r, r_ns, i);
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      if (by_channels) {
+        run_channels(xi, yi, ri, scratch, t, nt);
+      } else {
+        const int64_t ho = s.ho();
+        run_rows(xi, yi, ri, ho * t / nt, ho * (t + 1) / nt, scratch + t * per_rows);
+      }
+    }
+  }
+}
+
+#pragma GCC pop_options
+
+}  // namespace ge::block

@@ -1,0 +1,218 @@
+"""Fusion row conv_block: expand -> depthwise -> project (+ residual) as one Conv node, run by
+the runtime's inverted-residual block kernel (runtime_ext/src/conv_block.cc)."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine import _runtime
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import default_device, load
+
+RNG = np.random.default_rng(11)
+BLOCK = "Conv block"
+
+pytestmark = pytest.mark.skipif(not _runtime.conv_block_available(),
+                                reason="the block kernel needs AVX-512 (the row does not fire)")
+
+
+def _model(nodes, inits, out):
+    graph = helper.make_graph(
+        nodes, "conv_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _act(kind, x, y, nodes):
+    if not kind:
+        return x
+    if kind == "Clip":
+        nodes.append(helper.make_node("Clip", [x, "lo", "hi"], [y]))
+    elif kind == "LeakyRelu":
+        nodes.append(helper.make_node("LeakyRelu", [x], [y], alpha=0.1))
+    else:
+        nodes.append(helper.make_node(kind, [x], [y]))
+    return y
+
+
+def _block(c=8, m=32, p=None, stride=1, expand=True, acts=("Clip", "Clip", None),
+           residual=None, biases=(True, True, True), project_pads=0):
+    """x -> [1x1 expand c->m, act] -> 3x3 depthwise (stride), act -> 1x1 project m->p, act
+    [+ x]. Without expand the depthwise runs on x (m = c)."""
+    p = c if p is None else p
+    m = m if expand else c
+    residual = (stride == 1 and p == c) if residual is None else residual
+    inits = {"lo": np.float32(0.0), "hi": np.float32(6.0),
+             "wd": RNG.normal(0, 0.3, (m, 1, 3, 3)), "wp": RNG.normal(0, 0.2, (p, m, 1, 1))}
+    nodes, h = [], "x"
+    if expand:
+        inits["we"] = RNG.normal(0, 0.3, (m, c, 1, 1))
+        if biases[0]:
+            inits["be"] = RNG.normal(0, 0.5, m)
+        nodes.append(helper.make_node("Conv", ["x", "we"] + (["be"] if biases[0] else []), ["e"]))
+        h = _act(acts[0], "e", "e_act", nodes)
+    if biases[1]:
+        inits["bd"] = RNG.normal(0, 0.5, m)
+    nodes.append(helper.make_node("Conv", [h, "wd"] + (["bd"] if biases[1] else []), ["d"],
+                                  pads=[1, 1, 1, 1], strides=[stride, stride], group=m))
+    h = _act(acts[1], "d", "d_act", nodes)
+    if biases[2]:
+        inits["bp"] = RNG.normal(0, 0.5, p)
+    pp = [project_pads] * 4
+    nodes.append(helper.make_node("Conv", [h, "wp"] + (["bp"] if biases[2] else []), ["q"],
+                                  pads=pp))
+    out = _act(acts[2], "q", "q_act", nodes)
+    if residual:
+        nodes.append(helper.make_node("Add", [out, "x"], ["y"]))
+        out = "y"
+    return _model(nodes, inits, out)
+
+
+def _run(model, x, threads=2, **options):
+    model.graph.input[0].CopyFrom(
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)))
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, **options))
+    got = list(load(compiled, default_device(threads)).execute({"x": x}).values())[0]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return compiled
+
+
+def _blocks(compiled):
+    return [f for f in compiled.report.fusions if f.startswith(BLOCK)]
+
+
+def _conv_tasks(compiled):
+    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("shape", [
+    (1, 8, 7, 7),     # small image: split by channels over 2 threads
+    (1, 8, 24, 21),   # large enough to split by rows
+    (3, 8, 9, 10),    # more samples than threads: whole samples per thread
+    (1, 8, 1, 1), (1, 8, 2, 5)])
+def test_block_matches_onnxruntime(threads, stride, shape):
+    x = RNG.normal(size=shape).astype(np.float32)
+    compiled = _run(_block(stride=stride), x, threads=threads)
+    assert len(_blocks(compiled)) == 1
+    assert _conv_tasks(compiled) == 1
+    assert any("residual" in f for f in compiled.report.fusions) == (stride == 1)
+
+
+@pytest.mark.parametrize("layout", [{"layout_format": "nhwc"}, {"layout_format": "nChw16c"},
+                                    {"layouts": False}])
+@pytest.mark.parametrize("channels", [(8, 32, 8), (24, 144, 24), (16, 40, 12), (5, 48, 20)])
+def test_formats_and_channel_tails(layout, channels):
+    # NHWC with channels not in whole blocks (masked tails), nChw16c padded, plain NCHW
+    # (staged through nChw16c copies)
+    c, m, p = channels
+    x = RNG.normal(size=(1, c, 13, 11)).astype(np.float32)
+    compiled = _run(_block(c=c, m=m, p=p), x, **layout)
+    assert len(_blocks(compiled)) == 1
+
+
+@pytest.mark.parametrize("acts", [("Relu", "Relu", None), (None, None, None),
+                                  ("Clip", "Relu", "Relu"), (None, "Clip", "Clip")])
+@pytest.mark.parametrize("biases", [(True, True, True), (False, False, False)])
+def test_activations_and_missing_biases(acts, biases):
+    x = RNG.normal(size=(2, 8, 10, 10)).astype(np.float32)
+    compiled = _run(_block(acts=acts, biases=biases, p=16), x)
+    assert len(_blocks(compiled)) == 1
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_block_without_expand(stride, threads):
+    # MobileNetV2's first block: depthwise -> project
+    x = RNG.normal(size=(1, 32, 15, 15)).astype(np.float32)
+    compiled = _run(_block(c=32, p=16, stride=stride, expand=False), x, threads=threads)
+    assert len(_blocks(compiled)) == 1
+    assert _conv_tasks(compiled) == 1
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"acts": ("LeakyRelu", "Clip", None)},   # the block kernel applies Relu / Clip only
+    {"acts": ("Clip", "Clip", "Sigmoid")},
+    {"project_pads": 1, "residual": False},  # not a pointwise projection
+    {"expand": False, "c": 8},               # a depthwise start needs whole blocks of 16
+])
+def test_row_does_not_fire(kwargs):
+    x = RNG.normal(size=(1, kwargs.get("c", 8), 9, 9)).astype(np.float32)
+    compiled = _run(_block(**kwargs), x)
+    assert _blocks(compiled) == []
+
+
+def test_zoo_mobilenetv2_is_one_kernel_per_block():
+    from tests.zoo import mobilenetv2, random_inputs
+
+    model = mobilenetv2(batch=2)
+    feeds = random_inputs(model, seed=5)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    ours = list(load(compiled).execute(feeds).values())
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    np.testing.assert_allclose(ours[0], ref[0], rtol=1e-3, atol=1e-4)
+    depthwise = sum(1 for n in model.graph.node if n.op_type == "Conv"
+                    and any(a.name == "group" and a.i > 1 for a in n.attribute))
+    assert len(_blocks(compiled)) == depthwise  # every block, the first one included
+
+
+# ---- the runtime kernel's checks (bad specs give InvalidArgument naming the node) ------
+def _spec(pw_shape=(8, 16, 1, 1), pb_shape=(8,), y_shape=(1, 8, 6, 6), attrs=None,
+          pw_region="weight", residual_shape=None):
+    shapes = {"x": [1, 8, 6, 6], "we": [16, 8, 1, 1], "be": [16], "wd": [16, 1, 3, 3],
+              "bd": [16], "wp": list(pw_shape), "bp": list(pb_shape), "y": list(y_shape)}
+    if residual_shape:
+        shapes["r"] = list(residual_shape)
+    tensors, offset_w, offset_a = [], 0, 0
+    for name, shape in shapes.items():
+        n = int(np.prod(shape)) * 4
+        weight = name not in ("x", "y", "r") and not (name == "wp" and pw_region == "arena")
+        if weight:
+            off, offset_w = offset_w, offset_w + (n + 63) // 64 * 64
+        else:
+            off, offset_a = offset_a, offset_a + (n + 63) // 64 * 64
+        tensors.append({"name": name, "dtype": "float32", "shape": shape,
+                        "region": "weight" if weight else "arena", "offset": off})
+    task_attrs = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1],
+                  "dw": 1, "dw_stride": 1, "pw": 1}
+    task_attrs.update(attrs or {})
+    inputs = [0, 1, 2, 3, 4, 5, 6]
+    if residual_shape:
+        task_attrs["sum"] = 1
+        inputs.append(8)
+    return {"name": "m", "tensors": tensors, "arena_bytes": offset_a,
+            "weights": np.zeros(offset_w, np.uint8), "num_streams": 1, "num_events": 0,
+            "inputs": [0], "outputs": [7],
+            "tasks": [{"kind": "kernel", "name": "fused_block", "stream": 0, "op": "Conv",
+                       "inputs": inputs, "outputs": [7], "attrs": task_attrs}]}
+
+
+def test_kernel_runs_a_valid_spec():
+    model = _runtime.Model(_runtime.Device(1), _spec())
+    out = model.execute([np.ones((1, 8, 6, 6), np.float32)])
+    assert out[0].shape == (1, 8, 6, 6)
+    np.testing.assert_array_equal(out[0], 0)  # zero weights and biases
+    assert model.profile()[0]["impl"] == "block avx512"
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"pw_shape": (8, 12, 1, 1)}, "projection weight shape"),
+    ({"pw_shape": (8, 16, 3, 3)}, "projection weight shape"),
+    ({"pb_shape": (4,)}, "projection bias shape"),
+    ({"y_shape": (1, 8, 5, 5)}, "does not match computed"),
+    ({"pw_region": "arena"}, "projection weight must be a constant"),
+    ({"attrs": {"pw_activation": "Sigmoid"}}, "Relu or Clip only"),
+    ({"attrs": {"activation": "LeakyRelu", "activation_alpha": 0.1}}, "Relu or Clip only"),
+    ({"residual_shape": (1, 8, 3, 3)}, "residual shape"),
+    ({"attrs": {"dw_stride": 3}}, "dw_stride must be 1 or 2"),
+])
+def test_kernel_rejects_bad_specs(kwargs, message):
+    with pytest.raises(_runtime.InvalidArgument, match=message) as err:
+        _runtime.Model(_runtime.Device(1), _spec(**kwargs))
+    assert "fused_block" in str(err.value)
