@@ -30,13 +30,13 @@
 namespace ge::block {
 
 bool available() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
 // Everything below runs only where available() holds (ConvKernel checks it first).
 #pragma GCC push_options
-#pragma GCC target("avx512f")
+#pragma GCC target("avx512f,avx512vl,fma")
 
 namespace {
 
@@ -71,7 +71,11 @@ constexpr int mr_for() {
 // zero-padded, which a K that is not a multiple of 16 stops short of (24 input channels:
 // a quarter fewer FMAs than running the padded 32). `last_block`: the tile's
 // last block is the matrix's last.
-template <int MR, int NR>
+//
+// HALF: the tile's last block holds at most 8 channels (the matrix's last, e.g. 24 = 16 +
+// 8): it is computed with 256-bit FMAs, half the cost of a 512-bit one on this core (two
+// 256-bit pipes), in the low half of its accumulators.
+template <int MR, int NR, bool HALF = false>
 void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs, int64_t c_ws,
           const Epi& e, bool last_block) {
   __m512 acc[MR][NR];
@@ -89,12 +93,25 @@ void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, i
     for (int kk = 0; kk < kn; ++kk) {
       __m512 bv[NR];
 #pragma GCC unroll 4
-      for (int j = 0; j < NR; ++j) bv[j] = _mm512_load_ps(bk + j * b_cs + kk * kBlock);
+      for (int j = 0; j < NR; ++j) {
+        if (HALF && j == NR - 1) {
+          bv[j] = _mm512_castps256_ps512(_mm256_load_ps(bk + j * b_cs + kk * kBlock));
+        } else {
+          bv[j] = _mm512_load_ps(bk + j * b_cs + kk * kBlock);
+        }
+      }
 #pragma GCC unroll 16
       for (int m = 0; m < MR; ++m) {
         const __m512 av = _mm512_set1_ps(ak[m * kBlock + kk]);
 #pragma GCC unroll 4
-        for (int j = 0; j < NR; ++j) acc[m][j] = _mm512_fmadd_ps(av, bv[j], acc[m][j]);
+        for (int j = 0; j < NR; ++j) {
+          if (HALF && j == NR - 1) {
+            acc[m][j] = _mm512_castps256_ps512(_mm256_fmadd_ps(
+                _mm512_castps512_ps256(av), _mm512_castps512_ps256(bv[j]), _mm512_castps512_ps256(acc[m][j])));
+          } else {
+            acc[m][j] = _mm512_fmadd_ps(av, bv[j], acc[m][j]);
+          }
+        }
       }
     }
   }
@@ -107,6 +124,7 @@ void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, i
 #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
       __m512 v = acc[m][j];
+      if (HALF && j == NR - 1) v = _mm512_zextps256_ps512(_mm512_castps512_ps256(v));
       if (e.r.p) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, e.r.p + j * e.r.cs + m * e.r.ws));
       if (e.act.on) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
       if (tail) v = _mm512_maskz_mov_ps(keep, v);
@@ -116,20 +134,20 @@ void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, i
 }
 
 // A tile of mr < MR pixels (the end of a run): the same kernel with fewer rows.
-template <int NR, int M>
+template <int NR, bool HALF, int M>
 void tile_rows(int mr, const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
                int64_t c_ws, const Epi& e, bool last_block) {
   if constexpr (M > 0) {
     if (mr == M) {
-      tile<M, NR>(a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+      tile<M, NR, HALF>(a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
     } else {
-      tile_rows<NR, M - 1>(mr, a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+      tile_rows<NR, HALF, M - 1>(mr, a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
     }
   }
 }
 
 // One panel of NR blocks over pixels [0, m_dim).
-template <int NR>
+template <int NR, bool HALF = false>
 void panel(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
            int64_t c_ws, Epi e, bool last_block) {
   constexpr int MR = mr_for<NR>();
@@ -137,12 +155,13 @@ void panel(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b
   for (; m + MR <= m_dim; m += MR) {
     Epi em = e;
     if (em.r.p) em.r.p += m * e.r.ws;
-    tile<MR, NR>(Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em, last_block);
+    tile<MR, NR, HALF>(Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em,
+                       last_block);
   }
   if (m < m_dim) {
     Epi em = e;
     if (em.r.p) em.r.p += m * e.r.ws;
-    tile_rows<NR, MR - 1>(static_cast<int>(m_dim - m), Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs,
+    tile_rows<NR, HALF, MR - 1>(static_cast<int>(m_dim - m), Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs,
                           c + m * c_ws, c_cs, c_ws, em, last_block);
   }
 }
@@ -168,6 +187,16 @@ void gemm(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_
     const bool lb = j + w == nblocks;
     const float* bj = b + j * b_cs;
     float* cj = c + j * c_cs;
+    if (lb && tail.keep <= 0xff) {  // the last block has at most 8 channels
+      switch (w) {
+        case 4: panel<4, true>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+        case 3: panel<3, true>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+        case 2: panel<2, true>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+        default: panel<1, true>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
+      }
+      j += w;
+      continue;
+    }
     switch (w) {
       case 4: panel<4>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;
       case 3: panel<3>(a, m_dim, k_dim, bj, b_cs, cj, c_cs, c_ws, e, lb); break;

@@ -84,7 +84,7 @@ class Block {
   const float* bp_ = nullptr;
 };
 
-// Whether this CPU runs the block kernel (AVX-512F).
+// Whether this CPU runs the block kernel (AVX-512F and VL).
 bool available();
 
 }  // namespace ge::block
