@@ -393,18 +393,18 @@ size_t Block::rows_scratch_floats() const {
   return static_cast<size_t>(round_up(packed + (ring * s_.w + band * s_.wo()) * ceb_ * kBlock, kBlock));
 }
 
-// A channel split: [band buffer of the whole image][packed input][each thread's expanded].
-size_t Block::channels_scratch_floats(int threads) const {
-  const int64_t per_thread = (ceb_ + threads - 1) / threads;
-  const int64_t expanded = s_.expand ? s_.h * s_.w * per_thread * kBlock : 0;
+// A channel split: [band buffer of the whole image][packed input][the expanded image, each
+// thread writing its own channel blocks]. Independent of the team's size.
+size_t Block::channels_scratch_floats() const {
+  const int64_t expanded = s_.expand ? s_.h * s_.w * ceb_ * kBlock : 0;
   const int64_t packed = s_.expand && !s_.blocked_in ? s_.h * s_.w * cin_k_ : 0;
   return static_cast<size_t>(round_up(s_.ho() * s_.wo() * ceb_ * kBlock, kBlock) + round_up(packed, kBlock) +
-                             threads * round_up(expanded, kBlock));
+                             expanded);
 }
 
 size_t Block::scratch_bytes(int threads) const {
   threads = std::max(1, threads);
-  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats(threads));
+  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats());
   return floats * sizeof(float);
 }
 
@@ -453,7 +453,6 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
   float* packed = dbuf + round_up(pixels * cep, kBlock);
   float* expanded = packed + round_up(s.expand && !s.blocked_in ? in_pixels * cin_k_ : 0, kBlock);
   const int64_t d_cs = pixels * kBlock;
-  const int64_t per_thread = (ceb_ + nt - 1) / nt;
   const int64_t cb0 = ceb_ * t / nt, cb1 = ceb_ * (t + 1) / nt;
   Mat a{x.base, x.cs, kBlock};
   if (s.expand && !s.blocked_in) {  // every thread reads the whole input: pack it together
@@ -463,8 +462,8 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
   }
   if (cb1 > cb0) {
     if (s.expand) {
-      float* mine = expanded + t * round_up(in_pixels * per_thread * kBlock, kBlock);
       const int64_t e_cs = in_pixels * kBlock;
+      float* mine = expanded + cb0 * e_cs;
       gemm(a, in_pixels, s.cin, we_ + cb0 * cin_k_ * kBlock, cin_k_ * kBlock, be_ + cb0 * kBlock, mine, e_cs,
            kBlock, Mat{nullptr, 0, 0}, s.act_e, kWhole, 0, cb1 - cb0, cb1 - cb0);
       depthwise(Rows{mine, e_cs, s.w * kBlock, kBlock, 0}, cb0, s.h, s.w, s.stride, 0, ho, cb0, cb1, wd_, bd_,

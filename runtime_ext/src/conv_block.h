@@ -68,7 +68,7 @@ class Block {
   void run_channels(const View& x, const View& y, const View& r, float* scratch, int t, int nt) const;
   int64_t band_rows() const;
   size_t rows_scratch_floats() const;
-  size_t channels_scratch_floats(int threads) const;
+  size_t channels_scratch_floats() const;
 
   Spec s_;
   int64_t ceb_ = 0, coutb_ = 0, cin_k_ = 0;  // blocks of 16; the expand's K (cin or padded)
