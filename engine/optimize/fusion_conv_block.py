@@ -7,8 +7,8 @@ and bias) and appends the projection's weights [P,M,1,1] and bias [P] (zeros whe
 at `_pw_input`, its activation as `_pw_activation[_alpha|_beta]`, and its residual as the
 node's `_sum` input. The runtime runs it with its own block kernel (runtime_ext/src/
 conv_block.cc), which keeps the expanded tensor in the core's cache: on this machine the 17
-blocks of MobileNetV2 went from 3.5 ms (oneDNN, three or two primitives each) to 2.7 ms at
-batch 1.
+blocks of MobileNetV2 at batch 1 took 3.5 ms as oneDNN primitives (two or three each) and
+2.1 ms with it (per-block harness, 2 threads); the whole model 3.49 vs 3.90 ms.
 
 The first block of MobileNetV2 has no expansion: a depthwise Conv then the projection; the
 row takes that pair too (the node's own W is then the depthwise weight).
