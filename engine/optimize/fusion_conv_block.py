@@ -33,7 +33,7 @@ _ACTS = (None, "Relu", "Clip")
 def _available() -> bool:
     from graphengine import _runtime
 
-    return bool(getattr(_runtime, "conv_block_available", lambda: False)())
+    return _runtime.conv_block_available()
 
 
 def _projection(node: Node) -> bool:
@@ -77,7 +77,7 @@ def _start(node: Node) -> bool:
 
 
 def match_conv_block(graph: Graph, proj: Node):
-    if proj.op_type != "Conv" or not _projection(proj):
+    if not _projection(proj):
         return None
     start = _fusion._sole_producer(graph, proj.input(0), {"Conv"})
     if start is None or not _fusion._on_device(start, proj) or not _start(start):

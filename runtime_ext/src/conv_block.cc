@@ -59,10 +59,8 @@ struct Epi {
   __mmask16 store;    // lanes of the last block to write (keep, or all of a padded block)
 };
 
-template <int NR>
-constexpr int mr_for() {
-  return NR == 4 ? 6 : NR == 3 ? 8 : NR == 2 ? 12 : 16;
-}
+// Pixels per tile for NR blocks of output channels: 24 accumulators (16 for one block).
+constexpr int mr_for(int nr) { return nr == 4 ? 6 : nr == 3 ? 8 : nr == 2 ? 12 : 16; }
 
 // C[MR x NR blocks] = A[MR x K] * B[K x NR blocks] with the epilogue. A is blocked with
 // pixels 16 floats apart (a.ws == 16, so every address in the k loop is a constant offset
@@ -150,7 +148,7 @@ void tile_rows(int mr, const Mat& a, int64_t k_dim, const float* b, int64_t b_cs
 template <int NR, bool HALF = false>
 void panel(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
            int64_t c_ws, Epi e, bool last_block) {
-  constexpr int MR = mr_for<NR>();
+  constexpr int MR = mr_for(NR);
   int64_t m = 0;
   for (; m + MR <= m_dim; m += MR) {
     Epi em = e;
@@ -214,8 +212,7 @@ int64_t gemm_cost(int64_t m_dim, int64_t nblocks) {
   int64_t cost = 0;
   for (int64_t p = 0; p < panels; ++p) {
     const int64_t w = nblocks * (p + 1) / panels - nblocks * p / panels;
-    const int64_t mr = w == 4 ? 6 : w == 3 ? 8 : w == 2 ? 12 : 16;
-    cost += round_up(m_dim, mr) * w;
+    cost += round_up(m_dim, mr_for(static_cast<int>(w))) * w;
   }
   return cost;
 }

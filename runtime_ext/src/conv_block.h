@@ -6,8 +6,8 @@
 // Conv node the compiler fused (optimize/fusion_conv_block.py) and checks every shape first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 namespace ge::block {

@@ -345,7 +345,6 @@ Status ConvKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
-
 // ---- inverted-residual block (pw=1) --------------------------------------------------
 block::Clip block_clip(const Fusion& f, const char* stage) {
   if (!f.activation) return {};
@@ -498,9 +497,6 @@ ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
     bw.wd = const_data(a, &w, "depthwise weight");
     bw.bd = const_data(a, b, "depthwise bias");
     s.act_d = block_clip(fusion, "depthwise");
-    if (x.format != Format::kNChw16c && c % 16 != 0) {
-      invalid("a block without expansion reads whole channel blocks: ", c, " channels need nChw16c storage");
-    }
   }
   if (b && b->shape != Shape{s.ce}) invalid("bias shape ", shape_str(b->shape), " must be [", s.ce, "]");
   if (pw_w.rank() != 4 || pw_w.shape[1] != s.ce || pw_w.shape[2] != 1 || pw_w.shape[3] != 1) {
@@ -528,6 +524,10 @@ ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
   bind(&x_, x, &x_in_, false);
   bind(&y_, y, &y_out_, true);
   if (r) bind(&r_, *r, &r_in_, false);
+  if (!dw && !x_.staged && x.format == Format::kNhwc && s.cin % 16 != 0) {
+    // (a plain input is staged as nChw16c, whose padding is there to read)
+    invalid("a block without expansion reads whole channel blocks: ", s.cin, " channels stored nhwc");
+  }
   // Pixels 16 floats apart: nChw16c (zero-padded past the channels) or NHWC with 16.
   s.blocked_in = x_.view.ws == 16;
   s.full_out = y_.view.ws == 16;
