@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import DType
 from ..ir import Graph, Node
 from . import fusion as _fusion
 from .fusion_conv_dw import _EPILOGUE, _attrs, _depthwise_stride
@@ -36,20 +37,33 @@ def _available() -> bool:
     return _runtime.conv_block_available()
 
 
-def _projection(node: Node) -> bool:
-    """A 1x1 Conv the block kernel can end with (residual allowed)."""
-    if node.op_type != "Conv" or node.attrs.get("_dw") or node.attrs.get("_pw") \
-            or node.attrs.get("_activation") not in _ACTS or len(node.outputs) != 1:
+def pointwise(node: Node) -> bool:
+    """A 1x1 Conv of a static 4-D float32 input with constant float32 weights (and bias),
+    stride 1, no padding, group 1, Relu or Clip or no activation: what the block kernels
+    compute as a GEMM."""
+    if node.op_type != "Conv" or node.attrs.get("_activation") not in _ACTS \
+            or len(node.outputs) != 1:
         return False
     x, w, b = node.input(0), node.input(1), node.input(2)
-    out = node.outputs[0].meta
     if x is None or x.meta is None or not x.meta.is_static or x.meta.rank != 4 \
-            or out is None or not out.is_static:
+            or x.meta.dtype is not DType.FLOAT32:
         return False
     if w is None or not w.is_constant or w.const.dtype != np.float32 or w.const.ndim != 4 \
             or w.const.shape[2:] != (1, 1):
         return False
     if b is not None and (not b.is_constant or b.const.dtype != np.float32):
+        return False
+    a = _attrs(node)
+    return (a["group"] == 1 and a["strides"] == [1, 1] and a["pads"] == [0, 0, 0, 0]
+            and a["dilations"] == [1, 1] and a["auto_pad"] in ("NOTSET", "VALID"))
+
+
+def _projection(node: Node) -> bool:
+    """A 1x1 Conv the block kernel can end with (residual allowed)."""
+    if not pointwise(node) or node.attrs.get("_dw") or node.attrs.get("_pw"):
+        return False
+    out = node.outputs[0].meta
+    if out is None or not out.is_static:
         return False
     n_data = 3 + bool(node.attrs.get("_sum"))
     if len(node.inputs) > n_data:
@@ -58,9 +72,7 @@ def _projection(node: Node) -> bool:
         r = node.input(node.attrs["_sum_input"])
         if r is None or r.meta != out:
             return False
-    a = _attrs(node)
-    return (a["group"] == 1 and a["strides"] == [1, 1] and a["pads"] == [0, 0, 0, 0]
-            and a["dilations"] == [1, 1] and a["auto_pad"] in ("NOTSET", "VALID"))
+    return True
 
 
 def _start(node: Node) -> bool:

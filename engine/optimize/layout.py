@@ -98,10 +98,18 @@ def _is_act4d(v: Value | None) -> bool:
             and v.meta.rank == 4 and v.meta.dtype is DType.FLOAT32)
 
 
+def _is_head(node: Node) -> bool:
+    """A Conv that ends in a pool and a fully connected layer (fusion_conv_head): it reads
+    its input in any format and writes a plain [N, classes]."""
+    return node.op_type == "Conv" and bool(node.attrs.get("_head"))
+
+
 def _agnostic(node: Node) -> bool:
     """Whether the node may run with its 4-D activations NHWC."""
     if node.meta.engine is not Engine.DEVICE or not node.outputs:
         return False
+    if _is_head(node):
+        return _is_act4d(node.input(0))
     out = node.outputs[0]
     if not _is_act4d(out) or len(node.outputs) != 1:
         return False
@@ -191,9 +199,10 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
         return PassResult(graph, False, "no convolution: layouts stay plain")
     region = region_format(graph, fmt)
     outputs = set(graph.outputs)
-    own = {n: _output_format(n, region, outputs) for n in region_nodes}
+    own = {n: region if _is_head(n) else _output_format(n, region, outputs) for n in region_nodes}
     for node, f in own.items():
-        node.outputs[0].format = f
+        if not _is_head(node):
+            node.outputs[0].format = f
     inserted = _plain_partition_outputs(graph)
     converted: dict[tuple[Value, str], Value] = {}
 

@@ -57,7 +57,13 @@ struct Epi {
   Clip act;
   __mmask16 keep;     // lanes of the last block that hold channels (the rest are written 0)
   __mmask16 store;    // lanes of the last block to write (keep, or all of a padded block)
+  // A tile with PF set prefetches two lines from pf per k step while pf < pf_end: memory
+  // the next stage will read, streamed in under the FMAs (see Head).
+  const char* pf = nullptr;
+  const char* pf_end = nullptr;
 };
+
+constexpr int64_t kPrefetchPerK = 2 * 64;  // bytes a PF tile prefetches per k step
 
 // Pixels per tile for NR blocks of output channels: 24 accumulators (16 for one block).
 constexpr int mr_for(int nr) { return nr == 4 ? 6 : nr == 3 ? 8 : nr == 2 ? 12 : 16; }
@@ -73,10 +79,11 @@ constexpr int mr_for(int nr) { return nr == 4 ? 6 : nr == 3 ? 8 : nr == 2 ? 12 :
 // HALF: the tile's last block holds at most 8 channels (the matrix's last, e.g. 24 = 16 +
 // 8): it is computed with 256-bit FMAs, half the cost of a 512-bit one on this core (two
 // 256-bit pipes), in the low half of its accumulators.
-template <int MR, int NR, bool HALF = false>
+template <int MR, int NR, bool HALF = false, bool PF = false>
 void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs, int64_t c_ws,
           const Epi& e, bool last_block) {
   __m512 acc[MR][NR];
+  const char* pf = e.pf;
 #pragma GCC unroll 4
   for (int j = 0; j < NR; ++j) {
     const __m512 bias = _mm512_load_ps(e.bias + j * kBlock);
@@ -89,6 +96,13 @@ void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, i
     const int kn = static_cast<int>(std::min<int64_t>(kBlock, k_dim - kb));
 #pragma GCC unroll 4
     for (int kk = 0; kk < kn; ++kk) {
+      if constexpr (PF) {
+        if (pf < e.pf_end) {
+          _mm_prefetch(pf, _MM_HINT_T0);
+          _mm_prefetch(pf + 64, _MM_HINT_T0);
+          pf += kPrefetchPerK;
+        }
+      }
       __m512 bv[NR];
 #pragma GCC unroll 4
       for (int j = 0; j < NR; ++j) {
@@ -132,35 +146,36 @@ void tile(const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, i
 }
 
 // A tile of mr < MR pixels (the end of a run): the same kernel with fewer rows.
-template <int NR, bool HALF, int M>
+template <int NR, bool HALF, bool PF, int M>
 void tile_rows(int mr, const Mat& a, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
                int64_t c_ws, const Epi& e, bool last_block) {
   if constexpr (M > 0) {
     if (mr == M) {
-      tile<M, NR, HALF>(a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+      tile<M, NR, HALF, PF>(a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
     } else {
-      tile_rows<NR, HALF, M - 1>(mr, a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
+      tile_rows<NR, HALF, PF, M - 1>(mr, a, k_dim, b, b_cs, c, c_cs, c_ws, e, last_block);
     }
   }
 }
 
-// One panel of NR blocks over pixels [0, m_dim).
-template <int NR, bool HALF = false>
+// One panel of NR blocks over pixels [0, m_dim). With PF, tile i prefetches from
+// e.pf + i * k_dim * kPrefetchPerK.
+template <int NR, bool HALF = false, bool PF = false>
 void panel(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_cs, float* c, int64_t c_cs,
            int64_t c_ws, Epi e, bool last_block) {
   constexpr int MR = mr_for(NR);
   int64_t m = 0;
-  for (; m + MR <= m_dim; m += MR) {
+  for (; m < m_dim; m += MR) {
     Epi em = e;
     if (em.r.p) em.r.p += m * e.r.ws;
-    tile<MR, NR, HALF>(Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em,
-                       last_block);
-  }
-  if (m < m_dim) {
-    Epi em = e;
-    if (em.r.p) em.r.p += m * e.r.ws;
-    tile_rows<NR, HALF, MR - 1>(static_cast<int>(m_dim - m), Mat{a.p + m * kBlock, a.cs, kBlock}, k_dim, b, b_cs,
-                          c + m * c_ws, c_cs, c_ws, em, last_block);
+    if (PF) em.pf += m / MR * k_dim * kPrefetchPerK;
+    const Mat am{a.p + m * kBlock, a.cs, kBlock};
+    if (m + MR <= m_dim) {
+      tile<MR, NR, HALF, PF>(am, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em, last_block);
+    } else {
+      tile_rows<NR, HALF, PF, MR - 1>(static_cast<int>(m_dim - m), am, k_dim, b, b_cs, c + m * c_ws, c_cs, c_ws, em,
+                                      last_block);
+    }
   }
 }
 
@@ -329,6 +344,20 @@ Tail out_tail(int64_t channels, bool full) {
   return Tail{keep, full ? static_cast<__mmask16>(0xffff) : keep};
 }
 
+// Lays out N zeroed parts of the given float counts in `store`, each 64-byte aligned.
+template <size_t N>
+void carve(std::vector<float>* store, const int64_t (&sizes)[N], float* (&parts)[N]) {
+  int64_t total = kBlock;  // room to align the start
+  for (int64_t n : sizes) total += round_up(n, kBlock);
+  store->assign(static_cast<size_t>(total), 0.f);
+  float* p = store->data();
+  p += (kBlock - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % kBlock) % kBlock;
+  for (size_t i = 0; i < N; ++i) {
+    parts[i] = p;
+    p += round_up(sizes[i], kBlock);
+  }
+}
+
 }  // namespace
 
 Block::Block(const Spec& s, const Weights& w) : s_(s) {
@@ -338,16 +367,8 @@ Block::Block(const Spec& s, const Weights& w) : s_(s) {
   const int64_t cep = ceb_ * kBlock;
   const int64_t sizes[] = {s.expand ? ceb_ * cin_k_ * kBlock : 0, s.expand ? cep : 0, ceb_ * 9 * kBlock, cep,
                            coutb_ * cep * kBlock, coutb_ * kBlock};
-  int64_t total = kBlock;  // room to align the start
-  for (int64_t n : sizes) total += round_up(n, kBlock);
-  store_.assign(static_cast<size_t>(total), 0.f);
-  float* p = store_.data();
-  p += (kBlock - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % kBlock) % kBlock;
   float* parts[6];
-  for (int i = 0; i < 6; ++i) {
-    parts[i] = p;
-    p += round_up(sizes[i], kBlock);
-  }
+  carve(&store_, sizes, parts);
   float* we = parts[0];
   float* be = parts[1];
   float* wd = parts[2];
@@ -527,6 +548,165 @@ void Block::run(int64_t n, const View& x, int64_t x_ns, const View& y, int64_t y
         run_rows(xi, yi, ri, ho * t / nt, ho * (t + 1) / nt, scratch + t * per_rows);
       }
     }
+  }
+}
+
+// ---- Head ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kChunk = 4;  // conv output blocks per chunk: one 4-block GEMM panel
+
+// y[G blocks] += sum over k < kc of g[k] * slab block q, row k (each block [64][16]).
+template <int G>
+void fc_blocks(const float* g, int64_t kc, const float* slab, float* y) {
+  __m512 acc[G];
+#pragma GCC unroll 4
+  for (int q = 0; q < G; ++q) acc[q] = _mm512_load_ps(y + q * kBlock);
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 gv = _mm512_set1_ps(g[k]);
+#pragma GCC unroll 4
+    for (int q = 0; q < G; ++q) acc[q] = _mm512_fmadd_ps(gv, _mm512_load_ps(slab + (q * 64 + k) * kBlock), acc[q]);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < G; ++q) _mm512_store_ps(y + q * kBlock, acc[q]);
+}
+
+}  // namespace
+
+Head::Head(const HeadSpec& s, const HeadWeights& w) : s_(s) {
+  cmb_ = (s.cmid + kBlock - 1) / kBlock;
+  cin_k_ = round_up(s.cin, kBlock);
+  ncb_ = (s.classes + kBlock - 1) / kBlock;
+  chunks_ = (cmb_ + kChunk - 1) / kChunk;
+  const int64_t sizes[] = {chunks_ * record_floats(), cmb_ * kBlock, ncb_ * kBlock};
+  float* parts[3];
+  carve(&store_, sizes, parts);
+  float* rec = parts[0];
+  float* bp = parts[1];
+  float* fcb = parts[2];
+  // Chunk c's record: the conv weights of its 4 blocks [4][cin_k][16], then its slab of the
+  // fc weights: its 64 channels k against every class o, [class block][64][16].
+  const int64_t conv_part = kChunk * cin_k_ * kBlock, chunk_k = kChunk * kBlock;
+  for (int64_t c = 0; c < s.cmid; ++c) {
+    float* r = rec + (c / chunk_k) * record_floats();
+    for (int64_t k = 0; k < s.cin; ++k) r[((c % chunk_k) / kBlock * cin_k_ + k) * kBlock + c % kBlock] = w.w[c * s.cin + k];
+    if (w.b) bp[c] = w.b[c];
+    float* slab = r + conv_part + (c % chunk_k) * kBlock;
+    for (int64_t o = 0; o < s.classes; ++o) {
+      slab[(o / kBlock) * chunk_k * kBlock + o % kBlock] = s.fc_transposed ? w.fc[o * s.cmid + c] : w.fc[c * s.classes + o];
+    }
+  }
+  for (int64_t o = 0; o < (w.fc_b ? s.classes : 0); ++o) fcb[o] = w.fc_b[o];
+  rec_ = rec, b_ = bp, fc_b_ = fcb;
+}
+
+int64_t Head::record_floats() const { return kChunk * cin_k_ * kBlock + ncb_ * kChunk * kBlock * kBlock; }
+
+// Per thread: [packed input (NHWC)][chunk's conv output, 4 blocks][pooled, 64 per row]
+// [partial classes, rows x ncb x 16].
+size_t Head::thread_floats() const {
+  const int64_t packed = s_.blocked_in ? 0 : s_.rows * s_.pixels * cin_k_;
+  return static_cast<size_t>(round_up(packed, kBlock) + kChunk * s_.pixels * kBlock +
+                             s_.rows * kChunk * kBlock + s_.rows * ncb_ * kBlock);
+}
+
+size_t Head::scratch_bytes(int threads) const {
+  return static_cast<size_t>(std::max(1, threads)) * thread_floats() * sizeof(float);
+}
+
+void Head::run_thread(const View& x, int64_t x_ns, float* scratch, int t, int nt) const {
+  const HeadSpec& s = s_;
+  const int64_t px = s.pixels, record = record_floats();
+  float* packed = scratch;
+  float* conv = packed + round_up(s.blocked_in ? 0 : s.rows * px * cin_k_, kBlock);
+  float* pooled = conv + kChunk * px * kBlock;
+  float* part = pooled + s.rows * kChunk * kBlock;
+  std::memset(part, 0, static_cast<size_t>(s.rows * ncb_ * kBlock) * sizeof(float));
+  const int64_t c0 = chunks_ * t / nt, c1 = chunks_ * (t + 1) / nt;
+  if (c0 == c1) return;
+  Mat a[HeadSpec::kMaxRows];
+  for (int64_t i = 0; i < s.rows; ++i) {
+    const float* xi = x.base + i * x_ns;
+    if (s.blocked_in) {
+      a[i] = Mat{xi, x.cs, kBlock};
+    } else {
+      float* to = packed + i * px * cin_k_;
+      pack(xi, x.ws, s.cin, px, 0, px, to);
+      a[i] = Mat{to, px * kBlock, kBlock};
+    }
+  }
+  const Tail tail{out_tail(s.cmid, false).keep, static_cast<__mmask16>(0xffff)};  // padded lanes: 0
+  const float inv = 1.f / static_cast<float>(px);
+  for (int64_t c = c0; c < c1; ++c) {
+    const int64_t j0 = c * kChunk, j1 = std::min(cmb_, j0 + kChunk), w = j1 - j0;
+    const float* wc = rec_ + c * record;               // this chunk's conv weights
+    const float* sl = wc + kChunk * cin_k_ * kBlock;  // and its slab
+    for (int64_t i = 0; i < s.rows; ++i) {
+      if (w == kChunk && (j1 < cmb_ || s.cmid % kBlock == 0)) {
+        // Under the FMAs, the next chunk's record (the first sample's GEMM brings it in).
+        Epi e{b_ + j0 * kBlock, Mat{nullptr, 0, 0}, s.act, tail.keep, tail.store};
+        if (i == 0 && c + 1 < chunks_) {
+          e.pf = reinterpret_cast<const char*>(wc + record);
+          e.pf_end = e.pf + record * static_cast<int64_t>(sizeof(float));
+        }
+        panel<kChunk, false, true>(a[i], px, s.cin, wc, cin_k_ * kBlock, conv, px * kBlock, kBlock, e, j1 == cmb_);
+      } else {
+        gemm(a[i], px, s.cin, wc, cin_k_ * kBlock, b_ + j0 * kBlock, conv, px * kBlock, kBlock, Mat{nullptr, 0, 0},
+             s.act, tail, 0, w, cmb_ - j0);
+      }
+      float* g = pooled + i * kChunk * kBlock;
+      for (int64_t q = 0; q < w; ++q) {
+        const float* col = conv + q * px * kBlock;
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t p = 0; p < px; ++p) sum = _mm512_add_ps(sum, _mm512_load_ps(col + p * kBlock));
+        _mm512_store_ps(g + q * kBlock, _mm512_mul_ps(sum, _mm512_set1_ps(inv)));
+      }
+      float* y = part + i * ncb_ * kBlock;
+      const int64_t kc = w * kBlock;
+      int64_t o = 0;
+      for (; o + 4 <= ncb_; o += 4) fc_blocks<4>(g, kc, sl + o * kChunk * kBlock * kBlock, y + o * kBlock);
+      switch (ncb_ - o) {
+        case 3: fc_blocks<3>(g, kc, sl + o * kChunk * kBlock * kBlock, y + o * kBlock); break;
+        case 2: fc_blocks<2>(g, kc, sl + o * kChunk * kBlock * kBlock, y + o * kBlock); break;
+        case 1: fc_blocks<1>(g, kc, sl + o * kChunk * kBlock * kBlock, y + o * kBlock); break;
+        default: break;
+      }
+    }
+  }
+}
+
+// Class blocks [ncb * t / nt, ncb * (t + 1) / nt) of y: the bias plus every thread's part.
+void Head::reduce(float* y, const float* scratch, int t, int nt) const {
+  const HeadSpec& s = s_;
+  const size_t per = thread_floats();
+  const size_t part_at = per - static_cast<size_t>(s.rows * ncb_ * kBlock);
+  const int64_t o0 = ncb_ * t / nt, o1 = ncb_ * (t + 1) / nt;
+  for (int64_t i = 0; i < s.rows; ++i) {
+    for (int64_t o = o0; o < o1; ++o) {
+      __m512 v = _mm512_load_ps(fc_b_ + o * kBlock);
+      for (int u = 0; u < nt; ++u) {
+        v = _mm512_add_ps(v, _mm512_load_ps(scratch + u * per + part_at + (i * ncb_ + o) * kBlock));
+      }
+      const int64_t rem = std::min<int64_t>(kBlock, s.classes - o * kBlock);
+      _mm512_mask_storeu_ps(y + i * s.classes + o * kBlock, static_cast<__mmask16>((1u << rem) - 1), v);
+    }
+  }
+}
+
+void Head::run(const View& x, int64_t x_ns, float* y, float* scratch, int threads) const {
+  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks_)));
+  if (threads == 1) {
+    run_thread(x, x_ns, scratch, 0, 1);
+    reduce(y, scratch, 0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    run_thread(x, x_ns, scratch + t * thread_floats(), t, nt);
+#pragma omp barrier
+    reduce(y, scratch, t, nt);
   }
 }
 

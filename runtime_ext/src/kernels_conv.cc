@@ -373,6 +373,42 @@ bool block_view(const TensorInfo& t, block::View* v, int64_t* ns) {
   return false;
 }
 
+// A 4-D tensor a block kernel reads or writes: in place, or through a nChw16c copy in the
+// workspace (converted by a oneDNN reorder) when stored in another format.
+struct Side {
+  const TensorInfo* t = nullptr;
+  block::View view;
+  int64_t ns = 0;
+  bool staged = false;
+  size_t at = 0;  // workspace offset when staged
+
+  float* base(ExecContext& ctx) const {
+    return staged ? reinterpret_cast<float*>(ctx.workspace + at) : ctx.ptr<float>(*t);
+  }
+};
+
+void bind(const Device& dev, WorkspacePlan* plan, Side* side, const TensorInfo& t, Prim* reorder, bool out) {
+  side->t = &t;
+  if (block_view(t, &side->view, &side->ns)) return;
+  // Stage through nChw16c.
+  TensorInfo staged = t;
+  staged.format = Format::kNChw16c;
+  block_view(staged, &side->view, &side->ns);
+  const dnnl::memory::desc md = tensor_md(t), blocked = format_md(t.shape, Format::kNChw16c);
+  side->staged = true;
+  side->at = plan->add(blocked.get_size());
+  const dnnl::engine& eng = dev.engine();
+  if (out) {
+    *reorder = Prim(dnnl::reorder::primitive_desc(eng, blocked, eng, md, make_attr()));
+    reorder->arg(DNNL_ARG_FROM, blocked, Ref::workspace(side->at));
+    reorder->arg(DNNL_ARG_TO, md, Ref::of(t));
+  } else {
+    *reorder = Prim(dnnl::reorder::primitive_desc(eng, md, eng, blocked, make_attr()));
+    reorder->arg(DNNL_ARG_FROM, md, Ref::of(t));
+    reorder->arg(DNNL_ARG_TO, blocked, Ref::workspace(side->at));
+  }
+}
+
 class ConvBlockKernel : public Kernel {
  public:
   explicit ConvBlockKernel(const KernelArgs& a);
@@ -384,20 +420,6 @@ class ConvBlockKernel : public Kernel {
   std::string impl() const override { return "block avx512"; }
 
  private:
-  // A tensor the kernel reads or writes: in place, or through a nChw16c copy in the
-  // workspace (converted by a oneDNN reorder) when stored in another format.
-  struct Side {
-    const TensorInfo* t = nullptr;
-    block::View view;
-    int64_t ns = 0;
-    bool staged = false;
-    size_t at = 0;  // workspace offset when staged
-  };
-  void bind(Side* side, const TensorInfo& t, Prim* reorder, bool out);
-  float* base(const Side& side, ExecContext& ctx) const {
-    return side.staged ? reinterpret_cast<float*>(ctx.workspace + side.at) : ctx.ptr<float>(*side.t);
-  }
-
   const Device& dev_;
   std::unique_ptr<block::Block> block_;
   Side x_, y_, r_;
@@ -406,28 +428,6 @@ class ConvBlockKernel : public Kernel {
   size_t scratch_at_ = 0;
   int threads_ = 1;
 };
-
-void ConvBlockKernel::bind(Side* side, const TensorInfo& t, Prim* reorder, bool out) {
-  side->t = &t;
-  if (block_view(t, &side->view, &side->ns)) return;
-  // Stage through nChw16c.
-  TensorInfo staged = t;
-  staged.format = Format::kNChw16c;
-  block_view(staged, &side->view, &side->ns);
-  const dnnl::memory::desc md = tensor_md(t), blocked = format_md(t.shape, Format::kNChw16c);
-  side->staged = true;
-  side->at = plan_.add(blocked.get_size());
-  const dnnl::engine& eng = dev_.engine();
-  if (out) {
-    *reorder = Prim(dnnl::reorder::primitive_desc(eng, blocked, eng, md, make_attr()));
-    reorder->arg(DNNL_ARG_FROM, blocked, Ref::workspace(side->at));
-    reorder->arg(DNNL_ARG_TO, md, Ref::of(t));
-  } else {
-    *reorder = Prim(dnnl::reorder::primitive_desc(eng, md, eng, blocked, make_attr()));
-    reorder->arg(DNNL_ARG_FROM, md, Ref::of(t));
-    reorder->arg(DNNL_ARG_TO, blocked, Ref::workspace(side->at));
-  }
-}
 
 const float* const_data(const KernelArgs& a, const TensorInfo* t, const char* what) {
   if (!t) return nullptr;
@@ -521,9 +521,9 @@ ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
     }
     s.residual = true;
   }
-  bind(&x_, x, &x_in_, false);
-  bind(&y_, y, &y_out_, true);
-  if (r) bind(&r_, *r, &r_in_, false);
+  bind(dev_, &plan_, &x_, x, &x_in_, false);
+  bind(dev_, &plan_, &y_, y, &y_out_, true);
+  if (r) bind(dev_, &plan_, &r_, *r, &r_in_, false);
   if (!dw && !x_.staged && x.format == Format::kNhwc && s.cin % 16 != 0) {
     // (a plain input is staged as nChw16c, whose padding is there to read)
     invalid("a block without expansion reads whole channel blocks: ", s.cin, " channels stored nhwc");
@@ -541,9 +541,9 @@ Status ConvBlockKernel::run(ExecContext& ctx) {
   if (x_in_.valid()) x_in_.execute(ctx);
   if (r_in_.valid()) r_in_.execute(ctx);
   block::View x = x_.view, y = y_.view, r = r_.view;
-  x.base = base(x_, ctx);
-  y.base = base(y_, ctx);
-  if (r_.t) r.base = base(r_, ctx);
+  x.base = x_.base(ctx);
+  y.base = y_.base(ctx);
+  if (r_.t) r.base = r_.base(ctx);
   const int threads = std::min(threads_, omp_get_max_threads());
   block_->run(x_.t->shape[0], x, x_.ns, y, y_.ns, r, r_.ns, reinterpret_cast<float*>(ctx.workspace + scratch_at_),
               threads);
@@ -551,9 +551,93 @@ Status ConvBlockKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
+// A 1x1 Conv, global average pool and fully connected layer as one kernel (head=1; see
+// block::Head). Inputs: X, W, B (optional), then the fc weight ([classes, C] with
+// head_trans_b=1, else [C, classes]) and its bias ([classes], optional); output [N, classes].
+class ConvHeadKernel : public Kernel {
+ public:
+  explicit ConvHeadKernel(const KernelArgs& a);
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override { x_in_.set_instances(n, dev_.engine()); }
+  Status run(ExecContext& ctx) override {
+    if (x_in_.valid()) x_in_.execute(ctx);
+    block::View x = x_.view;
+    x.base = x_.base(ctx);
+    head_->run(x, x_.ns, ctx.ptr<float>(*y_), reinterpret_cast<float*>(ctx.workspace + scratch_at_),
+               std::min(threads_, omp_get_max_threads()));
+    return Status::Ok();
+  }
+  std::string impl() const override { return "head avx512"; }
+
+ private:
+  const Device& dev_;
+  std::unique_ptr<block::Head> head_;
+  Side x_;
+  const TensorInfo* y_ = nullptr;
+  Prim x_in_;
+  WorkspacePlan plan_;
+  size_t scratch_at_ = 0;
+  int threads_ = 1;
+};
+
+ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
+  if (!block::available()) invalid("head=1 needs the block kernel, which needs AVX-512");
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  if (fusion.sum || a.attr_int("dw", 0) || a.attr_int("pw", 0)) invalid("head=1 takes no sum, dw or pw stage");
+  if (a.inputs.size() != 5) invalid("head=1 needs X, W, B, the fc weight and the fc bias, got ", a.inputs.size(), " inputs");
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& w = a.in(1);
+  const TensorInfo* b = a.opt_in(2);
+  const TensorInfo& fc = a.in(3);
+  const TensorInfo* fc_b = a.opt_in(4);
+  const TensorInfo& y = a.out(0);
+  a.expect_dtype(y, DType::kFloat32, "output Y");
+  Shape conv_out;
+  check_conv(a, x, w, &conv_out);
+  if (x.rank() != 4 || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1 || conv_out[2] != x.shape[2] ||
+      conv_out[3] != x.shape[3] || a.attr_int("group", 1) != 1) {
+    invalid("head=1 needs a 2-D 1x1 convolution with stride 1, no padding and group 1; input X ", shape_str(x.shape),
+            ", weight W ", shape_str(w.shape));
+  }
+  block::HeadSpec s;
+  s.rows = x.shape[0];
+  if (s.rows < 1 || s.rows > block::HeadSpec::kMaxRows) {
+    invalid("head=1 runs batches of 1 to ", block::HeadSpec::kMaxRows, ", input X has shape ", shape_str(x.shape));
+  }
+  s.pixels = x.shape[2] * x.shape[3];
+  s.cin = x.shape[1];
+  s.cmid = w.shape[0];
+  s.fc_transposed = a.attr_int("head_trans_b", 1) != 0;
+  if (fc.rank() != 2 || fc.shape[s.fc_transposed ? 1 : 0] != s.cmid) {
+    invalid("fc weight shape ", shape_str(fc.shape), " must be ", s.fc_transposed ? "[classes, " : "[", s.cmid,
+            s.fc_transposed ? "]" : ", classes]");
+  }
+  s.classes = fc.shape[s.fc_transposed ? 0 : 1];
+  if (b && b->shape != Shape{s.cmid}) invalid("bias shape ", shape_str(b->shape), " must be [", s.cmid, "]");
+  if (fc_b && fc_b->shape != Shape{s.classes}) {
+    invalid("fc bias shape ", shape_str(fc_b->shape), " must be [", s.classes, "]");
+  }
+  if (y.shape != Shape{s.rows, s.classes} || !y.plain()) {
+    invalid("output shape ", shape_str(y.shape), " (", format_name(y.format), ") must be [", s.rows, ", ", s.classes,
+            "] stored nchw");
+  }
+  s.act = block_clip(fusion, "convolution");
+  block::HeadWeights hw{const_data(a, &w, "weight W"), const_data(a, b, "bias B"), const_data(a, &fc, "fc weight"),
+                        const_data(a, fc_b, "fc bias")};
+  bind(dev_, &plan_, &x_, x, &x_in_, false);
+  s.blocked_in = x_.view.ws == 16;
+  y_ = &y;
+  head_ = std::make_unique<block::Head>(s, hw);
+  threads_ = std::max(1, dev_.threads());
+  scratch_at_ = plan_.add(head_->scratch_bytes(threads_));
+  Prim::share_scratchpad(&plan_, {&x_in_});
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a) {
+  if (a.attr_int("head", 0)) return std::make_unique<ConvHeadKernel>(a);
   if (a.attr_int("pw", 0)) return std::make_unique<ConvBlockKernel>(a);
   return std::make_unique<ConvKernel>(a);
 }

@@ -10,6 +10,7 @@ from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import default_device, load
+from tests.unit.conv_spec import conv_task_spec
 
 RNG = np.random.default_rng(11)
 BLOCK = "Conv block"
@@ -163,6 +164,8 @@ def test_zoo_mobilenetv2_is_one_kernel_per_block():
     depthwise = sum(1 for n in model.graph.node if n.op_type == "Conv"
                     and any(a.name == "group" and a.i > 1 for a in n.attribute))
     assert len(_blocks(compiled)) == depthwise * FUSED  # every block, the first one included
+    # and its head (1x1 Conv, pool, Flatten, Gemm: fusion_conv_head)
+    assert sum(f.startswith("Conv head") for f in compiled.report.fusions) == FUSED
 
 
 # ---- the runtime kernel's checks (bad specs give InvalidArgument naming the node) ------
@@ -172,28 +175,11 @@ def _spec(pw_shape=(8, 16, 1, 1), pb_shape=(8,), y_shape=(1, 8, 6, 6), attrs=Non
               "bd": [16], "wp": list(pw_shape), "bp": list(pb_shape), "y": list(y_shape)}
     if residual_shape:
         shapes["r"] = list(residual_shape)
-    tensors, offset_w, offset_a = [], 0, 0
-    for name, shape in shapes.items():
-        n = int(np.prod(shape)) * 4
-        weight = name not in ("x", "y", "r") and not (name == "wp" and pw_region == "arena")
-        if weight:
-            off, offset_w = offset_w, offset_w + (n + 63) // 64 * 64
-        else:
-            off, offset_a = offset_a, offset_a + (n + 63) // 64 * 64
-        tensors.append({"name": name, "dtype": "float32", "shape": shape,
-                        "region": "weight" if weight else "arena", "offset": off})
-    task_attrs = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1],
-                  "dw": 1, "dw_stride": 1, "pw": 1}
-    task_attrs.update(attrs or {})
-    inputs = [0, 1, 2, 3, 4, 5, 6]
-    if residual_shape:
-        task_attrs["sum"] = 1
-        inputs.append(8)
-    return {"name": "m", "tensors": tensors, "arena_bytes": offset_a,
-            "weights": np.zeros(offset_w, np.uint8), "num_streams": 1, "num_events": 0,
-            "inputs": [0], "outputs": [7],
-            "tasks": [{"kind": "kernel", "name": "fused_block", "stream": 0, "op": "Conv",
-                       "inputs": inputs, "outputs": [7], "attrs": task_attrs}]}
+    arena = {"x", "y", "r"} | ({"wp"} if pw_region == "arena" else set())
+    task_attrs = {"dw": 1, "dw_stride": 1, "pw": 1, **({"sum": 1} if residual_shape else {}),
+                  **(attrs or {})}
+    inputs = [0, 1, 2, 3, 4, 5, 6] + ([8] if residual_shape else [])
+    return conv_task_spec(shapes, arena, inputs, 7, task_attrs, "fused_block")
 
 
 def test_kernel_runs_a_valid_spec():

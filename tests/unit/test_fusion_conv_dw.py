@@ -9,6 +9,7 @@ from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import load
+from tests.unit.conv_spec import conv_task_spec
 
 RNG = np.random.default_rng(7)
 DW = "Conv+Conv(depthwise)"
@@ -183,27 +184,10 @@ def _spec(dw_w_shape=(16, 1, 3, 3), dw_b_shape=(16,), stride=1, y_hw=6, pw=(16, 
           attrs=None, dw_w_region="weight", sum_=False):
     shapes = {"x": [1, 8, 6, 6], "w": list(pw), "b": [pw[0]], "dww": list(dw_w_shape),
               "dwb": list(dw_b_shape), "y": [1, pw[0], y_hw, y_hw]}
-    tensors, offset_w, offset_a = [], 0, 0
-    for name, shape in shapes.items():
-        n = int(np.prod(shape)) * 4
-        region = "arena" if name in ("x", "y") else ("weight" if name != "dww" else dw_w_region)
-        if region == "weight":
-            off, offset_w = offset_w, offset_w + (n + 63) // 64 * 64
-        else:
-            off, offset_a = offset_a, offset_a + (n + 63) // 64 * 64
-        tensors.append({"name": name, "dtype": "float32", "shape": shape, "region": region,
-                        "offset": off})
-    task_attrs = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1],
-                  "dw": 1, "dw_stride": stride}
-    task_attrs.update(attrs or {})
-    inputs = [0, 1, 2, 3, 4] + ([0] if sum_ else [])
-    if sum_:
-        task_attrs["sum"] = 1
-    return {"name": "m", "tensors": tensors, "arena_bytes": offset_a,
-            "weights": np.zeros(offset_w, np.uint8), "num_streams": 1, "num_events": 0,
-            "inputs": [0], "outputs": [5],
-            "tasks": [{"kind": "kernel", "name": "fused_conv", "stream": 0, "op": "Conv",
-                       "inputs": inputs, "outputs": [5], "attrs": task_attrs}]}
+    arena = {"x", "y"} | ({"dww"} if dw_w_region == "arena" else set())
+    task_attrs = {"dw": 1, "dw_stride": stride, **({"sum": 1} if sum_ else {}), **(attrs or {})}
+    return conv_task_spec(shapes, arena, [0, 1, 2, 3, 4] + ([0] if sum_ else []), 5, task_attrs,
+                          "fused_conv")
 
 
 def test_kernel_runs_a_valid_spec():
