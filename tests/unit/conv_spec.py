@@ -1,25 +1,27 @@
-"""A runtime model spec of one fused Conv task, for the kernels' own checks (the tests of
-fusion_conv_dw, fusion_conv_block and fusion_conv_head)."""
+"""A runtime model of one fused Conv task (SpecBuilder), for the fused kernels' own checks
+(the tests of fusion_conv_dw, fusion_conv_block and fusion_conv_head)."""
 
 import numpy as np
+
+from tests.unit.test_runtime import SpecBuilder
 
 CONV_ATTRS = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1]}
 
 
 def conv_task_spec(shapes: dict, arena: set, inputs: list, output: int, attrs: dict,
                    task: str) -> dict:
-    """Float32 tensors `shapes` (name -> shape, indexed in that order) in the arena when
-    named in `arena`, else zero weights; tensor 0 is the model's input, `output` its output;
-    one Conv task named `task` reads `inputs` and writes `output`."""
-    tensors, offset = [], {"weight": 0, "arena": 0}
-    for name, shape in shapes.items():
-        region = "arena" if name in arena else "weight"
-        n = int(np.prod(shape)) * 4
-        tensors.append({"name": name, "dtype": "float32", "shape": list(shape), "region": region,
-                        "offset": offset[region]})
-        offset[region] += (n + 63) // 64 * 64
-    return {"name": "m", "tensors": tensors, "arena_bytes": offset["arena"],
-            "weights": np.zeros(offset["weight"], np.uint8), "num_streams": 1, "num_events": 0,
-            "inputs": [0], "outputs": [output],
-            "tasks": [{"kind": "kernel", "name": task, "stream": 0, "op": "Conv",
-                       "inputs": inputs, "outputs": [output], "attrs": {**CONV_ATTRS, **attrs}}]}
+    """Float32 tensors `shapes` (name -> shape, indexed in that order): the first is the
+    model's input, those named in `arena` are computed values, the rest zero constants;
+    `output` (an index) is the model's output; one Conv task named `task` reads `inputs` and
+    writes `output`."""
+    b = SpecBuilder()
+    for i, (name, shape) in enumerate(shapes.items()):
+        if i == 0:
+            b.input(name, "float32", shape)
+        elif name in arena:
+            b.tensor(name, "float32", shape)
+        else:
+            b.const(name, np.zeros(shape, np.float32))
+    b.outputs.append(output)
+    b.kernel("Conv", inputs, [output], name=task, **{**CONV_ATTRS, **attrs})
+    return b.spec()

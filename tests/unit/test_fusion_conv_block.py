@@ -10,7 +10,8 @@ from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import default_device, load
-from tests.unit.conv_spec import conv_task_spec
+from tests.unit.conv_spec import CONV_ATTRS, conv_task_spec
+from tests.unit.test_runtime import SpecBuilder
 
 RNG = np.random.default_rng(11)
 BLOCK = "Conv block"
@@ -210,3 +211,34 @@ def test_kernel_rejects_bad_specs(kwargs, message):
                        match=message if AVAILABLE else "needs AVX-512") as err:
         _runtime.Model(_runtime.Device(1), _spec(**kwargs))
     assert "fused_block" in str(err.value)
+
+
+@pytest.mark.parametrize("x_format,channels", [("nhwc", 24), ("nhwc", 32), ("nchw", 24)])
+def test_kernel_block_without_expand_reads_whole_channel_blocks(x_format, channels):
+    # depthwise -> project reads the input's channels in blocks of 16: NHWC with a partial
+    # last block is refused (the compiler never emits it: fusion_conv_block asks for whole
+    # blocks); a plain input is staged as a padded nChw16c copy and runs
+    c = channels
+    b = SpecBuilder()
+    x = b.input("x", "float32", [1, c, 6, 6])
+    xt = b.tensor("xt", "float32", [1, c, 6, 6])
+    b.tensors[xt]["format"] = x_format
+    b.kernel("TransData", [x], [xt], src_format="nchw", dst_format=x_format)
+    ws = [b.const(n, np.zeros(s, np.float32)) for n, s in
+          [("wd", [c, 1, 3, 3]), ("bd", [c]), ("wp", [8, c, 1, 1]), ("bp", [8])]]
+    y = b.tensor("y", "float32", [1, 8, 6, 6])
+    b.outputs.append(y)
+    b.kernel("Conv", [xt, *ws], [y], name="fused_block", **{**CONV_ATTRS, "group": c,
+                                                             "pads": [1, 1, 1, 1], "pw": 1})
+    spec = b.spec()
+    if not AVAILABLE:
+        with pytest.raises(_runtime.InvalidArgument, match="needs AVX-512"):
+            _runtime.Model(_runtime.Device(1), spec)
+        return
+    if x_format == "nhwc" and c % 16:
+        with pytest.raises(_runtime.InvalidArgument, match="whole channel blocks") as err:
+            _runtime.Model(_runtime.Device(1), spec)
+        assert "fused_block" in str(err.value)
+        return
+    out = _runtime.Model(_runtime.Device(1), spec).execute([np.ones((1, c, 6, 6), np.float32)])
+    np.testing.assert_array_equal(out[0], 0)  # zero weights and biases
