@@ -12,8 +12,11 @@
 //   rows next to a split are expanded by both threads (one or two rows in 28+);
 // - by channels (small images, where that overlap would be 15-30% of the expand): each
 //   thread expands and filters its share of the expanded channels for the whole image (the
-//   depthwise stage is per channel), then after one barrier the project GEMM is split by
-//   pixels or by output channels, whichever leaves less padding work.
+//   depthwise stage is per channel) and projects them: a partial sum of every output (split
+//   K); after one barrier each thread adds the parts of its share of the pixels. No thread
+//   reads another's depthwise output, so those lines stay in one core's cache (with the
+//   projection split by pixels, every run's depthwise stage took its lines back from the
+//   other core: 5-10 us a block in the harness, ~40 us over MobileNetV2's 11 such blocks).
 // With at least as many samples as threads, each thread runs whole samples.
 //
 // GEMM tiles: MR pixels x NR blocks of 16 output channels in zmm accumulators (6x4, 8x3,
@@ -220,18 +223,6 @@ void gemm(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_
   }
 }
 
-// Work of a GEMM share in FMA-tile units, padding included (to choose a split).
-int64_t gemm_cost(int64_t m_dim, int64_t nblocks) {
-  if (m_dim <= 0 || nblocks <= 0) return 0;
-  const int64_t panels = (nblocks + 3) / 4;
-  int64_t cost = 0;
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t w = nblocks * (p + 1) / panels - nblocks * p / panels;
-    cost += round_up(m_dim, mr_for(static_cast<int>(w))) * w;
-  }
-  return cost;
-}
-
 // The expanded rows the depthwise stage reads: row h at base + (h % mod) * hs (mod 0: no
 // wrap), channel block cb (counted from the view's first) at + cb * cs, column at + w * ws.
 struct Rows {
@@ -242,29 +233,30 @@ struct Rows {
 
 // T outputs of one row of one channel block, from column ow: the nr input rows that exist
 // (rows[q], with their three taps taps[q]). Each row's columns are loaded once (T + 2 at
-// stride 1, 2T + 1 at stride 2; zeros outside the image) and the T outputs are T
-// independent FMA chains (one output's nine taps in a row are a chain of 4-cycle FMAs:
-// that ran at ~60% of peak).
-template <int S, int T>
-inline void dw_tile(const float* const* rows, const __m512* const* taps, int nr, int64_t ow, int64_t w, int64_t ws,
-                    __m512 bias, bool act, __m512 lo, __m512 hi, float* out) {
+// stride 1, 2T + 1 at stride 2) and the T outputs are T independent FMA chains (one
+// output's nine taps in a row are a chain of 4-cycle FMAs: that ran at ~60% of peak).
+// LEFT: the first column is the padding left of the image; RIGHT: the last one is the
+// padding right of it (never more than one column each side): both known at compile time,
+// so a tile has no per-column bounds checks (with them, rows of 7 and 14 pixels, where every
+// tile touches an edge, ran at 25-35% of peak).
+template <int S, int T, bool LEFT, bool RIGHT>
+inline void dw_tile(const float* const* rows, const __m512* const* taps, int nr, int64_t ow, int64_t ws, __m512 bias,
+                    bool act, __m512 lo, __m512 hi, float* out) {
   constexpr int C = S == 1 ? T + 2 : 2 * T + 1;
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = bias;
   const int64_t first = ow * S - 1;
-  const bool inside = first >= 0 && first + C <= w;
   for (int q = 0; q < nr; ++q) {
+    const float* row = rows[q] + first * ws;
     __m512 col[C];
-    if (inside) {
 #pragma GCC unroll 17
-      for (int i = 0; i < C; ++i) col[i] = _mm512_loadu_ps(rows[q] + (first + i) * ws);
-    } else {
-#pragma GCC unroll 17
-      for (int i = 0; i < C; ++i) {
-        const int64_t iw = first + i;
-        col[i] = iw >= 0 && iw < w ? _mm512_loadu_ps(rows[q] + iw * ws) : _mm512_setzero_ps();
-      }
+    for (int i = 0; i < C; ++i) {
+      col[i] = (LEFT && i == 0) || (RIGHT && i == C - 1) ? _mm512_setzero_ps() : _mm512_loadu_ps(row + i * ws);
+      // Keep the column in a register: left to itself GCC folds the load into each of the
+      // (up to three) FMAs that read it, 2.4x the loads (rows of 56: 12.8 vs 11.5 cycles
+      // an output).
+      asm("" : "+v"(col[i]));
     }
     const __m512 k0 = taps[q][0], k1 = taps[q][1], k2 = taps[q][2];
 #pragma GCC unroll 8
@@ -281,14 +273,48 @@ inline void dw_tile(const float* const* rows, const __m512* const* taps, int nr,
   }
 }
 
+template <int S, bool LEFT, bool RIGHT>
+void dw_tile_n(int t, const float* const* rows, const __m512* const* taps, int nr, int64_t ow, int64_t ws,
+               __m512 bias, bool act, __m512 lo, __m512 hi, float* out) {
+  switch (t) {
+    case 1: return dw_tile<S, 1, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 2: return dw_tile<S, 2, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 3: return dw_tile<S, 3, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 4: return dw_tile<S, 4, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 5: return dw_tile<S, 5, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 6: return dw_tile<S, 6, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    case 7: return dw_tile<S, 7, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+    default: return dw_tile<S, 8, LEFT, RIGHT>(rows, taps, nr, ow, ws, bias, act, lo, hi, out);
+  }
+}
+
+// How a row of wo outputs is cut into tiles: n tiles of at most 8, as even as the row allows
+// (14 = 7 + 7): the first `rem` tiles have base + 1 outputs, the others base.
+struct RowTiles {
+  int64_t n, base, rem;
+  explicit RowTiles(int64_t wo) : n((wo + 7) / 8), base(wo / n), rem(wo % n) {}
+};
+
+// One output row.
 template <int S>
-void dw_row(const float* const* rows, const __m512* const* taps, int nr, int64_t w, int64_t wo, int64_t ws,
+void dw_row(const float* const* rows, const __m512* const* taps, int nr, int64_t w, const RowTiles& tiles, int64_t ws,
             __m512 bias, bool act, __m512 lo, __m512 hi, float* out) {
-  int64_t ow = 0;
-  for (; ow + 8 <= wo; ow += 8) dw_tile<S, 8>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out);
-  if (ow + 4 <= wo) dw_tile<S, 4>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out), ow += 4;
-  if (ow + 2 <= wo) dw_tile<S, 2>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out), ow += 2;
-  if (ow < wo) dw_tile<S, 1>(rows, taps, nr, ow, w, ws, bias, act, lo, hi, out);
+  int64_t b = 0;
+  for (int64_t i = 0; i < tiles.n; ++i) {
+    const int64_t a = b;
+    b = a + tiles.base + (i < tiles.rem);
+    const int t = static_cast<int>(b - a);
+    const bool left = a == 0, right = (S == 1 ? b : 2 * b - 1) >= w;  // the last column read
+    if (left && right) {
+      dw_tile_n<S, true, true>(t, rows, taps, nr, a, ws, bias, act, lo, hi, out);
+    } else if (left) {
+      dw_tile_n<S, true, false>(t, rows, taps, nr, a, ws, bias, act, lo, hi, out);
+    } else if (right) {
+      dw_tile_n<S, false, true>(t, rows, taps, nr, a, ws, bias, act, lo, hi, out);
+    } else {
+      dw_tile_n<S, false, false>(t, rows, taps, nr, a, ws, bias, act, lo, hi, out);
+    }
+  }
 }
 
 // Depthwise 3x3 (pads 1) of output rows [oh0, oh1) and channel blocks [cb0, cb1) into
@@ -297,6 +323,7 @@ void dw_row(const float* const* rows, const __m512* const* taps, int nr, int64_t
 void depthwise(const Rows& e, int64_t first, int64_t h, int64_t w, int64_t stride, int64_t oh0, int64_t oh1,
                int64_t cb0, int64_t cb1, const float* wd, const float* bd, Clip act, float* d, int64_t d_cs) {
   const int64_t wo = (w - 1) / stride + 1;
+  const RowTiles tiles(wo);
   const __m512 lo = _mm512_set1_ps(act.lo), hi = _mm512_set1_ps(act.hi);
   for (int64_t cb = cb0; cb < cb1; ++cb) {
     __m512 k[9];
@@ -314,9 +341,9 @@ void depthwise(const Rows& e, int64_t first, int64_t h, int64_t w, int64_t strid
       }
       float* out = d + cb * d_cs + (oh - oh0) * wo * kBlock;
       if (stride == 1) {
-        dw_row<1>(rows, taps, nr, w, wo, e.ws, bias, act.on, lo, hi, out);
+        dw_row<1>(rows, taps, nr, w, tiles, e.ws, bias, act.on, lo, hi, out);
       } else {
-        dw_row<2>(rows, taps, nr, w, wo, e.ws, bias, act.on, lo, hi, out);
+        dw_row<2>(rows, taps, nr, w, tiles, e.ws, bias, act.on, lo, hi, out);
       }
     }
   }
@@ -366,9 +393,10 @@ Block::Block(const Spec& s, const Weights& w) : s_(s) {
   cin_k_ = round_up(s.cin, kBlock);
   const int64_t cep = ceb_ * kBlock;
   const int64_t sizes[] = {s.expand ? ceb_ * cin_k_ * kBlock : 0, s.expand ? cep : 0, ceb_ * 9 * kBlock, cep,
-                           coutb_ * cep * kBlock, coutb_ * kBlock};
-  float* parts[6];
+                           coutb_ * cep * kBlock, coutb_ * kBlock, coutb_ * kBlock};
+  float* parts[7];
   carve(&store_, sizes, parts);
+  zero_ = parts[6];
   float* we = parts[0];
   float* be = parts[1];
   float* wd = parts[2];
@@ -411,18 +439,20 @@ size_t Block::rows_scratch_floats() const {
   return static_cast<size_t>(round_up(packed + (ring * s_.w + band * s_.wo()) * ceb_ * kBlock, kBlock));
 }
 
-// A channel split: [band buffer of the whole image][packed input][the expanded image, each
-// thread writing its own channel blocks]. Independent of the team's size.
-size_t Block::channels_scratch_floats() const {
+// A channel split: [band buffer of the whole image][packed input][the expanded image][one
+// partial projection per thread], each thread writing its own channel blocks of the first
+// three.
+size_t Block::channels_scratch_floats(int threads) const {
   const int64_t expanded = s_.expand ? s_.h * s_.w * ceb_ * kBlock : 0;
   const int64_t packed = s_.expand && !s_.blocked_in ? s_.h * s_.w * cin_k_ : 0;
+  const int64_t partial = s_.ho() * s_.wo() * coutb_ * kBlock;
   return static_cast<size_t>(round_up(s_.ho() * s_.wo() * ceb_ * kBlock, kBlock) + round_up(packed, kBlock) +
-                             expanded);
+                             expanded + threads * partial);
 }
 
 size_t Block::scratch_bytes(int threads) const {
   threads = std::max(1, threads);
-  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats());
+  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats(threads));
   return floats * sizeof(float);
 }
 
@@ -470,7 +500,8 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
   float* dbuf = scratch;
   float* packed = dbuf + round_up(pixels * cep, kBlock);
   float* expanded = packed + round_up(s.expand && !s.blocked_in ? in_pixels * cin_k_ : 0, kBlock);
-  const int64_t d_cs = pixels * kBlock;
+  float* partials = expanded + (s.expand ? in_pixels * cep : 0);
+  const int64_t d_cs = pixels * kBlock, p_size = pixels * coutb_ * kBlock;
   const int64_t cb0 = ceb_ * t / nt, cb1 = ceb_ * (t + 1) / nt;
   Mat a{x.base, x.cs, kBlock};
   if (s.expand && !s.blocked_in) {  // every thread reads the whole input: pack it together
@@ -491,23 +522,36 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
                 d_cs);
     }
   }
-#pragma omp barrier
-  // Project: by pixels or by output blocks, whichever pads less. Rows are dense (hs = wo *
-  // ws), so pixel p of the image is at p * ws.
-  const int64_t by_pixels = gemm_cost((pixels + nt - 1) / nt, coutb_);
-  const int64_t by_blocks = gemm_cost(pixels, (coutb_ + nt - 1) / nt);
-  const Tail tail_y = out_tail(s.cout, s.full_out);
-  float* out = const_cast<float*>(y.base);
-  if (by_pixels <= by_blocks || coutb_ < nt) {
-    const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
-    const Mat res = s.residual ? Mat{r.base + p0 * r.ws, r.cs, r.ws} : Mat{nullptr, 0, 0};
-    gemm(Mat{dbuf + p0 * kBlock, d_cs, kBlock}, p1 - p0, cep, wp_, cep * kBlock, bp_, out + p0 * y.ws, y.cs, y.ws,
-         res, s.act_p, tail_y, 0, coutb_, coutb_);
+  // Project the thread's own channels: a partial sum of every output (split K). The other
+  // threads never read this thread's depthwise output, so its lines stay with this core: a
+  // projection split by pixels read every thread's channels, and the next run's depthwise
+  // stage then had to take its lines back from the other core (10-20 us a block here).
+  float* mine = partials + t * p_size;
+  if (cb1 > cb0) {
+    gemm(Mat{dbuf + cb0 * d_cs, d_cs, kBlock}, pixels, (cb1 - cb0) * kBlock, wp_ + cb0 * kBlock * kBlock,
+         cep * kBlock, zero_, mine, pixels * kBlock, kBlock, Mat{nullptr, 0, 0}, Clip{}, kWhole, 0, coutb_, coutb_);
   } else {
-    const int64_t j0 = coutb_ * t / nt, j1 = coutb_ * (t + 1) / nt;
-    const Mat res = s.residual ? Mat{r.base, r.cs, r.ws} : Mat{nullptr, 0, 0};
-    gemm(Mat{dbuf, d_cs, kBlock}, pixels, cep, wp_, cep * kBlock, bp_, out, y.cs, y.ws, res, s.act_p, tail_y, j0, j1,
-         coutb_);
+    std::memset(mine, 0, static_cast<size_t>(p_size) * sizeof(float));
+  }
+#pragma omp barrier
+  // The sum of the parts, bias, residual and activation, by pixels. Rows are dense (hs = wo
+  // * ws), so pixel p of the image is at p * ws.
+  const Tail tail_y = out_tail(s.cout, s.full_out);
+  const __m512 lo = _mm512_set1_ps(s.act_p.lo), hi = _mm512_set1_ps(s.act_p.hi);
+  float* out = const_cast<float*>(y.base);
+  const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
+  for (int64_t j = 0; j < coutb_; ++j) {
+    const bool last = j + 1 == coutb_;
+    const __mmask16 keep = last ? tail_y.keep : static_cast<__mmask16>(0xffff);
+    const __mmask16 store = last ? tail_y.store : static_cast<__mmask16>(0xffff);
+    const __m512 bias = _mm512_load_ps(bp_ + j * kBlock);
+    for (int64_t p = p0; p < p1; ++p) {
+      __m512 v = bias;
+      for (int u = 0; u < nt; ++u) v = _mm512_add_ps(v, _mm512_load_ps(partials + u * p_size + (j * pixels + p) * kBlock));
+      if (s.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, r.base + j * r.cs + p * r.ws));
+      if (s.act_p.on) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      _mm512_mask_storeu_ps(out + j * y.cs + p * y.ws, store, _mm512_maskz_mov_ps(keep, v));
+    }
   }
 }
 
