@@ -12,12 +12,14 @@
 //   rows next to a split are expanded by both threads (one or two rows in 28+);
 // - by channels (small images, where that overlap would be 15-30% of the expand): each
 //   thread expands and filters its share of the expanded channels for the whole image (the
-//   depthwise stage is per channel) and projects them: a partial sum of every output (split
-//   K); after one barrier each thread adds the parts of its share of the pixels. No thread
-//   reads another's depthwise output, so those lines stay in one core's cache (with the
-//   projection split by pixels, every run's depthwise stage took its lines back from the
-//   other core: 5-10 us a block in the harness, ~40 us over MobileNetV2's 11 such blocks).
+//   depthwise stage is per channel), then after one barrier the project GEMM is split by
+//   pixels or by output channels, whichever leaves less padding work.
 // With at least as many samples as threads, each thread runs whole samples.
+// Every way computes each output with the same operations in the same order, so the bits do
+// not depend on the team's size (under concurrent callers a model runs on one-thread lanes).
+// Splitting the projection's K over the channel split's threads (so no core writes
+// depthwise lines the other core read) saved ~40 us over MobileNetV2's 11 such blocks, but
+// the sum of two halves rounds differently from one pass: given up for that.
 //
 // GEMM tiles: MR pixels x NR blocks of 16 output channels in zmm accumulators (6x4, 8x3,
 // 12x2, 16x1), one broadcast of the input per pixel and k, weights packed per block as
@@ -223,6 +225,18 @@ void gemm(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_
   }
 }
 
+// Work of a GEMM share in FMA-tile units, padding included (to choose a split).
+int64_t gemm_cost(int64_t m_dim, int64_t nblocks) {
+  if (m_dim <= 0 || nblocks <= 0) return 0;
+  const int64_t panels = (nblocks + 3) / 4;
+  int64_t cost = 0;
+  for (int64_t p = 0; p < panels; ++p) {
+    const int64_t w = nblocks * (p + 1) / panels - nblocks * p / panels;
+    cost += round_up(m_dim, mr_for(static_cast<int>(w))) * w;
+  }
+  return cost;
+}
+
 // The expanded rows the depthwise stage reads: row h at base + (h % mod) * hs (mod 0: no
 // wrap), channel block cb (counted from the view's first) at + cb * cs, column at + w * ws.
 struct Rows {
@@ -393,10 +407,9 @@ Block::Block(const Spec& s, const Weights& w) : s_(s) {
   cin_k_ = round_up(s.cin, kBlock);
   const int64_t cep = ceb_ * kBlock;
   const int64_t sizes[] = {s.expand ? ceb_ * cin_k_ * kBlock : 0, s.expand ? cep : 0, ceb_ * 9 * kBlock, cep,
-                           coutb_ * cep * kBlock, coutb_ * kBlock, coutb_ * kBlock};
-  float* parts[7];
+                           coutb_ * cep * kBlock, coutb_ * kBlock};
+  float* parts[6];
   carve(&store_, sizes, parts);
-  zero_ = parts[6];
   float* we = parts[0];
   float* be = parts[1];
   float* wd = parts[2];
@@ -439,20 +452,18 @@ size_t Block::rows_scratch_floats() const {
   return static_cast<size_t>(round_up(packed + (ring * s_.w + band * s_.wo()) * ceb_ * kBlock, kBlock));
 }
 
-// A channel split: [band buffer of the whole image][packed input][the expanded image][one
-// partial projection per thread], each thread writing its own channel blocks of the first
-// three.
-size_t Block::channels_scratch_floats(int threads) const {
+// A channel split: [band buffer of the whole image][packed input][the expanded image, each
+// thread writing its own channel blocks]. Independent of the team's size.
+size_t Block::channels_scratch_floats() const {
   const int64_t expanded = s_.expand ? s_.h * s_.w * ceb_ * kBlock : 0;
   const int64_t packed = s_.expand && !s_.blocked_in ? s_.h * s_.w * cin_k_ : 0;
-  const int64_t partial = s_.ho() * s_.wo() * coutb_ * kBlock;
   return static_cast<size_t>(round_up(s_.ho() * s_.wo() * ceb_ * kBlock, kBlock) + round_up(packed, kBlock) +
-                             expanded + threads * partial);
+                             expanded);
 }
 
 size_t Block::scratch_bytes(int threads) const {
   threads = std::max(1, threads);
-  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats(threads));
+  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats());
   return floats * sizeof(float);
 }
 
@@ -500,8 +511,7 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
   float* dbuf = scratch;
   float* packed = dbuf + round_up(pixels * cep, kBlock);
   float* expanded = packed + round_up(s.expand && !s.blocked_in ? in_pixels * cin_k_ : 0, kBlock);
-  float* partials = expanded + (s.expand ? in_pixels * cep : 0);
-  const int64_t d_cs = pixels * kBlock, p_size = pixels * coutb_ * kBlock;
+  const int64_t d_cs = pixels * kBlock;
   const int64_t cb0 = ceb_ * t / nt, cb1 = ceb_ * (t + 1) / nt;
   Mat a{x.base, x.cs, kBlock};
   if (s.expand && !s.blocked_in) {  // every thread reads the whole input: pack it together
@@ -522,36 +532,23 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
                 d_cs);
     }
   }
-  // Project the thread's own channels: a partial sum of every output (split K). The other
-  // threads never read this thread's depthwise output, so its lines stay with this core: a
-  // projection split by pixels read every thread's channels, and the next run's depthwise
-  // stage then had to take its lines back from the other core (10-20 us a block here).
-  float* mine = partials + t * p_size;
-  if (cb1 > cb0) {
-    gemm(Mat{dbuf + cb0 * d_cs, d_cs, kBlock}, pixels, (cb1 - cb0) * kBlock, wp_ + cb0 * kBlock * kBlock,
-         cep * kBlock, zero_, mine, pixels * kBlock, kBlock, Mat{nullptr, 0, 0}, Clip{}, kWhole, 0, coutb_, coutb_);
-  } else {
-    std::memset(mine, 0, static_cast<size_t>(p_size) * sizeof(float));
-  }
 #pragma omp barrier
-  // The sum of the parts, bias, residual and activation, by pixels. Rows are dense (hs = wo
-  // * ws), so pixel p of the image is at p * ws.
+  // Project: by pixels or by output blocks, whichever pads less. Rows are dense (hs = wo *
+  // ws), so pixel p of the image is at p * ws.
+  const int64_t by_pixels = gemm_cost((pixels + nt - 1) / nt, coutb_);
+  const int64_t by_blocks = gemm_cost(pixels, (coutb_ + nt - 1) / nt);
   const Tail tail_y = out_tail(s.cout, s.full_out);
-  const __m512 lo = _mm512_set1_ps(s.act_p.lo), hi = _mm512_set1_ps(s.act_p.hi);
   float* out = const_cast<float*>(y.base);
-  const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
-  for (int64_t j = 0; j < coutb_; ++j) {
-    const bool last = j + 1 == coutb_;
-    const __mmask16 keep = last ? tail_y.keep : static_cast<__mmask16>(0xffff);
-    const __mmask16 store = last ? tail_y.store : static_cast<__mmask16>(0xffff);
-    const __m512 bias = _mm512_load_ps(bp_ + j * kBlock);
-    for (int64_t p = p0; p < p1; ++p) {
-      __m512 v = bias;
-      for (int u = 0; u < nt; ++u) v = _mm512_add_ps(v, _mm512_load_ps(partials + u * p_size + (j * pixels + p) * kBlock));
-      if (s.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, r.base + j * r.cs + p * r.ws));
-      if (s.act_p.on) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-      _mm512_mask_storeu_ps(out + j * y.cs + p * y.ws, store, _mm512_maskz_mov_ps(keep, v));
-    }
+  if (by_pixels <= by_blocks || coutb_ < nt) {
+    const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
+    const Mat res = s.residual ? Mat{r.base + p0 * r.ws, r.cs, r.ws} : Mat{nullptr, 0, 0};
+    gemm(Mat{dbuf + p0 * kBlock, d_cs, kBlock}, p1 - p0, cep, wp_, cep * kBlock, bp_, out + p0 * y.ws, y.cs, y.ws,
+         res, s.act_p, tail_y, 0, coutb_, coutb_);
+  } else {
+    const int64_t j0 = coutb_ * t / nt, j1 = coutb_ * (t + 1) / nt;
+    const Mat res = s.residual ? Mat{r.base, r.cs, r.ws} : Mat{nullptr, 0, 0};
+    gemm(Mat{dbuf, d_cs, kBlock}, pixels, cep, wp_, cep * kBlock, bp_, out, y.cs, y.ws, res, s.act_p, tail_y, j0, j1,
+         coutb_);
   }
 }
 
@@ -601,12 +598,12 @@ namespace {
 
 constexpr int64_t kChunk = 4;  // conv output blocks per chunk: one 4-block GEMM panel
 
-// y[G blocks] += sum over k < kc of g[k] * slab block q, row k (each block [64][16]).
+// y[G blocks] = sum over k < kc of g[k] * slab block q, row k (each block [64][16]).
 template <int G>
 void fc_blocks(const float* g, int64_t kc, const float* slab, float* y) {
   __m512 acc[G];
 #pragma GCC unroll 4
-  for (int q = 0; q < G; ++q) acc[q] = _mm512_load_ps(y + q * kBlock);
+  for (int q = 0; q < G; ++q) acc[q] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 gv = _mm512_set1_ps(g[k]);
 #pragma GCC unroll 4
@@ -647,26 +644,26 @@ Head::Head(const HeadSpec& s, const HeadWeights& w) : s_(s) {
 
 int64_t Head::record_floats() const { return kChunk * cin_k_ * kBlock + ncb_ * kChunk * kBlock * kBlock; }
 
-// Per thread: [packed input (NHWC)][chunk's conv output, 4 blocks][pooled, 64 per row]
-// [partial classes, rows x ncb x 16].
+// Scratch: each chunk's part of the classes [chunk][rows][ncb][16] (added up in chunk order
+// whatever the team's size, so a run on one thread gives the same bits as on two), then per
+// thread [packed input (NHWC)][chunk's conv output, 4 blocks][pooled, 64 per row].
+size_t Head::parts_floats() const { return static_cast<size_t>(chunks_ * s_.rows * ncb_ * kBlock); }
+
 size_t Head::thread_floats() const {
   const int64_t packed = s_.blocked_in ? 0 : s_.rows * s_.pixels * cin_k_;
-  return static_cast<size_t>(round_up(packed, kBlock) + kChunk * s_.pixels * kBlock +
-                             s_.rows * kChunk * kBlock + s_.rows * ncb_ * kBlock);
+  return static_cast<size_t>(round_up(packed, kBlock) + kChunk * s_.pixels * kBlock + s_.rows * kChunk * kBlock);
 }
 
 size_t Head::scratch_bytes(int threads) const {
-  return static_cast<size_t>(std::max(1, threads)) * thread_floats() * sizeof(float);
+  return (parts_floats() + static_cast<size_t>(std::max(1, threads)) * thread_floats()) * sizeof(float);
 }
 
-void Head::run_thread(const View& x, int64_t x_ns, float* scratch, int t, int nt) const {
+void Head::run_thread(const View& x, int64_t x_ns, float* parts, float* scratch, int t, int nt) const {
   const HeadSpec& s = s_;
   const int64_t px = s.pixels, record = record_floats();
   float* packed = scratch;
   float* conv = packed + round_up(s.blocked_in ? 0 : s.rows * px * cin_k_, kBlock);
   float* pooled = conv + kChunk * px * kBlock;
-  float* part = pooled + s.rows * kChunk * kBlock;
-  std::memset(part, 0, static_cast<size_t>(s.rows * ncb_ * kBlock) * sizeof(float));
   const int64_t c0 = chunks_ * t / nt, c1 = chunks_ * (t + 1) / nt;
   if (c0 == c1) return;
   Mat a[HeadSpec::kMaxRows];
@@ -706,7 +703,7 @@ void Head::run_thread(const View& x, int64_t x_ns, float* scratch, int t, int nt
         for (int64_t p = 0; p < px; ++p) sum = _mm512_add_ps(sum, _mm512_load_ps(col + p * kBlock));
         _mm512_store_ps(g + q * kBlock, _mm512_mul_ps(sum, _mm512_set1_ps(inv)));
       }
-      float* y = part + i * ncb_ * kBlock;
+      float* y = parts + (c * s.rows + i) * ncb_ * kBlock;
       const int64_t kc = w * kBlock;
       int64_t o = 0;
       for (; o + 4 <= ncb_; o += 4) fc_blocks<4>(g, kc, sl + o * kChunk * kBlock * kBlock, y + o * kBlock);
@@ -720,18 +717,14 @@ void Head::run_thread(const View& x, int64_t x_ns, float* scratch, int t, int nt
   }
 }
 
-// Class blocks [ncb * t / nt, ncb * (t + 1) / nt) of y: the bias plus every thread's part.
-void Head::reduce(float* y, const float* scratch, int t, int nt) const {
+// Class blocks [ncb * t / nt, ncb * (t + 1) / nt) of y: the bias plus every chunk's part.
+void Head::reduce(float* y, const float* parts, int t, int nt) const {
   const HeadSpec& s = s_;
-  const size_t per = thread_floats();
-  const size_t part_at = per - static_cast<size_t>(s.rows * ncb_ * kBlock);
   const int64_t o0 = ncb_ * t / nt, o1 = ncb_ * (t + 1) / nt;
   for (int64_t i = 0; i < s.rows; ++i) {
     for (int64_t o = o0; o < o1; ++o) {
       __m512 v = _mm512_load_ps(fc_b_ + o * kBlock);
-      for (int u = 0; u < nt; ++u) {
-        v = _mm512_add_ps(v, _mm512_load_ps(scratch + u * per + part_at + (i * ncb_ + o) * kBlock));
-      }
+      for (int64_t c = 0; c < chunks_; ++c) v = _mm512_add_ps(v, _mm512_load_ps(parts + ((c * s.rows + i) * ncb_ + o) * kBlock));
       const int64_t rem = std::min<int64_t>(kBlock, s.classes - o * kBlock);
       _mm512_mask_storeu_ps(y + i * s.classes + o * kBlock, static_cast<__mmask16>((1u << rem) - 1), v);
     }
@@ -740,17 +733,19 @@ void Head::reduce(float* y, const float* scratch, int t, int nt) const {
 
 void Head::run(const View& x, int64_t x_ns, float* y, float* scratch, int threads) const {
   threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, chunks_)));
+  float* parts = scratch;
+  float* own = scratch + parts_floats();
   if (threads == 1) {
-    run_thread(x, x_ns, scratch, 0, 1);
-    reduce(y, scratch, 0, 1);
+    run_thread(x, x_ns, parts, own, 0, 1);
+    reduce(y, parts, 0, 1);
     return;
   }
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    run_thread(x, x_ns, scratch + t * thread_floats(), t, nt);
+    run_thread(x, x_ns, parts, own + t * thread_floats(), t, nt);
 #pragma omp barrier
-    reduce(y, scratch, t, nt);
+    reduce(y, parts, t, nt);
   }
 }
 

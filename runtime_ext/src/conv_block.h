@@ -68,7 +68,7 @@ class Block {
   void run_channels(const View& x, const View& y, const View& r, float* scratch, int t, int nt) const;
   int64_t band_rows() const;
   size_t rows_scratch_floats() const;
-  size_t channels_scratch_floats(int threads) const;
+  size_t channels_scratch_floats() const;
 
   Spec s_;
   int64_t ceb_ = 0, coutb_ = 0, cin_k_ = 0;  // blocks of 16; the expand's K (cin or padded)
@@ -82,7 +82,6 @@ class Block {
   const float* bd_ = nullptr;
   const float* wp_ = nullptr;
   const float* bp_ = nullptr;
-  const float* zero_ = nullptr;  // coutb * 16 zeros: the bias of a partial projection
 };
 
 // A classifier head as one kernel: 1x1 Conv (+ Clip/Relu) -> global average pool ->
@@ -121,10 +120,11 @@ class Head {
   const HeadSpec& spec() const { return s_; }
 
  private:
+  size_t parts_floats() const;
   size_t thread_floats() const;
   int64_t record_floats() const;
-  void run_thread(const View& x, int64_t x_ns, float* scratch, int t, int nt) const;
-  void reduce(float* y, const float* scratch, int t, int nt) const;
+  void run_thread(const View& x, int64_t x_ns, float* parts, float* scratch, int t, int nt) const;
+  void reduce(float* y, const float* parts, int t, int nt) const;
 
   HeadSpec s_;
   int64_t cmb_ = 0, cin_k_ = 0, ncb_ = 0, chunks_ = 0;
