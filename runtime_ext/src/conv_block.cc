@@ -12,14 +12,16 @@
 //   rows next to a split are expanded by both threads (one or two rows in 28+);
 // - by channels (small images, where that overlap would be 15-30% of the expand): each
 //   thread expands and filters its share of the expanded channels for the whole image (the
-//   depthwise stage is per channel), then after one barrier the project GEMM is split by
-//   pixels or by output channels, whichever leaves less padding work.
-// With at least as many samples as threads, each thread runs whole samples.
-// Every way computes each output with the same operations in the same order, so the bits do
-// not depend on the team's size (under concurrent callers a model runs on one-thread lanes).
-// Splitting the projection's K over the channel split's threads (so no core writes
-// depthwise lines the other core read) saved ~40 us over MobileNetV2's 11 such blocks, but
-// the sum of two halves rounds differently from one pass: given up for that.
+//   depthwise stage is per channel) and projects them: the projection's K goes in two fixed
+//   groups of channels, each thread (of two) computing its group's part of every output,
+//   and after one barrier the parts are added in group order, by pixels. No thread reads
+//   another's depthwise output (with the projection split by pixels every run moved those
+//   lines between the cores: ~15-45 us over MobileNetV2's 11 such blocks in the network).
+//   One sample of a small image always runs this way, on one thread too (the groups one
+//   after the other), so the sums never depend on the team's size.
+// With more samples, each thread runs whole samples, or each sample is split by rows.
+// Results do not depend on the number of threads (under concurrent callers a model runs on
+// one-thread lanes and must give the bits it gives alone).
 //
 // GEMM tiles: MR pixels x NR blocks of 16 output channels in zmm accumulators (6x4, 8x3,
 // 12x2, 16x1), one broadcast of the input per pixel and k, weights packed per block as
@@ -47,6 +49,9 @@ namespace {
 
 constexpr int64_t kBlock = 16;
 constexpr size_t kL2Budget = 448 << 10;  // bytes of ring + band buffer per thread
+// The channel split's projection sums its K in this many groups, in order, whatever the
+// team's size (see Block::run_channels).
+constexpr int64_t kGroups = 2;
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -225,18 +230,6 @@ void gemm(const Mat& a, int64_t m_dim, int64_t k_dim, const float* b, int64_t b_
   }
 }
 
-// Work of a GEMM share in FMA-tile units, padding included (to choose a split).
-int64_t gemm_cost(int64_t m_dim, int64_t nblocks) {
-  if (m_dim <= 0 || nblocks <= 0) return 0;
-  const int64_t panels = (nblocks + 3) / 4;
-  int64_t cost = 0;
-  for (int64_t p = 0; p < panels; ++p) {
-    const int64_t w = nblocks * (p + 1) / panels - nblocks * p / panels;
-    cost += round_up(m_dim, mr_for(static_cast<int>(w))) * w;
-  }
-  return cost;
-}
-
 // The expanded rows the depthwise stage reads: row h at base + (h % mod) * hs (mod 0: no
 // wrap), channel block cb (counted from the view's first) at + cb * cs, column at + w * ws.
 struct Rows {
@@ -407,9 +400,10 @@ Block::Block(const Spec& s, const Weights& w) : s_(s) {
   cin_k_ = round_up(s.cin, kBlock);
   const int64_t cep = ceb_ * kBlock;
   const int64_t sizes[] = {s.expand ? ceb_ * cin_k_ * kBlock : 0, s.expand ? cep : 0, ceb_ * 9 * kBlock, cep,
-                           coutb_ * cep * kBlock, coutb_ * kBlock};
-  float* parts[6];
+                           coutb_ * cep * kBlock, coutb_ * kBlock, coutb_ * kBlock};
+  float* parts[7];
   carve(&store_, sizes, parts);
+  zero_ = parts[6];
   float* we = parts[0];
   float* be = parts[1];
   float* wd = parts[2];
@@ -452,18 +446,22 @@ size_t Block::rows_scratch_floats() const {
   return static_cast<size_t>(round_up(packed + (ring * s_.w + band * s_.wo()) * ceb_ * kBlock, kBlock));
 }
 
-// A channel split: [band buffer of the whole image][packed input][the expanded image, each
-// thread writing its own channel blocks]. Independent of the team's size.
+// A channel split: [band buffer of the whole image][packed input][the expanded image][each
+// group's partial projection]. Independent of the team's size.
 size_t Block::channels_scratch_floats() const {
   const int64_t expanded = s_.expand ? s_.h * s_.w * ceb_ * kBlock : 0;
   const int64_t packed = s_.expand && !s_.blocked_in ? s_.h * s_.w * cin_k_ : 0;
   return static_cast<size_t>(round_up(s_.ho() * s_.wo() * ceb_ * kBlock, kBlock) + round_up(packed, kBlock) +
-                             expanded);
+                             expanded + kGroups * s_.ho() * s_.wo() * coutb_ * kBlock);
 }
+
+// One sample of a small image runs split by channels (a row split would expand more than
+// ~10% of the rows twice: the rows around each split), on any number of threads.
+bool Block::by_channels(int64_t n) const { return n == 1 && s_.ho() < 20 && ceb_ >= kGroups; }
 
 size_t Block::scratch_bytes(int threads) const {
   threads = std::max(1, threads);
-  const size_t floats = std::max(threads * rows_scratch_floats(), channels_scratch_floats());
+  const size_t floats = std::max(threads * rows_scratch_floats(), by_channels(1) ? channels_scratch_floats() : 0);
   return floats * sizeof(float);
 }
 
@@ -511,13 +509,21 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
   float* dbuf = scratch;
   float* packed = dbuf + round_up(pixels * cep, kBlock);
   float* expanded = packed + round_up(s.expand && !s.blocked_in ? in_pixels * cin_k_ : 0, kBlock);
-  const int64_t d_cs = pixels * kBlock;
-  const int64_t cb0 = ceb_ * t / nt, cb1 = ceb_ * (t + 1) / nt;
+  float* partials = expanded + (s.expand ? in_pixels * cep : 0);
+  const int64_t d_cs = pixels * kBlock, p_size = pixels * coutb_ * kBlock;
+  auto group = [&](int64_t g) { return ceb_ * g / kGroups; };  // group g: blocks [group(g), group(g + 1))
+  // Up to kGroups threads take whole groups (the depthwise output a thread projects is its
+  // own); more threads split the channels evenly and the groups' pixels after a barrier.
+  const bool whole = nt <= kGroups;
+  const int64_t cb0 = whole ? group(kGroups * t / nt) : ceb_ * t / nt;
+  const int64_t cb1 = whole ? group(kGroups * (t + 1) / nt) : ceb_ * (t + 1) / nt;
   Mat a{x.base, x.cs, kBlock};
   if (s.expand && !s.blocked_in) {  // every thread reads the whole input: pack it together
     pack(x.base, x.ws, s.cin, in_pixels, in_pixels * t / nt, in_pixels * (t + 1) / nt, packed);
     a = Mat{packed, in_pixels * kBlock, kBlock};
+    if (nt > 1) {
 #pragma omp barrier
+    }
   }
   if (cb1 > cb0) {
     if (s.expand) {
@@ -532,23 +538,45 @@ void Block::run_channels(const View& x, const View& y, const View& r, float* scr
                 d_cs);
     }
   }
-#pragma omp barrier
-  // Project: by pixels or by output blocks, whichever pads less. Rows are dense (hs = wo *
-  // ws), so pixel p of the image is at p * ws.
-  const int64_t by_pixels = gemm_cost((pixels + nt - 1) / nt, coutb_);
-  const int64_t by_blocks = gemm_cost(pixels, (coutb_ + nt - 1) / nt);
-  const Tail tail_y = out_tail(s.cout, s.full_out);
-  float* out = const_cast<float*>(y.base);
-  if (by_pixels <= by_blocks || coutb_ < nt) {
-    const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
-    const Mat res = s.residual ? Mat{r.base + p0 * r.ws, r.cs, r.ws} : Mat{nullptr, 0, 0};
-    gemm(Mat{dbuf + p0 * kBlock, d_cs, kBlock}, p1 - p0, cep, wp_, cep * kBlock, bp_, out + p0 * y.ws, y.cs, y.ws,
-         res, s.act_p, tail_y, 0, coutb_, coutb_);
+  // Each group's part of every output (from zero), pixels [p0, p1).
+  auto project = [&](int64_t g, int64_t p0, int64_t p1) {
+    const int64_t k0 = group(g), k1 = group(g + 1);
+    gemm(Mat{dbuf + k0 * d_cs + p0 * kBlock, d_cs, kBlock}, p1 - p0, (k1 - k0) * kBlock, wp_ + k0 * kBlock * kBlock,
+         cep * kBlock, zero_, partials + g * p_size + p0 * kBlock, pixels * kBlock, kBlock, Mat{nullptr, 0, 0}, Clip{},
+         kWhole, 0, coutb_, coutb_);
+  };
+  if (whole) {
+    for (int64_t g = kGroups * t / nt; g < kGroups * (t + 1) / nt; ++g) project(g, 0, pixels);
   } else {
-    const int64_t j0 = coutb_ * t / nt, j1 = coutb_ * (t + 1) / nt;
-    const Mat res = s.residual ? Mat{r.base, r.cs, r.ws} : Mat{nullptr, 0, 0};
-    gemm(Mat{dbuf, d_cs, kBlock}, pixels, cep, wp_, cep * kBlock, bp_, out, y.cs, y.ws, res, s.act_p, tail_y, j0, j1,
-         coutb_);
+#pragma omp barrier
+    int64_t g = 0;
+    while (t >= nt * (g + 1) / kGroups) ++g;
+    const int64_t t0 = nt * g / kGroups, t1 = nt * (g + 1) / kGroups;
+    project(g, pixels * (t - t0) / (t1 - t0), pixels * (t - t0 + 1) / (t1 - t0));
+  }
+  if (nt > 1) {
+#pragma omp barrier
+  }
+  // The bias plus the parts in group order, the residual and the activation, by pixels. Rows
+  // are dense (hs = wo * ws), so pixel p of the image is at p * ws.
+  const Tail tail_y = out_tail(s.cout, s.full_out);
+  const __m512 lo = _mm512_set1_ps(s.act_p.lo), hi = _mm512_set1_ps(s.act_p.hi);
+  float* out = const_cast<float*>(y.base);
+  const int64_t p0 = pixels * t / nt, p1 = pixels * (t + 1) / nt;
+  for (int64_t j = 0; j < coutb_; ++j) {
+    const bool last = j + 1 == coutb_;
+    const __mmask16 keep = last ? tail_y.keep : static_cast<__mmask16>(0xffff);
+    const __mmask16 store = last ? tail_y.store : static_cast<__mmask16>(0xffff);
+    const __m512 bias = _mm512_load_ps(bp_ + j * kBlock);
+    for (int64_t p = p0; p < p1; ++p) {
+      __m512 v = bias;
+      for (int64_t g = 0; g < kGroups; ++g) {
+        v = _mm512_add_ps(v, _mm512_load_ps(partials + g * p_size + (j * pixels + p) * kBlock));
+      }
+      if (s.residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, r.base + j * r.cs + p * r.ws));
+      if (s.act_p.on) v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      _mm512_mask_storeu_ps(out + j * y.cs + p * y.ws, store, _mm512_maskz_mov_ps(keep, v));
+    }
   }
 }
 
@@ -559,6 +587,15 @@ void Block::run(int64_t n, const View& x, int64_t x_ns, const View& y, int64_t y
   auto at = [](const View& v, int64_t ns, int64_t i) {
     return View{v.base ? v.base + i * ns : nullptr, v.cs, v.hs, v.ws};
   };
+  if (by_channels(n)) {  // one sample, however many threads: the same sums
+    if (threads == 1) {
+      run_channels(x, y, r, scratch, 0, 1);
+      return;
+    }
+#pragma omp parallel num_threads(threads)
+    run_channels(x, y, r, scratch, omp_get_thread_num(), omp_get_num_threads());
+    return;
+  }
   const size_t per_rows = rows_scratch_floats();
   if (threads == 1) {
     for (int64_t i = 0; i < n; ++i) run_rows(at(x, x_ns, i), at(y, y_ns, i), at(r, r_ns, i), 0, s.ho(), scratch);
@@ -574,20 +611,13 @@ void Block::run(int64_t n, const View& x, int64_t x_ns, const View& y, int64_t y
     }
     return;
   }
-  // Fewer samples than threads: split each. By channels when a row split would expand
-  // more than ~10% of the rows twice (the rows around each split).
-  const bool by_channels = s.ho() < 20 * (threads - 1) && ceb_ >= threads;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n; ++i) {  // fewer samples than threads: each split by rows
     const View xi = at(x, x_ns, i), yi = at(y, y_ns, i), ri = at(r, r_ns, i);
 #pragma omp parallel num_threads(threads)
     {
       const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      if (by_channels) {
-        run_channels(xi, yi, ri, scratch, t, nt);
-      } else {
-        const int64_t ho = s.ho();
-        run_rows(xi, yi, ri, ho * t / nt, ho * (t + 1) / nt, scratch + t * per_rows);
-      }
+      const int64_t ho = s.ho();
+      run_rows(xi, yi, ri, ho * t / nt, ho * (t + 1) / nt, scratch + t * per_rows);
     }
   }
 }

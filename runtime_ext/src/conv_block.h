@@ -69,6 +69,7 @@ class Block {
   int64_t band_rows() const;
   size_t rows_scratch_floats() const;
   size_t channels_scratch_floats() const;
+  bool by_channels(int64_t n) const;
 
   Spec s_;
   int64_t ceb_ = 0, coutb_ = 0, cin_k_ = 0;  // blocks of 16; the expand's K (cin or padded)
@@ -82,6 +83,7 @@ class Block {
   const float* bd_ = nullptr;
   const float* wp_ = nullptr;
   const float* bp_ = nullptr;
+  const float* zero_ = nullptr;  // coutb * 16 zeros: the bias of a partial projection
 };
 
 // A classifier head as one kernel: 1x1 Conv (+ Clip/Relu) -> global average pool ->

@@ -246,9 +246,9 @@ def test_kernel_block_without_expand_reads_whole_channel_blocks(x_format, channe
 
 def test_results_do_not_depend_on_the_team_size():
     # Under concurrent callers a model runs on one-thread lanes (narrow launches), alone on
-    # two: the block and head kernels sum in the same order either way (the channel split
-    # and the row split compute every output alike; the head adds its chunks' parts in
-    # chunk order), so a caller gets the same bits whatever the load
+    # two: the block and head kernels sum in the same order either way (a small image's
+    # projection in two fixed groups of channels, on one thread or two; the head adds its
+    # chunks' parts in chunk order), so a caller gets the same bits whatever the load
     from tests.zoo import mobilenetv2, random_inputs
 
     model = mobilenetv2(batch=1)
