@@ -340,7 +340,7 @@ FUSIONS: list[Fusion] = [
     Fusion("activation", _match_activation, _rewrite_activation),
     Fusion("conv_dw", match_conv_dw, rewrite_conv_dw),  # after activation: both carry theirs
     Fusion("conv_block", match_conv_block, rewrite_conv_block),  # after conv_dw: ends its node
-    Fusion("conv_head", match_conv_head, rewrite_conv_head),  # after activation: the Conv's
+    Fusion("conv_head", match_conv_head, rewrite_conv_head),  # after activation (the Conv's)
     ELTWISE_CHAIN,  # last: epilogues of Conv/MatMul take their activations first
 ]
 

@@ -38,7 +38,8 @@ def _conv(node: Node) -> bool:
 def _flatten(node: Node) -> bool:
     """Flatten at axis 1, or a Reshape, of [N, C, 1, 1] into [N, C]."""
     x, out = node.input(0), node.outputs[0].meta
-    if x is None or x.meta is None or not x.meta.is_static or out is None or not out.is_static:
+    if x is None or x.meta is None or not x.meta.is_static or x.meta.rank != 4 \
+            or out is None or not out.is_static:
         return False
     n, c = x.meta.shape[:2]
     if node.op_type == "Flatten" and node.attrs.get("axis", 1) != 1:

@@ -166,3 +166,19 @@ def test_kernel_rejects_bad_specs(kwargs, message):
                        match=message if AVAILABLE else "needs AVX-512") as err:
         _runtime.Model(_runtime.Device(1), _spec(**kwargs))
     assert "fused_head" in str(err.value)
+
+
+def test_a_reshape_of_another_rank_is_left_alone():
+    # Gemm(Reshape(x, [1, 6])) with a rank-1 x: not a head (the row must not trip over it)
+    w = RNG.normal(size=(5, 6)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["f"]),
+         helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)], "reshape1",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"),
+         numpy_helper.from_array(np.array([1, 6], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = RNG.normal(size=(6,)).astype(np.float32)
+    compiled, _ = _run(model, x)
+    assert _heads(compiled) == []
