@@ -166,7 +166,7 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     if node.attrs.get("_head"):  # pool + fully connected layer (optimize/fusion_conv_head.py)
         at = node.attrs["_head_input"]
         attrs["head"], attrs["head_trans_b"] = 1, node.attrs["_head_trans_b"]
-        inputs = [ins[i] for i in range(at)] + [ins[at], ins[at + 1]]
+        inputs = list(ins[:at + 2])  # X, W, B, the fc weight and its bias
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])

@@ -1,5 +1,6 @@
-"""A runtime model of one fused Conv task (SpecBuilder), for the fused kernels' own checks
-(the tests of fusion_conv_dw, fusion_conv_block and fusion_conv_head)."""
+"""Helpers of the fused-Conv tests (fusion_conv_dw, fusion_conv_block, fusion_conv_head): a
+runtime model of one fused Conv task (SpecBuilder), for the kernels' own checks, and the
+count of Conv tasks a compile placed."""
 
 import numpy as np
 
@@ -25,3 +26,8 @@ def conv_task_spec(shapes: dict, arena: set, inputs: list, output: int, attrs: d
     b.outputs.append(output)
     b.kernel("Conv", inputs, [output], name=task, **{**CONV_ATTRS, **attrs})
     return b.spec()
+
+
+def conv_tasks(compiled) -> int:
+    """Conv nodes the compiled model runs (after fusion)."""
+    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")

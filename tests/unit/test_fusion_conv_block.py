@@ -10,7 +10,7 @@ from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import default_device, load
-from tests.unit.conv_spec import CONV_ATTRS, conv_task_spec
+from tests.unit.conv_spec import CONV_ATTRS, conv_task_spec, conv_tasks
 from tests.unit.test_runtime import SpecBuilder
 
 RNG = np.random.default_rng(11)
@@ -91,10 +91,6 @@ def _blocks(compiled):
     return [f for f in compiled.report.fusions if f.startswith(BLOCK)]
 
 
-def _conv_tasks(compiled):
-    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("shape", [
@@ -106,7 +102,7 @@ def test_block_matches_onnxruntime(threads, stride, shape):
     x = RNG.normal(size=shape).astype(np.float32)
     compiled = _run(_block(stride=stride), x, threads=threads)
     assert len(_blocks(compiled)) == FUSED
-    assert _conv_tasks(compiled) == CONVS
+    assert conv_tasks(compiled) == CONVS
     assert any("residual" in f for f in compiled.report.fusions) == (stride == 1)
 
 
@@ -138,7 +134,7 @@ def test_block_without_expand(stride, threads):
     x = RNG.normal(size=(1, 32, 15, 15)).astype(np.float32)
     compiled = _run(_block(c=32, p=16, stride=stride, expand=False), x, threads=threads)
     assert len(_blocks(compiled)) == FUSED
-    assert _conv_tasks(compiled) == CONVS
+    assert conv_tasks(compiled) == CONVS
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -9,7 +9,7 @@ from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import load
-from tests.unit.conv_spec import conv_task_spec
+from tests.unit.conv_spec import conv_task_spec, conv_tasks
 
 RNG = np.random.default_rng(7)
 DW = "Conv+Conv(depthwise)"
@@ -89,10 +89,6 @@ def _dw_fusions(compiled):
     return [f for f in compiled.report.fusions if f.startswith(DW)]
 
 
-def _conv_tasks(compiled):
-    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")
-
-
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("acts", [("Clip", "Clip"), ("Relu", None), (None, None),
                                   (None, "Relu")])
@@ -100,7 +96,7 @@ def test_pair_fuses_and_matches_onnxruntime(stride, acts):
     x = RNG.normal(size=(2, 8, 9, 10)).astype(np.float32)
     compiled = _run(_block(stride=stride, act1=acts[0], act2=acts[1]), x)
     assert len(_dw_fusions(compiled)) == 1
-    assert _conv_tasks(compiled) == 1
+    assert conv_tasks(compiled) == 1
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 7, 7), (3, 8, 16, 16), (1, 8, 1, 1), (2, 8, 2, 5)])
@@ -119,7 +115,7 @@ def test_inverted_residual_block(stride):
     compiled = _run(_block(stride=stride, project=True, residual=residual), x)
     assert len(_dw_fusions(compiled)) == 1
     # the projection joins too where the block kernel runs (test_fusion_conv_block.py)
-    assert _conv_tasks(compiled) == (1 if _runtime.conv_block_available() else 2)
+    assert conv_tasks(compiled) == (1 if _runtime.conv_block_available() else 2)
     assert any("residual" in f for f in compiled.report.fusions) == residual
 
 
