@@ -11,10 +11,11 @@
 // The optional mask (input 3, float32, rank <= 4) broadcasts to [B,H,Sq,Sk]; it is added
 // after the scale, and the softmax runs along Sk.
 //
-// Three oneDNN primitives and no copies: a matmul reading Q and K through strided
+// Two oneDNN matmuls and a softmax, no copies: a matmul reading Q and K through strided
 // descriptors (a transpose is only other strides) with the scale as an eltwise post-op and
-// the mask as a binary post-op; an in-place softmax over the scores; a matmul reading V
-// strided and writing Y directly in its own layout. The scores live in the kernel's
+// the mask as a binary post-op; an in-place softmax over the scores (softmax.h's rows, 2x
+// oneDNN's primitive here; the primitive without AVX-512); a matmul reading V strided and
+// writing Y directly in its own layout. The scores live in the kernel's
 // workspace. Where oneDNN would pick its slow reference matmul (some mask broadcasts such
 // as [1,1,Sq,Sk], operands whose innermost logical dim is not contiguous) the mask is
 // added by a loop instead, and such operands are first copied dense by a reorder.
@@ -22,9 +23,12 @@
 #include <cmath>
 #include <string>
 
+#include <omp.h>
+
 #include "broadcast.h"
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "softmax.h"
 
 namespace ge {
 
@@ -172,6 +176,7 @@ class AttentionKernel : public Kernel {
   const TensorInfo* mask_loop_ = nullptr;  // the mask, when run() adds it by a loop
   BroadcastPlan mask_plan_;
   size_t scores_at_ = 0;
+  int64_t rows_ = 0, row_len_ = 0;  // of the scores, for the softmax
   WorkspacePlan plan_;
 };
 
@@ -234,12 +239,16 @@ AttentionKernel::AttentionKernel(const KernelArgs& a) : dev_(*a.device) {
   scores_.arg(DNNL_ARG_DST, scores_md, scores);
   if (mask_post_op) scores_.arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(g.scale != 1.f ? 1 : 0) | DNNL_ARG_SRC_1, mask_md, Ref::of(*g.mask));
 
-  // Softmax along Sk, in place.
-  dnnl::softmax_forward::primitive_desc sp(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate,
-                                           scores_md, scores_md, 3, make_attr());
-  softmax_ = Prim(sp);
-  softmax_.arg(DNNL_ARG_SRC, scores_md, scores);
-  softmax_.arg(DNNL_ARG_DST, scores_md, scores);
+  // Softmax along Sk, in place: rows of our own where the CPU runs them (see softmax.h).
+  rows_ = g.B * g.H * g.Sq;
+  row_len_ = g.Sk;
+  if (!softmax::available()) {
+    dnnl::softmax_forward::primitive_desc sp(eng, dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::softmax_accurate, scores_md, scores_md, 3, make_attr());
+    softmax_ = Prim(sp);
+    softmax_.arg(DNNL_ARG_SRC, scores_md, scores);
+    softmax_.arg(DNNL_ARG_DST, scores_md, scores);
+  }
 
   // Y = P V', written through Y's strides as [B,H,Sq,Dv].
   dims ostrides(4);
@@ -287,7 +296,12 @@ Status AttentionKernel::run(ExecContext& ctx) {
       }
     });
   }
-  softmax_.execute(ctx);
+  if (softmax_.valid()) {
+    softmax_.execute(ctx);
+  } else {
+    float* s = reinterpret_cast<float*>(ctx.workspace + scores_at_);
+    softmax::rows(s, s, rows_, row_len_, row_len_, omp_get_max_threads());
+  }
   context_.execute(ctx);
   if (copy_out_.valid()) copy_out_.execute(ctx);
   return Status::Ok();

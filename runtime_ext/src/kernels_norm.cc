@@ -1,6 +1,10 @@
-// Softmax / LogSoftmax, LayerNormalization and BatchNormalization (inference) on oneDNN.
+// Softmax / LogSoftmax, LayerNormalization and BatchNormalization (inference) on oneDNN;
+// Softmax along the innermost axis on softmax.h's rows where the CPU has AVX-512.
+#include <omp.h>
+
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "softmax.h"
 
 namespace ge {
 
@@ -21,6 +25,25 @@ void only_first_output(const KernelArgs& a) {
   }
 }
 
+// Softmax along the innermost axis of a plain tensor: rows of softmax.h.
+class SoftmaxRowsKernel : public Kernel {
+ public:
+  SoftmaxRowsKernel(const TensorInfo& x, const TensorInfo& y) : x_(&x), y_(&y) {
+    n_ = x.rank() ? x.shape.back() : 1;
+    rows_ = n_ ? x.numel / n_ : 0;
+  }
+  Status run(ExecContext& ctx) override {
+    softmax::rows(ctx.ptr<const float>(*x_), ctx.ptr<float>(*y_), rows_, n_, n_, omp_get_max_threads());
+    return Status::Ok();
+  }
+  std::string impl() const override { return "rows avx512"; }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  int64_t rows_ = 0, n_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
@@ -33,6 +56,9 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
   const int rank = std::max(1, x.rank());
   const int axis = normalize_axis(a.attr_int("axis", -1), rank);
+  if (a.op == "Softmax" && axis == rank - 1 && x.plain() && y.plain() && softmax::available()) {
+    return std::make_unique<SoftmaxRowsKernel>(x, y);
+  }
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   dnnl::memory::desc md = plain_md(x.shape);
   dnnl::algorithm alg = a.op == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;

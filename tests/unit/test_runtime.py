@@ -587,6 +587,39 @@ def test_softmax_and_log_softmax(axis):
     close(run_op("LogSoftmax", [x], x.shape, axis=axis), np.log(sm), atol=1e-5)
 
 
+def _softmax64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("n", [1, 7, 16, 17, 33, 128, 129, 1000])
+def test_softmax_rows_match_float64(n):
+    # The innermost axis runs on the runtime's own rows (softmax.h) where the CPU has
+    # AVX-512: every tail width, one and two threads (rows * n past the fork threshold).
+    for rows in (3, 9000 // n + 2):
+        x = randn(rows, n) * 20
+        m, _ = load_op("Softmax", [x], x.shape, axis=-1)
+        close(m.execute([x])[0], _softmax64(x), rtol=2e-5, atol=1e-7)
+        impl = m.profile()[0]["impl"]
+        assert impl == "rows avx512" if AVX512 else impl.startswith("oneDNN")
+
+
+def test_softmax_rows_edges():
+    x = randn(4, 40) * 5
+    x[0, 3] = -np.inf  # exp 0
+    x[1, :] = 1e30  # equal huge values: uniform
+    x[2, 7] = np.nan  # the row is NaN
+    x[3, :] = -200.0  # equal and far below exp's range: still uniform
+    x[3, 0] = -110.0  # 90 above the others: they underflow to 0
+    out = run_op("Softmax", [x], x.shape, axis=-1)
+    assert out[0, 3] == 0.0
+    close(out[0], _softmax64(x[:1])[0], rtol=2e-5, atol=1e-7)
+    close(out[1], np.full(40, 1 / 40), rtol=1e-6)
+    assert np.isnan(out[2]).all()
+    assert out[3, 0] == 1.0 and not out[3, 1:].any()
+
+
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_layer_norm(axis):
     x, eps = randn(2, 3, 8), 1e-5
