@@ -95,16 +95,13 @@ class ConcatKernel : public Kernel {
 
   Status run(ExecContext& ctx) override {
     uint8_t* y = ctx.ptr(*y_);
-    std::vector<const uint8_t*> xs(parts_.size());
-    for (size_t i = 0; i < parts_.size(); ++i) xs[i] = ctx.ptr(*parts_[i].x);
     // Row by row of the output, every part's piece of the row: the output is written in
     // order (NHWC along C is one short piece per part per pixel; copying part after part
     // took 13.2 ms for the branchy graph's Concat at batch 32, this 6.2 ms).
     auto row = [&](int64_t o) {
       uint8_t* out = y + o * row_bytes_;
-      for (size_t i = 0; i < parts_.size(); ++i) {
-        const Part& p = parts_[i];
-        if (p.bytes) std::memcpy(out + p.at, xs[i] + o * p.bytes, static_cast<size_t>(p.bytes));
+      for (const Part& p : parts_) {
+        if (p.bytes) std::memcpy(out + p.at, ctx.ptr(*p.x) + o * p.bytes, static_cast<size_t>(p.bytes));
       }
     };
     const bool parallel = static_cast<size_t>(y_->nbytes) >= (1u << 18) && omp_get_max_threads() > 1;
