@@ -84,6 +84,16 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
     return out
 
 
+NativeError = _runtime.Error  # what the native runtime raises; native_error() words it
+
+
+def native_error(exc: Exception, graph: str) -> GraphEngineError:
+    """The engine's error for a native runtime exception raised running `graph`."""
+    if isinstance(exc, _runtime.InvalidArgument):
+        return InvalidInput(str(exc), graph=graph, stage="execute")
+    return ExecutionError(str(exc), graph=graph, stage="execute")
+
+
 class LoadedModel:
     """A compiled model resident on a device, ready to execute.
 
@@ -115,6 +125,13 @@ class LoadedModel:
         self._iterations = 0
         self._seconds = 0.0
         self._fast = self._fast_plan()
+        # With no folded-constant output, the native model takes and returns the dicts
+        # itself: run_named(inputs) -> outputs, or None for the general path.
+        self.direct = None
+        if self._fast is not None and all(i >= 0 for _, i, _ in self._fast[3]):
+            native, feed, _, outs = self._fast
+            native.bind_names([name for name, _, _ in feed], [(name, i) for name, i, _ in outs])
+            self.direct = native.run_named
 
     def _fast_plan(self):
         """For a model that is one device program fed by the graph's inputs: what a call
@@ -154,6 +171,13 @@ class LoadedModel:
         """
         if self._fast is not None and iterations == 1 and not return_all and \
                 output_names is None and (type(inputs) is dict or isinstance(inputs, Mapping)):
+            if self.direct is not None:
+                try:
+                    result = self.direct(inputs)  # counted by the native model
+                except _runtime.Error as exc:
+                    raise native_error(exc, self.compiled.name) from None
+                if result is not None:
+                    return result
             result = self._execute_fast(inputs)  # counted by the native model
             if result is not None:
                 return result
@@ -207,6 +231,7 @@ class LoadedModel:
         if executor is not None:
             executor.shutdown(wait=True)
         self.natives = {}
+        self._fast = self.direct = None  # they hold a native model too
 
     def _execute_fast(self, inputs: Mapping[str, np.ndarray]) -> dict | None:
         """The one-device-program path; None sends anything unusual to the general path
@@ -282,10 +307,8 @@ class LoadedModel:
     def _call(self, native: _runtime.Model, args: list, **kw):
         try:
             return native.execute(args, **kw)
-        except _runtime.InvalidArgument as exc:
-            raise InvalidInput(str(exc), graph=self.compiled.name, stage="execute") from None
         except _runtime.Error as exc:
-            raise ExecutionError(str(exc), graph=self.compiled.name, stage="execute") from None
+            raise native_error(exc, self.compiled.name) from None
 
     def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray]) -> None:
         # Arrays go to the runtime as they are: it reads usable ones in place and converts

@@ -44,6 +44,8 @@ class InstancePool:
         # One LoadedModel with every instance: it queues extra runs natively, so a run
         # with no deadline, cancel or stage times to honour needs no permit from here.
         self.shared = self.models[0] if len(self.models) == 1 else None
+        # Its one-call path (see LoadedModel.direct), for runs with nothing else to honour.
+        self.direct = self.shared.direct if self.shared is not None else None
 
     @property
     def device_bytes(self) -> int:

@@ -271,6 +271,11 @@ nb::object to_numpy(ge::HostResult& r) {
 struct PyModel {
   std::unique_ptr<ge::Model> model;
   nb::list weights;  // the caller's weight arrays the model uses in place, kept alive
+  // bind_names(): the dict key of each input (in input order) and, per named output, its
+  // key and the index of the output it is. Empty until bound.
+  std::vector<nb::object> in_keys;
+  std::vector<std::pair<nb::object, size_t>> out_keys;
+  nb::object ndarray_type;  // numpy.ndarray: run_named takes exactly these
 };
 
 bool is_list_like(nb::handle h);
@@ -377,6 +382,85 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
   nb::list all;
   for (auto& rs : results) all.append(as_list(rs));
   return all;
+}
+
+void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
+  const ge::Model& m = *self.model;
+  std::vector<nb::object> ins = items(inputs, "inputs");
+  if (ins.size() != m.inputs().size()) {
+    raise_status(ge::Status::InvalidArgument("bind_names: " + std::to_string(ins.size()) + " input names for " +
+                                             std::to_string(m.inputs().size()) + " inputs"));
+  }
+  std::vector<std::pair<nb::object, size_t>> outs;
+  for (const nb::object& o : items(outputs, "outputs")) {
+    std::vector<nb::object> pair = items(o, "outputs item");
+    int64_t index = pair.size() == 2 ? to_int(pair[1], "output index") : -1;
+    if (index < 0 || static_cast<size_t>(index) >= m.outputs().size()) {
+      raise_status(ge::Status::InvalidArgument("bind_names: each output is (name, index) with index in [0, " +
+                                               std::to_string(m.outputs().size()) + ")"));
+    }
+    outs.emplace_back(nb::str(pair[0]), static_cast<size_t>(index));
+  }
+  self.in_keys.clear();
+  for (const nb::object& o : ins) self.in_keys.push_back(nb::str(o));
+  self.out_keys = std::move(outs);
+  self.ndarray_type = nb::module_::import_("numpy").attr("ndarray");
+}
+
+// The per-request path of a bound model: {name: array} in, {name: array} out, in one call
+// (after a long run the caller's caches are cold, and every Python frame between the
+// request and the model costs microseconds). None unless `inputs` is a dict holding exactly
+// the bound names, each a C-contiguous numpy.ndarray of the input's dtype and shape: the
+// caller's general path converts anything else and words its errors.
+nb::object model_run_named(PyModel& self, nb::handle inputs) {
+  const ge::Model& m = *self.model;
+  const size_t n = self.in_keys.size();
+  if (!self.ndarray_type.is_valid() || !PyDict_CheckExact(inputs.ptr()) ||
+      PyDict_Size(inputs.ptr()) != static_cast<Py_ssize_t>(n)) {
+    return nb::none();
+  }
+  ge::ExecRequest req;
+  req.inputs.emplace_back(n);
+  std::vector<ge::HostTensor>& hosts = req.inputs[0];
+  for (size_t i = 0; i < n; ++i) {
+    PyObject* o = PyDict_GetItemWithError(inputs.ptr(), self.in_keys[i].ptr());
+    if (o == nullptr) {
+      if (PyErr_Occurred()) throw nb::python_error();
+      return nb::none();
+    }
+    CpuArray view;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(o)) != self.ndarray_type.ptr() ||
+        !nb::try_cast(nb::handle(o), view, false)) {
+      return nb::none();
+    }
+    const ge::TensorInfo& t = *m.inputs()[i];
+    ge::DType dt;
+    if (!from_dlpack(view.dtype(), &dt) || dt != t.dtype || view.ndim() != t.shape.size()) return nb::none();
+    ge::HostTensor& h = hosts[i];
+    h.shape.resize(view.ndim());
+    for (size_t d = 0; d < view.ndim(); ++d) {
+      h.shape[d] = static_cast<int64_t>(view.shape(d));
+      if (h.shape[d] != t.shape[d]) return nb::none();
+    }
+    h.dtype = dt;
+    h.data = view.data();
+    h.nbytes = view.nbytes();
+  }
+  std::vector<std::vector<ge::HostResult>> results;
+  ge::Status st;
+  {
+    nb::gil_scoped_release release;  // `inputs` (the caller's) keeps the arrays alive
+    st = self.model->execute(req, &results);
+  }
+  if (!st.ok()) raise_status(st);
+  std::vector<ge::HostResult>& rs = results.back();
+  std::vector<nb::object> arrays(rs.size());
+  nb::dict out;
+  for (const auto& [key, index] : self.out_keys) {
+    if (!arrays[index].is_valid()) arrays[index] = to_numpy(rs[index]);
+    out[key] = arrays[index];
+  }
+  return out;
 }
 
 nb::dict model_stats(PyModel& self) {
@@ -487,6 +571,13 @@ NB_MODULE(_runtime, m) {
            "iterations over `inputs` (one list of arrays per iteration, or one list for all) and returns "
            "the last outputs, or every iteration's with return_all=True. Raises InvalidArgument for bad "
            "inputs, Error for other failures.")
+      .def("bind_names", &model_bind_names, "inputs"_a, "outputs"_a,
+           "Names for run_named(): the dict key of each input, in input order, and (name, output "
+           "index) per output to return.")
+      .def("run_named", &model_run_named, "inputs"_a,
+           "execute() for a dict {name: numpy array} holding exactly the bound inputs at their dtypes "
+           "and shapes; returns {name: array} for the bound outputs, or None for anything else (the "
+           "caller's general path converts it). Releases the GIL.")
       .def("stats", &model_stats)
       .def(
           "profile",

@@ -97,6 +97,31 @@ def test_concurrent_callers_get_their_own_results(mlp):
     assert lm.stats()["runs"] == 150
 
 
+def test_one_call_path_and_constant_outputs(mlp):
+    model, feeds, compiled = mlp
+    m = LoadedModel(compiled, DEVICE)
+    assert m.direct is not None
+    ref = _mlp_ref(model, feeds["input"])
+    np.testing.assert_allclose(m.direct(feeds)["output"], ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m.execute(feeds)["output"], ref, rtol=1e-4, atol=1e-5)
+    wide = {"input": feeds["input"].astype(np.float64)}  # not the exact dtype: general path
+    assert m.direct(wide) is None
+    # An output folded to a constant is handed out by Python (a copy): no one-call path.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"]),
+                           helper.make_node("Shape", ["x"], ["s"])], "constout", [x], [y, s])
+    const_model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    xv = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    c = LoadedModel(_compile(const_model, {"x": xv}), DEVICE)
+    assert c.direct is None
+    out = c.execute({"x": xv})
+    assert np.array_equal(out["y"], np.maximum(xv, 0)) and out["s"].tolist() == [2, 3]
+    out["s"][0] = 7  # the caller's copy
+    assert c.execute({"x": xv})["s"].tolist() == [2, 3]
+
+
 def test_execute_async_returns_futures(mlp):
     model, _, compiled = mlp
     lm = LoadedModel(compiled, DEVICE, instances=2)

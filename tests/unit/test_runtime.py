@@ -247,6 +247,37 @@ def test_outputs_are_fresh_arrays_and_noncontiguous_inputs_accepted():
         m.execute("not a list")
 
 
+def test_run_named_takes_exactly_the_bound_inputs():
+    b = SpecBuilder()
+    x = b.input("x", "float32", [3, 4])
+    b.input("i", "int64", [2])  # read by no kernel: still bound and checked
+    y = b.tensor("y", "float32", [3, 4])
+    b.kernel("Neg", [x], [y])
+    b.outputs = [y]
+    m = b.load()
+    assert m.run_named({"x": np.zeros((3, 4), np.float32)}) is None  # not bound yet
+    with pytest.raises(rt.InvalidArgument, match="1 input names for 2 inputs"):
+        m.bind_names(["a"], [("out", 0)])
+    with pytest.raises(rt.InvalidArgument, match=r"index in \[0, 1\)"):
+        m.bind_names(["a", "b"], [("out", 1)])
+    m.bind_names(["a", "b"], [("out", 0), ("again", 0)])
+    base = randn(3, 4)
+    ids = np.arange(2, dtype=np.int64)
+    got = m.run_named({"a": base, "b": ids})
+    assert sorted(got) == ["again", "out"] and got["out"] is got["again"]
+    close(got["out"], -base)
+    assert m.stats()["runs"] == 1
+    # Anything but exactly the bound inputs at their dtypes and shapes: None, no run.
+    for bad in ({"a": base}, {"a": base, "b": ids, "c": ids}, {"a": base, "c": ids},
+                {"a": base.astype(np.float64), "b": ids}, {"a": base[:2], "b": ids},
+                {"a": randn(4, 3).T, "b": ids}, {"a": base.view(np.matrix), "b": ids},
+                {"a": base.tolist(), "b": ids}, {"a": base, "b": ids.astype(np.int32)}):
+        assert m.run_named(bad) is None
+    assert m.run_named([base, ids]) is None
+    assert m.stats()["runs"] == 1
+    close(m.run_named({"b": ids, "a": base})["out"], -base)
+
+
 def test_scalar_tensors_and_bool_bytes():
     b = SpecBuilder()
     x = b.input("x", "float32", [])

@@ -86,6 +86,30 @@ def test_instances_hold_their_own_memory_and_run_concurrently() -> None:
     assert 0 < sizes[1] < sizes[3] <= 3 * sizes[1]  # more arenas; weights may be shared
 
 
+def test_runs_of_a_changing_signature_and_bad_inputs_leave_nothing_in_flight() -> None:
+    model = mlp_onnx(batch="N")
+    rng = np.random.default_rng(3)
+    with Session() as sess:
+        gid = sess.add_graph(model)
+        for n in (2, 3, 2, 3):  # each signature's model, then back: never the last one's
+            x = rng.standard_normal((n, 16)).astype(np.float32)
+            np.testing.assert_allclose(sess.run_graph(gid, {"x": x})["y"],
+                                       ort_run(model, {"x": x})["y"], rtol=RTOL, atol=ATOL)
+        x64 = rng.standard_normal((3, 16))  # float64: the general path converts or says why
+        try:
+            got = sess.run_graph(gid, {"x": x64})["y"]
+        except InvalidInput as exc:
+            assert "'x'" in str(exc)
+        else:
+            np.testing.assert_allclose(got, ort_run(model, {"x": x64.astype(np.float32)})["y"],
+                                       rtol=RTOL, atol=ATOL)
+        with pytest.raises(InvalidInput, match="'x'"):
+            sess.run_graph(gid, {"x": np.zeros((3, 17), np.float32)})
+        with pytest.raises(InvalidInput):
+            sess.run_graph(gid, {"x": x, "extra": x})
+        assert sess.info().active_runs == 0 and sess.idle_seconds() > 0
+
+
 def test_precision_and_instances_are_validated() -> None:
     with pytest.raises(InvalidInput, match="precision"):
         Session({"precision": "fp16"})
