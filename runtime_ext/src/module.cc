@@ -16,6 +16,13 @@
 
 #include <nanobind/stl/map.h>
 
+// numpy's C API, for the per-run arrays: building an output through it takes ~1 us where
+// nanobind's export (numpy.asarray over a buffer object) took 10-15 us with the caches
+// cold after a long run. Only this file uses it (imported in the module's init).
+#define PY_ARRAY_UNIQUE_SYMBOL ge_runtime_numpy_api
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
 #include "conv_block.h"
 #include "device.h"
 #include "kernel.h"
@@ -198,27 +205,87 @@ bool from_dlpack(nb::dlpack::dtype t, ge::DType* out) {
   return true;
 }
 
-nb::dlpack::dtype to_dlpack(ge::DType t) {
-  using C = nb::dlpack::dtype_code;
-  auto mk = [](C c, int bits) {
-    nb::dlpack::dtype d;
-    d.code = static_cast<uint8_t>(c);
-    d.bits = static_cast<uint8_t>(bits);
-    d.lanes = 1;
-    return d;
-  };
+int npy_type(ge::DType t) {
   switch (t) {
-    case ge::DType::kFloat32: return mk(C::Float, 32);
-    case ge::DType::kFloat64: return mk(C::Float, 64);
-    case ge::DType::kFloat16: return mk(C::Float, 16);
-    case ge::DType::kInt64: return mk(C::Int, 64);
-    case ge::DType::kInt32: return mk(C::Int, 32);
-    case ge::DType::kInt16: return mk(C::Int, 16);
-    case ge::DType::kInt8: return mk(C::Int, 8);
-    case ge::DType::kUInt8: return mk(C::UInt, 8);
-    case ge::DType::kBool: return mk(C::Bool, 8);
+    case ge::DType::kFloat32: return NPY_FLOAT32;
+    case ge::DType::kFloat64: return NPY_FLOAT64;
+    case ge::DType::kFloat16: return NPY_FLOAT16;
+    case ge::DType::kInt64: return NPY_INT64;
+    case ge::DType::kInt32: return NPY_INT32;
+    case ge::DType::kInt16: return NPY_INT16;
+    case ge::DType::kInt8: return NPY_INT8;
+    case ge::DType::kUInt8: return NPY_UINT8;
+    case ge::DType::kBool: return NPY_BOOL;
   }
-  return mk(C::Float, 32);
+  return NPY_FLOAT32;
+}
+
+void free_capsule(PyObject* cap) { std::free(PyCapsule_GetPointer(cap, nullptr)); }
+
+// A writeable numpy array that owns the result's buffer (freed with the array).
+nb::object to_numpy(ge::HostResult& r) {
+  std::vector<npy_intp> dims(r.shape.begin(), r.shape.end());
+  uint8_t* data = r.data.data();
+  nb::object owner = nb::steal(PyCapsule_New(data, nullptr, free_capsule));
+  if (!owner.is_valid()) throw nb::python_error();
+  r.data.release();  // the capsule frees it now
+  nb::object arr = nb::steal(PyArray_New(&PyArray_Type, static_cast<int>(dims.size()), dims.data(),
+                                         npy_type(r.dtype), nullptr, data, 0, NPY_ARRAY_CARRAY, nullptr));
+  if (!arr.is_valid()) throw nb::python_error();
+  if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr.ptr()), owner.release().ptr()) < 0) {
+    throw nb::python_error();
+  }
+  return arr;
+}
+
+// The runtime's dtype of a numpy array's, if it has one (by kind and size: int64 may be
+// numpy's long or long long).
+bool from_npy(PyArrayObject* a, ge::DType* out) {
+  const npy_intp size = PyArray_ITEMSIZE(a);
+  switch (PyArray_DESCR(a)->kind) {
+    case 'f':
+      if (size == 4) *out = ge::DType::kFloat32;
+      else if (size == 8) *out = ge::DType::kFloat64;
+      else if (size == 2) *out = ge::DType::kFloat16;
+      else return false;
+      return true;
+    case 'i':
+      if (size == 8) *out = ge::DType::kInt64;
+      else if (size == 4) *out = ge::DType::kInt32;
+      else if (size == 2) *out = ge::DType::kInt16;
+      else if (size == 1) *out = ge::DType::kInt8;
+      else return false;
+      return true;
+    case 'u':
+      if (size != 1) return false;
+      *out = ge::DType::kUInt8;
+      return true;
+    case 'b':
+      if (size != 1) return false;
+      *out = ge::DType::kBool;
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A numpy array the runtime can read in place (C order, aligned, native byte order, a
+// dtype it knows): its view, straight from the array's fields.
+bool numpy_view(PyObject* o, ge::HostTensor* h) {
+  if (!PyArray_Check(o)) return false;
+  PyArrayObject* a = reinterpret_cast<PyArrayObject*>(o);
+  ge::DType dt;
+  if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a) ||
+      !from_npy(a, &dt)) {
+    return false;
+  }
+  const int ndim = PyArray_NDIM(a);
+  h->shape.resize(static_cast<size_t>(ndim));
+  for (int d = 0; d < ndim; ++d) h->shape[d] = static_cast<int64_t>(PyArray_DIM(a, d));
+  h->dtype = dt;
+  h->data = PyArray_DATA(a);
+  h->nbytes = static_cast<size_t>(PyArray_NBYTES(a));
+  return true;
 }
 
 // Fills `h` with a C-contiguous, native-byte-order view of `obj`; `keep` receives the
@@ -227,6 +294,10 @@ nb::dlpack::dtype to_dlpack(ge::DType t) {
 // `*converted`. If the dtype is not one the runtime knows (e.g. complex), `h->dtype` stays
 // empty and `h` only carries the names for the error message.
 void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h, uint64_t* converted) {
+  if (numpy_view(obj.ptr(), h)) {
+    *keep = nb::borrow(obj);
+    return;
+  }
   CpuArray view;
   nb::object arr;
   bool ok = nb::try_cast(obj, view, false);  // no conversion: the caller's own buffer
@@ -258,13 +329,6 @@ void to_host(nb::handle obj, nb::object* keep, ge::HostTensor* h, uint64_t* conv
   h->nbytes = view.nbytes();
 }
 
-nb::object to_numpy(ge::HostResult& r) {
-  std::vector<size_t> shape(r.shape.begin(), r.shape.end());
-  uint8_t* data = r.data.release();
-  nb::capsule owner(data, [](void* p) noexcept { std::free(p); });
-  nb::ndarray<nb::numpy> arr(data, shape.size(), shape.data(), owner, nullptr, to_dlpack(r.dtype));
-  return arr.cast();
-}
 
 // ---- Python classes ---------------------------------------------------------------------
 
@@ -275,7 +339,7 @@ struct PyModel {
   // key and the index of the output it is. Empty until bound.
   std::vector<nb::object> in_keys;
   std::vector<std::pair<nb::object, size_t>> out_keys;
-  nb::object ndarray_type;  // numpy.ndarray: run_named takes exactly these
+  bool bound = false;
 };
 
 bool is_list_like(nb::handle h);
@@ -404,7 +468,7 @@ void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
   self.in_keys.clear();
   for (const nb::object& o : ins) self.in_keys.push_back(nb::str(o));
   self.out_keys = std::move(outs);
-  self.ndarray_type = nb::module_::import_("numpy").attr("ndarray");
+  self.bound = true;
 }
 
 // The per-request path of a bound model: {name: array} in, {name: array} out, in one call
@@ -415,7 +479,7 @@ void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
 nb::object model_run_named(PyModel& self, nb::handle inputs) {
   const ge::Model& m = *self.model;
   const size_t n = self.in_keys.size();
-  if (!self.ndarray_type.is_valid() || !PyDict_CheckExact(inputs.ptr()) ||
+  if (!self.bound || !PyDict_CheckExact(inputs.ptr()) ||
       PyDict_Size(inputs.ptr()) != static_cast<Py_ssize_t>(n)) {
     return nb::none();
   }
@@ -428,23 +492,11 @@ nb::object model_run_named(PyModel& self, nb::handle inputs) {
       if (PyErr_Occurred()) throw nb::python_error();
       return nb::none();
     }
-    CpuArray view;
-    if (reinterpret_cast<PyObject*>(Py_TYPE(o)) != self.ndarray_type.ptr() ||
-        !nb::try_cast(nb::handle(o), view, false)) {
+    const ge::TensorInfo& t = *m.inputs()[i];
+    ge::HostTensor& h = hosts[i];
+    if (!PyArray_CheckExact(o) || !numpy_view(o, &h) || *h.dtype != t.dtype || h.shape != t.shape) {
       return nb::none();
     }
-    const ge::TensorInfo& t = *m.inputs()[i];
-    ge::DType dt;
-    if (!from_dlpack(view.dtype(), &dt) || dt != t.dtype || view.ndim() != t.shape.size()) return nb::none();
-    ge::HostTensor& h = hosts[i];
-    h.shape.resize(view.ndim());
-    for (size_t d = 0; d < view.ndim(); ++d) {
-      h.shape[d] = static_cast<int64_t>(view.shape(d));
-      if (h.shape[d] != t.shape[d]) return nb::none();
-    }
-    h.dtype = dt;
-    h.data = view.data();
-    h.nbytes = view.nbytes();
   }
   std::vector<std::vector<ge::HostResult>> results;
   ge::Status st;
@@ -519,6 +571,7 @@ std::string onednn_version() {
 }  // namespace
 
 NB_MODULE(_runtime, m) {
+  if (_import_array() < 0) throw nb::python_error();
   m.doc() = "GraphEngine native device runtime (host CPU backend on oneDNN).";
 
   g_error = PyErr_NewException("graphengine._runtime.Error", PyExc_RuntimeError, nullptr);

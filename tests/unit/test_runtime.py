@@ -276,6 +276,9 @@ def test_run_named_takes_exactly_the_bound_inputs():
     assert m.run_named([base, ids]) is None
     assert m.stats()["runs"] == 1
     close(m.run_named({"b": ids, "a": base})["out"], -base)
+    # int64 by kind and size: numpy's long long is one too
+    close(m.run_named({"a": base, "b": ids.astype(np.longlong)})["out"], -base)
+    close(m.execute([base, ids.astype(np.longlong)])[0], -base)
 
 
 def test_scalar_tensors_and_bool_bytes():
