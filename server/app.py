@@ -219,25 +219,30 @@ def _register_gauges(parts: ServerParts) -> None:
 
 
 def _register_model_stats(m, repo, safe) -> None:
-    """The runtime's statistics of each repository model, read at scrape time."""
+    """The runtime's statistics of each repository model, read once per scrape."""
 
     @safe
-    def stats() -> dict[str, dict]:
-        return {sm.name: sm.session.runtime_stats() for sm in repo.models()}
+    def families() -> dict[str, dict]:
+        stats = {sm.name: sm.session.runtime_stats() for sm in repo.models()}
+        return {
+            "graphengine_model_runs": {(n,): s["runs"] for n, s in stats.items()},
+            "graphengine_model_device_seconds": {(n,): s["device_seconds"]
+                                                 for n, s in stats.items()},
+            "graphengine_model_stream_busy_seconds": {
+                (n, str(i)): v for n, s in stats.items()
+                for i, v in enumerate(s["stream_seconds"])},
+            "graphengine_model_io_bytes": {
+                key: v for n, s in stats.items() for key, v in
+                (((n, "in_place"), s["bytes_zero_copy"]), ((n, "copied"), s["bytes_copied"]))},
+            "graphengine_model_memory_bytes": {
+                key: v for n, s in stats.items() for key, v in
+                (((n, "arena"), s["arena_bytes"]), ((n, "weights"), s["weight_bytes"]),
+                 ((n, "prepared"), s["prepared_bytes"]))},
+        }
 
-    m.gauge("graphengine_model_runs", lambda: {(n,): s["runs"] for n, s in stats().items()})
-    m.gauge("graphengine_model_device_seconds",
-            lambda: {(n,): s["device_seconds"] for n, s in stats().items()})
-    m.gauge("graphengine_model_stream_busy_seconds",
-            lambda: {(n, str(i)): v for n, s in stats().items()
-                     for i, v in enumerate(s["stream_seconds"])})
-    m.gauge("graphengine_model_io_bytes",
-            lambda: {key: v for n, s in stats().items() for key, v in
-                     (((n, "in_place"), s["bytes_zero_copy"]), ((n, "copied"), s["bytes_copied"]))})
-    m.gauge("graphengine_model_memory_bytes",
-            lambda: {key: v for n, s in stats().items() for key, v in
-                     (((n, "arena"), s["arena_bytes"]), ((n, "weights"), s["weight_bytes"]),
-                      ((n, "prepared"), s["prepared_bytes"]))})
+    m.gauges(families, ["graphengine_model_runs", "graphengine_model_device_seconds",
+                        "graphengine_model_stream_busy_seconds", "graphengine_model_io_bytes",
+                        "graphengine_model_memory_bytes"])
 
 
 def start_background(parts: ServerParts) -> None:

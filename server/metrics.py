@@ -37,7 +37,7 @@ Each server owns a registry, so several servers in one process (tests) do not co
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
@@ -126,6 +126,17 @@ class Metrics:
             raise KeyError(f"unknown gauge {name}")
         self._sources[name] = source
 
+    def gauges(self, source: Callable[[], dict[str, dict[tuple[str, ...], float]]],
+               names: Sequence[str]) -> None:
+        """Several gauges or counters from one source, read once per scrape: it returns
+        {name: {labels: value}} for `names` (for state that is costly to walk)."""
+        for name in names:
+            if name not in _GAUGES and name not in _COUNTERS:
+                raise KeyError(f"unknown gauge {name}")
+        group = _Group(source)
+        for name in names:
+            self._sources[name] = group
+
     # ---- exposition --------------------------------------------------------------------
     def render(self) -> bytes:
         """The Prometheus text format, as the HTTP endpoint serves it."""
@@ -144,6 +155,13 @@ class Metrics:
             self._http = None
 
 
+class _Group:
+    """One source of several families (Metrics.gauges)."""
+
+    def __init__(self, source: Callable[[], dict[str, dict[tuple[str, ...], float]]]) -> None:
+        self.source = source
+
+
 class _StateCollector:
     """Gauges computed at scrape time from the server's state."""
 
@@ -156,10 +174,17 @@ class _StateCollector:
                 yield name, kind(name, help_text, labels=list(labels))
 
     def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
+        groups: dict[int, dict] = {}  # each group's reading, this scrape
         for name, family in self._families():
             source = self._sources.get(name)
-            for values, value in (source() if source else {}).items():
-                family.add_metric(list(values), value)
+            if isinstance(source, _Group):
+                if id(source) not in groups:
+                    groups[id(source)] = source.source()
+                values = groups[id(source)].get(name, {})
+            else:
+                values = source() if source else {}
+            for labels, value in values.items():
+                family.add_metric(list(labels), value)
             yield family
 
     def describe(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:

@@ -130,3 +130,27 @@ def test_request_metrics_by_stage(parts) -> None:
     assert 'graphengine_requests_total{api="RunGraphStream",code="OK",model=""} 5.0' in text
     assert 'graphengine_compile_duration_seconds_count{stage="build"} 1.0' in text
     assert "graphengine_sessions 0.0" in text and "process_resident_memory_bytes" in text
+
+
+def test_grouped_gauges_are_read_once_per_scrape() -> None:
+    from graphengine.server.metrics import Metrics
+
+    m = Metrics()
+    reads = []
+
+    def source() -> dict:
+        reads.append(1)
+        n = float(len(reads))
+        return {"graphengine_model_runs": {("a",): n, ("b",): 2 * n},
+                "graphengine_model_device_seconds": {("a",): 0.5 * n}}
+
+    m.gauges(source, ["graphengine_model_runs", "graphengine_model_device_seconds",
+                      "graphengine_model_io_bytes"])
+    text = m.render().decode()
+    assert len(reads) == 1
+    assert 'graphengine_model_runs_total{model="b"} 2.0' in text
+    assert 'graphengine_model_device_seconds_total{model="a"} 0.5' in text
+    text = m.render().decode()  # the next scrape reads again
+    assert len(reads) == 2 and 'graphengine_model_runs_total{model="a"} 2.0' in text
+    with pytest.raises(KeyError, match="unknown gauge"):
+        m.gauges(source, ["graphengine_no_such_family"])
