@@ -486,6 +486,8 @@ nb::object model_run_named(PyModel& self, nb::handle inputs) {
   ge::ExecRequest req;
   req.inputs.emplace_back(n);
   std::vector<ge::HostTensor>& hosts = req.inputs[0];
+  // Our own references: with the GIL released, another thread may replace the dict's items.
+  std::vector<nb::object> keep(n);
   for (size_t i = 0; i < n; ++i) {
     PyObject* o = PyDict_GetItemWithError(inputs.ptr(), self.in_keys[i].ptr());
     if (o == nullptr) {
@@ -497,11 +499,12 @@ nb::object model_run_named(PyModel& self, nb::handle inputs) {
     if (!PyArray_CheckExact(o) || !numpy_view(o, &h) || *h.dtype != t.dtype || h.shape != t.shape) {
       return nb::none();
     }
+    keep[i] = nb::borrow(o);
   }
   std::vector<std::vector<ge::HostResult>> results;
   ge::Status st;
   {
-    nb::gil_scoped_release release;  // `inputs` (the caller's) keeps the arrays alive
+    nb::gil_scoped_release release;
     st = self.model->execute(req, &results);
   }
   if (!st.ok()) raise_status(st);
