@@ -39,6 +39,9 @@ class CompileOptions:
     layout_format: str = "auto"
     # run memory-bound separable graphs in cache-sized sub-batches (see batch_split.py)
     batch_split: bool = True
+    # >= 2: split a compute-heavy separable batch into that many chunks run at once, each on
+    # its own stream with one share of the threads (a session sets its device's threads)
+    data_parallel: int = 0
 
     def __post_init__(self) -> None:
         if self.layout_format not in REGION_FORMATS:
@@ -88,7 +91,8 @@ def stages(options: CompileOptions) -> list[Stage]:
         prepare_stage(options),
         Stage("partition", [place_nodes, partition_graph]),
         Stage("optimize", ([fuse] if options.fuse else [])
-              + [functools.partial(split_batch, enabled=options.batch_split),
+              + [functools.partial(split_batch, enabled=options.batch_split,
+                                   parallel=options.data_parallel),
                  functools.partial(assign_layouts, enabled=options.layouts,
                                    fmt=options.layout_format)]),
     ]

@@ -136,10 +136,10 @@ class Session:
                  limits: SessionLimits | None = None,
                  on_compile: CompileHook | None = None) -> None:
         self.options = SessionOptions.coerce(options)
-        self._compile_options = self.options.compile_options()
         self.id = session_id or uuid.uuid4().hex
         self.owner = owner
         self.device = device or default_device()
+        self._compile_options = self.options.compile_options(self.device.threads)
         self.limits = limits or SessionLimits()
         self._on_compile = on_compile
         self.created_at = time.time()

@@ -43,11 +43,15 @@ class SessionOptions:
                 compile_opts[key] = value.pop(key)  # compile options given flat
         return cls(**value, options={k: str(v) for k, v in compile_opts.items()})
 
-    def compile_options(self):
+    def compile_options(self, threads: int = 0):
+        """The compile options; for a device of `threads` >= 2 threads a heavy separable
+        batch is split over them (data_parallel) unless the options say otherwise."""
         from graphengine.engine.pipeline import CompileOptions
 
         opts = dict(self.options)
         opts.setdefault("max_streams", str(self.max_streams or 1))
+        if threads >= 2:
+            opts.setdefault("data_parallel", str(threads))
         return CompileOptions.from_mapping(opts)
 
 

@@ -47,7 +47,9 @@ class StreamSchedule:
 
 
 def assign_streams(deps: Sequence[Sequence[int]], costs: Sequence[float],
-                   max_streams: int = 1) -> StreamSchedule:
+                   max_streams: int = 1,
+                   hints: Sequence[int | None] | None = None) -> StreamSchedule:
+    """`hints[step]`, when given and not None, is the step's stream (mod max_streams)."""
     n = len(deps)
     max_streams = max(1, max_streams)
     load = [0.0] * max_streams
@@ -65,6 +67,8 @@ def assign_streams(deps: Sequence[Sequence[int]], costs: Sequence[float],
         chains = {sched.stream[p] for p in producers if tail[sched.stream[p]] == p}
         pool = chains or range(max_streams)
         s = min(pool, key=lambda t: (load[t], t))
+        if hints is not None and hints[step] is not None:
+            s = hints[step] % max_streams
         # Per producing stream only its latest producer matters: in-order streams.
         latest: dict[int, int] = {}
         for p in producers:

@@ -265,8 +265,13 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1
         for out in node.outputs:
             defined[layout.storage[out]] = index
         steps.append(step)
+    # Streams a pass chose (the data-parallel batch split's chunks) are kept.
+    hints = [s.node.meta.stream for s in steps]
+    chosen = [h for h in hints if h is not None]
+    if chosen:
+        max_streams = max(max_streams, max(chosen) + 1)
     sched = assign_streams([sorted(s.deps) for s in steps], [_cost(s.node) for s in steps],
-                           max_streams)
+                           max_streams, hints if chosen else None)
     tasks: list[Task] = []
     for i, step in enumerate(steps):
         stream = sched.stream[i]

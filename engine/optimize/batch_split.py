@@ -40,9 +40,11 @@ CACHE_BYTES = 16 << 20  # working set of one chunk: half of a 32 MiB L3, all of 
 MAX_INTENSITY = 100.0   # FLOP per activation byte; above it the graph is compute-bound
 MAX_CHUNKS = 16
 
+MIN_PARALLEL_FLOPS = 2e8  # per chunk, for the data-parallel split: ~1 ms on one core
+
 _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu",
           "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
-          "Ceil", "Identity", "Elu", "Selu", "Mish", "Softsign"}
+          "Ceil", "Identity", "Elu", "Selu", "Mish", "Softsign", "Cast"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
 _DATA0 = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
           "BatchNormalization", "LRN", "InstanceNormalization"}
@@ -90,8 +92,40 @@ def _separable(node: Node, n: int) -> bool:
                 and (c is None or (c.is_constant and (c.const.ndim < 2 or c.const.shape[0] == 1))))
     if op == "MatMul":
         a, b = node.input(0), node.input(1)
-        return (a is not None and b is not None and a.meta.rank >= 2 and b.is_constant
-                and b.const.ndim == 2 and not node.attrs.get("_sum"))
+        return (a is not None and b is not None and not a.is_constant and a.meta.rank >= 2
+                and a.meta.rank == out_rank and b.is_constant and b.const.ndim == 2
+                and all(v.meta.rank == out_rank for v in data))  # a residual too
+    if op == "LayerNormalization":
+        x = node.input(0)
+        return x is not None and not x.is_constant and len(data) == 1 and _axis(node, -1) != 0
+    if op == "Unsqueeze":
+        axes = node.input(1)
+        return (axes is not None and axes.is_constant and node.input(0) is not None
+                and not node.input(0).is_constant
+                and all(int(a) % out_rank != 0 for a in np.ravel(axes.const)))
+    if op == "Reshape":  # whole samples keep their bytes: dim 0 stays n (the clone says d)
+        x, shape = node.input(0), node.input(1)
+        return (x is not None and not x.is_constant and shape is not None and shape.is_constant
+                and shape.const.ndim == 1 and shape.const.size >= 1
+                and int(shape.const[0]) in (n, 0, -1) and x.meta.rank >= 1)
+    if op == "Gather":
+        data_v, idx = node.input(0), node.input(1)
+        if data_v is None or idx is None:
+            return False
+        axis = int(node.attrs.get("axis", 0))
+        if data_v.is_constant:  # an embedding: rows picked per sample
+            return axis == 0 and not idx.is_constant and idx.meta.rank >= 1
+        return idx.is_constant and axis % data_v.meta.rank != 0
+    if op == "FusedAttention":  # Q, K, V and Y keep the batch outermost
+        if int(node.attrs.get("packed_axis", -1)) >= 0:
+            return False
+        perms = [node.attrs.get(k, (0, 1, 2, 3)) for k in ("q_perm", "k_perm", "v_perm",
+                                                            "out_perm")]
+        mask = node.input(3)
+        return (all(int(p[0]) == 0 for p in perms)
+                and all(v is not None and not v.is_constant for v in node.inputs[:3])
+                and (mask is None or (mask.meta.rank == 4 if not mask.is_constant
+                                      else mask.const.ndim < 4 or mask.const.shape[0] == 1)))
     return False
 
 
@@ -139,8 +173,42 @@ def plan_chunk(graph: Graph) -> tuple[int, int] | None:
     return None
 
 
-def split_batch(graph: Graph, enabled: bool = True) -> PassResult:
+def plan_parallel(graph: Graph, ways: int) -> tuple[int, int] | None:
+    """(batch, chunk) when the graph should run as `ways` chunks at once, else None: a
+    separable graph on one device partition whose batch divides by `ways` and whose chunks
+    each have at least MIN_PARALLEL_FLOPS of convolutions and matrix products."""
+    if ways < 2 or not graph.nodes or not graph.inputs or not graph.outputs:
+        return None
+    first = graph.inputs[0].meta
+    if first is None or not first.is_static or first.rank < 1:
+        return None
+    n = first.shape[0]
+    if n < ways or n % ways:
+        return None
+    part = graph.nodes[0].meta.partition
+    if not all(_carries(v, n) for v in graph.inputs) or \
+            not all(v.producer is not None and _carries(v, n) for v in graph.outputs):
+        return None
+    if not all(x.meta.engine is Engine.DEVICE and x.meta.partition == part
+               and _separable(x, n) for x in graph.nodes):
+        return None
+    if sum(_flops(x) for x in graph.nodes) / ways < MIN_PARALLEL_FLOPS:
+        return None
+    return n, n // ways
+
+
+def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassResult:
+    """`parallel` >= 2: the device runs that many streams at once (one core each), and a
+    compute-heavy separable graph is split into that many chunks, one per stream (the
+    memory-bound plan's chunks are dealt to the streams in turn)."""
     plan = plan_chunk(graph) if enabled else None
+    ways = 0
+    if enabled and parallel >= 2:
+        wide = plan_parallel(graph, parallel)
+        if wide is not None:
+            ways = parallel
+            if plan is None or (plan[0] // plan[1]) % parallel:
+                plan = wide  # one chunk per stream (else the cache-sized chunks, in turn)
     if plan is None:
         return PassResult(graph, False, "not split")
     n, d = plan
@@ -165,10 +233,18 @@ def split_batch(graph: Graph, enabled: bool = True) -> PassResult:
             m[x] = new_node("Slice", [x, *bounds], {}, f"{x.name}_chunk{i}", x, d).outputs[0]
         for node in old:
             ins = [m.get(v, v) if v is not None else None for v in node.inputs]
+            if node.op_type == "Reshape" and int(node.input(1).const[0]) == n:
+                target = node.input(1).const.copy()
+                target[0] = d
+                ins[1] = graph.add_constant(None, target)
             clone = new_node(node.op_type, ins, dict(node.attrs), f"{node.name}_chunk{i}",
                              node.outputs[0], d)
             clone.meta.fused = node.meta.fused
             m[node.outputs[0]] = clone.outputs[0]
+        if ways:  # this chunk's stream: every node of it, the input slices included
+            for v in m.values():
+                if v.producer is not None:
+                    v.producer.meta.stream = i % ways
         chunks.append(m)
     renames: list[tuple[Value, str]] = []
     for out in dict.fromkeys(graph.outputs):
@@ -182,8 +258,10 @@ def split_batch(graph: Graph, enabled: bool = True) -> PassResult:
         del graph.values[v.name]
         v.name = name
         graph.values[name] = v
-    graph.fusions.append(f"batch split: {n} samples as {k} chunks of {d}")
-    return PassResult(graph, True, f"{k} chunks of {d}")
+    where = f" on {ways} streams at once" if ways else ""
+    graph.fusions.append(f"batch split: {n} samples as {k} chunks of {d}{where}")
+    return PassResult(graph, True, f"{k} chunks of {d}{where}")
 
 
-__all__ = ["CACHE_BYTES", "MAX_CHUNKS", "MAX_INTENSITY", "plan_chunk", "split_batch"]
+__all__ = ["CACHE_BYTES", "MAX_CHUNKS", "MAX_INTENSITY", "MIN_PARALLEL_FLOPS", "plan_chunk",
+           "plan_parallel", "split_batch"]

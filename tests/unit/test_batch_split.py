@@ -191,3 +191,60 @@ def test_leading_slices_are_views_others_are_tasks():
             slots = {t.name: t for t in prog.tensors}
             first = start % 6
             assert slots["c"].offset == slots["r"].offset + first * 4 * 5 * 4
+
+
+# ---- data-parallel: one chunk per stream, at once ------------------------------------------
+def _streams_of_kernels(compiled):
+    (prog,) = [p for p in compiled.programs if hasattr(p, "num_streams")]
+    return prog, {t.stream for t in prog.tasks if t.kind == "kernel"}
+
+
+def test_bert_batch_runs_as_one_chunk_per_stream_bit_identical(monkeypatch):
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e6)
+    model = zoo.bert(layers=2, hidden=64, heads=4, intermediate=128, vocab=100, seq=16, batch=4)
+    feeds = zoo.random_inputs(model, seed=3, batch=4)
+    compiled = _compile_and_check(model, feeds, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
+    prog, streams = _streams_of_kernels(compiled)
+    assert prog.num_streams == 2 and streams == {0, 1}
+    assert _count(compiled, "FusedAttention") == 2 * 2  # each layer's, per chunk
+    whole = load(compile_graph(load_model(model), CompileOptions(data_parallel=0))).execute(feeds)
+    split = load(compiled).execute(feeds)
+    for name in whole:  # every sample computed by the same kernels in the same order
+        assert np.array_equal(whole[name], split[name]), name
+    # each chunk on its own stream (the outputs' Concats wait for both)
+    for i in (0, 1):
+        tasks = [t for t in prog.tasks if t.kind == "kernel" and f"_chunk{i}_" in t.name]
+        assert tasks and {t.stream for t in tasks} == {i}
+    assert {t.kind for t in prog.tasks} >= {"record", "wait"}
+
+
+def test_data_parallel_needs_work_a_divisible_batch_and_separable_nodes(monkeypatch):
+    model = zoo.bert(layers=1, hidden=32, heads=2, intermediate=64, vocab=50, seq=8, batch=4)
+    feeds = zoo.random_inputs(model, seed=4, batch=4)
+    assert _splits(_compile_and_check(model, feeds, data_parallel=2)) == []  # too little work
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)
+    assert len(_splits(_compile_and_check(model, feeds, data_parallel=2))) == 1
+    assert _splits(_compile_and_check(model, feeds, data_parallel=3)) == []  # 4 % 3
+    assert _splits(_compile_and_check(model, feeds, data_parallel=2,
+                                      batch_split=False)) == []  # the pass is off
+    odd = zoo.bert(layers=1, hidden=32, heads=2, intermediate=64, vocab=50, seq=8, batch=3)
+    assert _splits(_compile_and_check(odd, zoo.random_inputs(odd, seed=4, batch=3),
+                                      data_parallel=2)) == []
+    # a softmax over the batch mixes samples: never split
+    x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
+    mixing = _tiny([DW, helper.make_node("Flatten", ["c"], ["f"]),
+                    helper.make_node("Softmax", ["f"], ["y"], axis=0)], W)
+    assert _splits(_compile_and_check(mixing, {"x": x}, data_parallel=2)) == []
+    separable = _tiny([DW, helper.make_node("Relu", ["c"], ["y"])], W)
+    assert _splits(_compile_and_check(separable, {"x": x}, data_parallel=2)) == [
+        "batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
+
+
+def test_sessions_split_over_their_device_threads():
+    from graphengine.server.types import SessionOptions
+
+    assert SessionOptions().compile_options(2).data_parallel == 2
+    assert SessionOptions().compile_options(1).data_parallel == 0
+    assert SessionOptions().compile_options().data_parallel == 0
+    assert SessionOptions(options={"data_parallel": "0"}).compile_options(2).data_parallel == 0

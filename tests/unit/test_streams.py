@@ -135,3 +135,17 @@ def test_branchy_model_on_two_streams_matches_onnxruntime():
     for _ in range(20):  # many runs: a race would show up as a wrong value sooner or later
         out = list(loaded.execute(inputs).values())[0]
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_hinted_steps_keep_their_streams_and_get_events():
+    # two chains (0-1-2 and 3-4-5) and a join (6): hinted to streams 0, 1 and 0
+    deps = [[START], [0], [1], [START], [3], [4], [2, 5]]
+    hints = [0, 0, 0, 1, 1, 1, None]
+    sched = assign_streams(deps, [1.0] * 7, 2, hints)
+    assert sched.stream[:6] == [0, 0, 0, 1, 1, 1] and sched.num_streams == 2
+    join = sched.stream[6]
+    other = 5 if join == 0 else 2
+    assert sched.waits[6] and sched.happens_before(other, 6)
+    # without hints the least-loaded rule may interleave the chains differently
+    free = assign_streams(deps, [1.0] * 7, 2)
+    assert all(free.happens_before(p, s) for s, ps in enumerate(deps) for p in ps if p != START)
