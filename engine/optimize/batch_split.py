@@ -15,12 +15,22 @@ process, alternating rounds: 124.1 vs 135.0 ms median (6 of 6 rounds faster). Wh
 slices were copies (~1.8 ms at batch 32) it gained nothing reliable; spreading the chunks
 over 2 streams with one thread each measured the same as one stream (132.0 vs 130.2 ms).
 
+Data-parallel mode (`parallel` >= 2, CompileOptions.data_parallel; a session sets its
+device's threads): a separable graph with at least MIN_PARALLEL_FLOPS of convolutions and
+matrix products per chunk is split into `parallel` chunks (or keeps the memory-bound plan's
+chunks when they divide evenly among the streams), each chunk's nodes pinned to stream
+i % parallel (NodeMeta.stream); with as many streams as threads each runs on one core. Two
+independent one-thread runs lose less to a busy host than one two-thread run whose
+barriers wait for the slower thread: bert_mini b8 +1-3% in a quiet phase, +8-10% typical in
+a noisy one (see docs/ARCHITECTURE.md).
+
 It fires only when
   * every node is on the device, in one partition, and is separable: each non-constant
     input and the output carry the batch on axis 0 (dim 0 == N), and the op treats axis 0
     as independent samples (convolutions, pools, BatchNormalization, elementwise ops whose
     constant operands do not span the batch, Flatten/Softmax/Concat not over axis 0, Gemm
-    and MatMul with constant weights...);
+    and MatMul with constant weights, LayerNormalization not over axis 0, Reshape keeping
+    dim 0, an embedding Gather, FusedAttention keeping the batch outermost...);
   * the graph is memory-bound: FLOPs of its convolutions and matrix products per byte of
     activations written below MAX_INTENSITY (MobileNetV2 ~40; ResNet18 ~340, compute-bound:
     it gains nothing from chunks);
@@ -40,7 +50,7 @@ CACHE_BYTES = 16 << 20  # working set of one chunk: half of a 32 MiB L3, all of 
 MAX_INTENSITY = 100.0   # FLOP per activation byte; above it the graph is compute-bound
 MAX_CHUNKS = 16
 
-MIN_PARALLEL_FLOPS = 2e8  # per chunk, for the data-parallel split: ~1 ms on one core
+MIN_PARALLEL_FLOPS = 2e8  # per chunk, for the data-parallel split: ~2 ms on one core
 
 _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu",
           "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
@@ -144,8 +154,9 @@ def _flops(node: Node) -> float:
     return 0.0
 
 
-def plan_chunk(graph: Graph) -> tuple[int, int] | None:
-    """(batch, chunk) when the graph should run in chunks, else None."""
+def _batch_of_separable(graph: Graph) -> int | None:
+    """The batch n when every input and output carries it on axis 0 and every node is on
+    the device, in one partition, and separable; else None."""
     nodes = graph.nodes
     if not nodes or not graph.inputs or not graph.outputs:
         return None
@@ -160,6 +171,15 @@ def plan_chunk(graph: Graph) -> tuple[int, int] | None:
     if not all(x.meta.engine is Engine.DEVICE and x.meta.partition == part
                and _separable(x, n) for x in nodes):
         return None
+    return n
+
+
+def plan_chunk(graph: Graph) -> tuple[int, int] | None:
+    """(batch, chunk) when the graph should run in chunks, else None."""
+    n = _batch_of_separable(graph)
+    if n is None:
+        return None
+    nodes = graph.nodes
     flops = sum(_flops(x) for x in nodes)
     written = sum(x.outputs[0].meta.nbytes for x in nodes)
     if written == 0 or flops / written > MAX_INTENSITY:
@@ -177,20 +197,8 @@ def plan_parallel(graph: Graph, ways: int) -> tuple[int, int] | None:
     """(batch, chunk) when the graph should run as `ways` chunks at once, else None: a
     separable graph on one device partition whose batch divides by `ways` and whose chunks
     each have at least MIN_PARALLEL_FLOPS of convolutions and matrix products."""
-    if ways < 2 or not graph.nodes or not graph.inputs or not graph.outputs:
-        return None
-    first = graph.inputs[0].meta
-    if first is None or not first.is_static or first.rank < 1:
-        return None
-    n = first.shape[0]
-    if n < ways or n % ways:
-        return None
-    part = graph.nodes[0].meta.partition
-    if not all(_carries(v, n) for v in graph.inputs) or \
-            not all(v.producer is not None and _carries(v, n) for v in graph.outputs):
-        return None
-    if not all(x.meta.engine is Engine.DEVICE and x.meta.partition == part
-               and _separable(x, n) for x in graph.nodes):
+    n = _batch_of_separable(graph) if ways >= 2 else None
+    if n is None or n < ways or n % ways:
         return None
     if sum(_flops(x) for x in graph.nodes) / ways < MIN_PARALLEL_FLOPS:
         return None
