@@ -6,6 +6,11 @@
 
 namespace ge {
 
+bool cpu_has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
 Device::Device(int threads)
     : cores_(std::max(1, omp_get_num_procs())),
       threads_(threads > 0 ? std::min(threads, 1024) : cores_),

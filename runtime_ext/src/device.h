@@ -14,6 +14,10 @@
 
 namespace ge {
 
+// Whether the host CPU has AVX-512F: the runtime's own vector kernels (softmax.h, gelu.h,
+// the panel GEMV) need it; without it the oneDNN primitives run instead.
+bool cpu_has_avx512();
+
 class Device {
  public:
   // Non-blocking (lanes start on first use). threads <= 0 means "the cores available to

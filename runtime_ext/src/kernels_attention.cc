@@ -242,7 +242,7 @@ AttentionKernel::AttentionKernel(const KernelArgs& a) : dev_(*a.device) {
   // Softmax along Sk, in place: rows of our own where the CPU runs them (see softmax.h).
   rows_ = g.B * g.H * g.Sq;
   row_len_ = g.Sk;
-  if (!softmax::available()) {
+  if (!cpu_has_avx512()) {
     dnnl::softmax_forward::primitive_desc sp(eng, dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::softmax_accurate, scores_md, scores_md, 3, make_attr());
     softmax_ = Prim(sp);

@@ -31,11 +31,6 @@ namespace {
 constexpr int64_t kWidePanel = 64, kNarrowPanel = 16;
 constexpr int64_t kBytesPerThread = 256 << 10;  // weight bytes that pay for one more thread
 
-bool cpu_has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
 struct Epilogue {
   const float* bias = nullptr;      // [N] or nullptr
   const float* residual = nullptr;  // [rows, N] or nullptr (may be y itself)

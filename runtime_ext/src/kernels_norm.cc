@@ -56,7 +56,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
   const int rank = std::max(1, x.rank());
   const int axis = normalize_axis(a.attr_int("axis", -1), rank);
-  if (a.op == "Softmax" && axis == rank - 1 && x.plain() && y.plain() && softmax::available()) {
+  if (a.op == "Softmax" && axis == rank - 1 && x.plain() && y.plain() && cpu_has_avx512()) {
     return std::make_unique<SoftmaxRowsKernel>(x, y);
   }
   auto k = std::make_unique<PrimitiveKernel>(*a.device);

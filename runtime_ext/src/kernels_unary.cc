@@ -1,10 +1,13 @@
 // Elementwise unary ops. Most map onto oneDNN eltwise (vectorised exp/tanh/erf
 // approximations); Erf, Floor, Ceil and Identity are plain loops.
+#include <omp.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "dnnl_util.h"
+#include "gelu.h"
 #include "kernels.h"
 
 namespace ge {
@@ -27,6 +30,21 @@ class EltwiseKernel : public PrimitiveKernel {
     Prim::share_scratchpad(&plan_, {&prim_});
   }
 
+};
+
+// Gelu (erf form) by gelu.h, where the CPU has AVX-512.
+class GeluKernel : public Kernel {
+ public:
+  explicit GeluKernel(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {}
+  Status run(ExecContext& ctx) override {
+    gelu::erf_form(ctx.ptr<const float>(*x_), ctx.ptr<float>(*y_), x_->numel, omp_get_max_threads());
+    return Status::Ok();
+  }
+  std::string impl() const override { return "gelu avx512"; }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
 };
 
 enum class LoopOp { kErf, kFloor, kCeil };
@@ -130,6 +148,7 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
   } else if (op == "Gelu") {
     std::string approx = a.attr_str("approximate", "none");
     if (approx == "none") {
+      if (cpu_has_avx512()) return std::make_unique<GeluKernel>(a);
       f = alg::eltwise_gelu_erf;
     } else if (approx == "tanh") {
       f = alg::eltwise_gelu_tanh;

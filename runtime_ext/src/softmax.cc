@@ -9,11 +9,6 @@
 
 namespace ge::softmax {
 
-bool available() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
 

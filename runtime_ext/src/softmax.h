@@ -9,9 +9,7 @@
 
 namespace ge::softmax {
 
-// Whether this CPU runs rows() (AVX-512F).
-bool available();
-
+// Needs AVX-512F (cpu_has_avx512() in device.h).
 // y[r, :] = softmax(x[r, :]) for rows [0, rows), each `n` floats, rows `stride` floats
 // apart in both x and y (x == y: in place). Runs an OpenMP team of at most `threads`. A
 // row holding a NaN gives NaN; exp of what is below ~-87.3 after subtracting the row's
