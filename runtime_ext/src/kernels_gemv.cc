@@ -12,6 +12,9 @@
 // lane's OpenMP team; small layers run on one thread (a fork/join costs more than they do).
 // The epilogue adds the bias and the residual and applies Relu / LeakyRelu / Clip; other
 // activations, Gemm's alpha/beta scaling and CPUs without AVX-512 keep the oneDNN kernel.
+// A narrow layer (at most 24 outputs, e.g. a classifier) at more rows runs as dot products
+// instead (dot_rows: weights packed transposed, K in 16-float vectors, one or two rows at a
+// time). The file is compiled -O3: at -Os GCC kept dot_rows' accumulators in memory.
 #include "kernels_gemv.h"
 
 #include <immintrin.h>
@@ -30,6 +33,8 @@ namespace {
 // 10 columns padded to 64 would read 6x the weights).
 constexpr int64_t kWidePanel = 64, kNarrowPanel = 16;
 constexpr int64_t kBytesPerThread = 256 << 10;  // weight bytes that pay for one more thread
+// rows x K of a narrow layer that pay for one more thread (a few microseconds of FMAs)
+constexpr int64_t kRowWorkPerThread = 16384;
 
 struct Epilogue {
   const float* bias = nullptr;      // [N] or nullptr
@@ -115,12 +120,64 @@ __attribute__((target("avx512f"))) void gemv_panels(const float* x, int64_t ldx,
   }
 }
 
+// Scalar epilogue of one output (the dot form below).
+inline float finish(float v, const Epilogue& e, int64_t r, int64_t c, int64_t n) {
+  if (e.bias) v += e.bias[c];
+  if (e.residual) v += e.residual[r * n + c];
+  switch (e.act) {
+    case Epilogue::Act::kRelu:
+      return v < 0.f ? v * e.slope : v;
+    case Epilogue::Act::kClip:
+      return std::min(std::max(v, e.lo), e.hi);
+    case Epilogue::Act::kNone:
+      break;
+  }
+  return v;
+}
+
+// Rows [0, R) of x times a narrow layer (n <= NC outputs) stored transposed: wt is [NC][kp],
+// row c holding output column c's K weights, zero-padded to kp (a multiple of 16) and past
+// n. Dot products over K in 16-float vectors, every lane useful (a 16-column panel of a
+// 10-output layer wastes 6 of 16 lanes, and its per-k broadcasts took the shuffle pipe the
+// FMAs need: ~2 cycles per FMA); one horizontal sum per output at the end.
+template <int R, int NC>
+__attribute__((target("avx512f"))) void dot_rows(const float* x, int64_t ldx, const float* wt, int64_t k_dim,
+                                                 int64_t kp, int64_t n, const Epilogue& e, float* y) {
+  __m512 acc[R][NC];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 24
+    for (int c = 0; c < NC; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < k_dim; k += 16) {
+    const __mmask16 m = k_dim - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (k_dim - k)) - 1);
+    __m512 xv[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_maskz_loadu_ps(m, x + r * ldx + k);
+#pragma GCC unroll 24
+    for (int c = 0; c < NC; ++c) {
+      const __m512 wv = _mm512_load_ps(wt + c * kp + k);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(xv[r], wv, acc[r][c]);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 24
+    for (int c = 0; c < NC; ++c) {
+      // every c unrolled (a run-time bound would keep acc in memory)
+      if (c < n) y[r * n + c] = finish(_mm512_reduce_add_ps(acc[r][c]), e, r, c, n);
+    }
+  }
+}
+
 using PanelFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, const Epilogue&, float*, int64_t,
                          int64_t);
 
 class GemvKernel : public Kernel {
  public:
   Status run(ExecContext& ctx) override {
+    if (skinny_) return run_rows(ctx);
     Epilogue e = epilogue_;
     if (spec_.bias) e.bias = ctx.ptr<const float>(*spec_.bias);
     if (spec_.residual) e.residual = ctx.ptr<const float>(*spec_.residual);
@@ -142,7 +199,48 @@ class GemvKernel : public Kernel {
   }
   std::string impl() const override { return "gemv avx512"; }
 
+  // Many rows, narrow output (dot_rows): blocks of two rows (one for 13-24 outputs), the
+  // blocks split over the team.
+  Status run_rows(ExecContext& ctx) {
+    const Epilogue& e0 = epilogue_;
+    const int64_t per_block = dot_ == 12 ? 2 : 1;
+    const float* bias = spec_.bias ? ctx.ptr<const float>(*spec_.bias) : nullptr;
+    const float* residual = spec_.residual ? ctx.ptr<const float>(*spec_.residual) : nullptr;
+    const float* x = ctx.ptr<const float>(*spec_.a);
+    float* y = ctx.ptr<float>(*spec_.y);
+    const float* w = reinterpret_cast<const float*>(weights_->data());
+    const int64_t k = spec_.k, n = spec_.n, rows = spec_.rows, blocks = (rows + per_block - 1) / per_block;
+    const int64_t kp = (k + 15) / 16 * 16;
+    auto span = [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = per_block * b, nr = std::min(per_block, rows - r0);
+        Epilogue e = e0;
+        e.bias = bias;
+        e.residual = residual ? residual + r0 * n : nullptr;
+        if (dot_ == 12) {
+          (nr == 2 ? dot_rows<2, 12> : dot_rows<1, 12>)(x + r0 * k, k, w, k, kp, n, e, y + r0 * n);
+        } else {
+          dot_rows<1, 24>(x + r0 * k, k, w, k, kp, n, e, y + r0 * n);
+        }
+      }
+    };
+    const int threads = static_cast<int>(
+        std::min<int64_t>({omp_get_max_threads(), blocks, std::max<int64_t>(1, rows * k / kRowWorkPerThread)}));
+    if (threads <= 1) {
+      span(0, blocks);
+      return Status::Ok();
+    }
+#pragma omp parallel num_threads(threads)
+    {
+      const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      span(blocks * t / nt, blocks * (t + 1) / nt);
+    }
+    return Status::Ok();
+  }
+
   GemvSpec spec_;
+  bool skinny_ = false;  // more than kMaxGemvRows rows: dot_rows
+  int dot_ = 0;          // then: rows of the transposed weights (12 or 24)
   Epilogue epilogue_;
   PanelFn fn_ = nullptr;
   int64_t panels_ = 0;
@@ -180,10 +278,29 @@ std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const Gemv
   return a.prepared ? a.prepared->put(s.b->data, key, buf) : buf;
 }
 
+// Packs B transposed for dot_rows: [nc][kp], row c = output column c's weights, zeros past
+// k and n.
+std::shared_ptr<const AlignedBuffer> pack_transposed(const KernelArgs& a, const GemvSpec& s, int64_t nc) {
+  const int64_t kp = (s.k + 15) / 16 * 16;
+  const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 4 : 3, nc, kp},
+                               dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
+  if (a.prepared) {
+    if (auto hit = a.prepared->find(s.b->data, key)) return hit;
+  }
+  auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(nc * kp) * sizeof(float));  // zeroed
+  const float* b = reinterpret_cast<const float*>(s.b->data);
+  float* out = reinterpret_cast<float*>(buf->data());
+  for (int64_t c = 0; c < s.n; ++c) {
+    for (int64_t kk = 0; kk < s.k; ++kk) out[c * kp + kk] = s.b_transposed ? b[c * s.k + kk] : b[kk * s.n + c];
+  }
+  return a.prepared ? a.prepared->put(s.b->data, key, buf) : buf;
+}
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const Fusion& f) {
-  if (!cpu_has_avx512() || s.rows < 1 || s.rows > kMaxGemvRows || s.k < 1 || s.n < 1) return nullptr;
+  const bool skinny = s.rows > kMaxGemvRows && s.n <= kMaxSkinnyColumns && s.rows <= kMaxSkinnyRows;
+  if (!cpu_has_avx512() || s.rows < 1 || (s.rows > kMaxGemvRows && !skinny) || s.k < 1 || s.n < 1) return nullptr;
   if (!s.b->constant() || !s.b->data) return nullptr;
   Epilogue e;
   if (f.activation) {
@@ -200,6 +317,7 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
   }
   auto k = std::make_unique<GemvKernel>();
   k->spec_ = s;
+  k->skinny_ = skinny;
   k->epilogue_ = e;
   const int64_t width = s.n > 48 ? kWidePanel : kNarrowPanel;
   k->panels_ = (s.n + width - 1) / width;
@@ -209,6 +327,11 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
     k->fn_ = s.rows == 1 ? gemv_panels<1, 4> : gemv_panels<2, 4>;
   } else {
     k->fn_ = s.rows == 1 ? gemv_panels<1, 1> : gemv_panels<2, 1>;
+  }
+  if (skinny) {
+    k->dot_ = s.n <= 12 ? 12 : 24;
+    k->weights_ = pack_transposed(a, s, k->dot_);
+    return k;
   }
   k->weights_ = pack_panels(a, s, k->panels_, width);
   return k;

@@ -468,12 +468,28 @@ AVX512 = "avx512f" in open("/proc/cpuinfo").read()
 @pytest.mark.parametrize("tb", [0, 1])
 def test_gemm_few_rows_against_constant_weights(rows, k, n, tb):
     """Up to two rows take the panel (matrix-vector) kernel on AVX-512 CPUs: every panel
-    width, padded tail, odd K and both weight orders against numpy; more rows keep oneDNN."""
+    width, padded tail, odd K and both weight orders against numpy; more rows keep oneDNN
+    unless the layer is narrow (at most 24 outputs)."""
     a, b, c = randn(rows, k), randn(k, n), randn(n)
     m, feeds = load_op("Gemm", [a, Const(b.T.copy() if tb else b), Const(c)], [rows, n],
                            transB=tb, activation="Relu")
     close(m.execute(feeds)[0], np.maximum(a @ b + c, 0), atol=1e-4)
-    assert m.profile()[0]["impl"].startswith("gemv" if AVX512 and rows <= 2 else "oneDNN")
+    gemv = AVX512 and (rows <= 2 or n <= 24)
+    assert m.profile()[0]["impl"].startswith("gemv" if gemv else "oneDNN")
+
+
+@pytest.mark.parametrize("rows", [3, 4, 5, 32, 33, 2001])
+@pytest.mark.parametrize("n", [1, 10, 12, 13, 24])
+def test_narrow_layer_at_many_rows(rows, n):
+    """A narrow layer (a classifier) at many rows: dot products in pairs of rows (single
+    rows past 12 outputs), the residual and bias per row, K not a multiple of 16, two
+    threads once there is work for them (2001 x 300)."""
+    a, b, c, r = randn(rows, 300), randn(300, n), randn(n), randn(rows, n)
+    m, feeds = load_op("Gemm", [a, Const(b), Const(c), r], [rows, n], sum=1, activation="Clip",
+                       activation_alpha=-2.0, activation_beta=2.0)
+    close(m.execute(feeds)[0], np.clip(a @ b + c + r, -2, 2), atol=1e-4)
+    assert m.profile()[0]["impl"] == "gemv avx512" if AVX512 else \
+        m.profile()[0]["impl"].startswith("oneDNN")
 
 
 def test_gemv_epilogues_residual_and_matmul_batch_rows():
