@@ -138,8 +138,9 @@ inline float finish(float v, const Epilogue& e, int64_t r, int64_t c, int64_t n)
 // Rows [0, R) of x times a narrow layer (n <= NC outputs) stored transposed: wt is [NC][kp],
 // row c holding output column c's K weights, zero-padded to kp (a multiple of 16) and past
 // n. Dot products over K in 16-float vectors, every lane useful (a 16-column panel of a
-// 10-output layer wastes 6 of 16 lanes, and its per-k broadcasts took the shuffle pipe the
-// FMAs need: ~2 cycles per FMA); one horizontal sum per output at the end.
+// 10-output layer wastes 6 of 16 lanes: the MLP's 32x1024x10 layer in blocks of four rows
+// of panels took 12.5-13.3 us median in the network, this 9.4-11); one horizontal sum per
+// output at the end.
 template <int R, int NC>
 __attribute__((target("avx512f"))) void dot_rows(const float* x, int64_t ldx, const float* wt, int64_t k_dim,
                                                  int64_t kp, int64_t n, const Epilogue& e, float* y) {
