@@ -178,7 +178,7 @@ using PanelFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, 
 class GemvKernel : public Kernel {
  public:
   Status run(ExecContext& ctx) override {
-    if (skinny_) return run_rows(ctx);
+    if (dot_) return run_rows(ctx);
     Epilogue e = epilogue_;
     if (spec_.bias) e.bias = ctx.ptr<const float>(*spec_.bias);
     if (spec_.residual) e.residual = ctx.ptr<const float>(*spec_.residual);
@@ -240,8 +240,7 @@ class GemvKernel : public Kernel {
   }
 
   GemvSpec spec_;
-  bool skinny_ = false;  // more than kMaxGemvRows rows: dot_rows
-  int dot_ = 0;          // then: rows of the transposed weights (12 or 24)
+  int dot_ = 0;  // more than kMaxGemvRows rows: dot_rows over this many transposed columns (12 or 24)
   Epilogue epilogue_;
   PanelFn fn_ = nullptr;
   int64_t panels_ = 0;
@@ -318,8 +317,12 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
   }
   auto k = std::make_unique<GemvKernel>();
   k->spec_ = s;
-  k->skinny_ = skinny;
   k->epilogue_ = e;
+  if (skinny) {
+    k->dot_ = s.n <= 12 ? 12 : 24;
+    k->weights_ = pack_transposed(a, s, k->dot_);
+    return k;
+  }
   const int64_t width = s.n > 48 ? kWidePanel : kNarrowPanel;
   k->panels_ = (s.n + width - 1) / width;
   const int64_t weight_bytes = s.k * s.n * static_cast<int64_t>(sizeof(float));
@@ -328,11 +331,6 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
     k->fn_ = s.rows == 1 ? gemv_panels<1, 4> : gemv_panels<2, 4>;
   } else {
     k->fn_ = s.rows == 1 ? gemv_panels<1, 1> : gemv_panels<2, 1>;
-  }
-  if (skinny) {
-    k->dot_ = s.n <= 12 ? 12 : 24;
-    k->weights_ = pack_transposed(a, s, k->dot_);
-    return k;
   }
   k->weights_ = pack_panels(a, s, k->panels_, width);
   return k;
