@@ -4,8 +4,9 @@
 
 On start it compiles and loads the model for batch 1 (ours: Session add_graph + compile_graph;
 ORT: InferenceSession creation), runs it a few times, and prints one JSON line with the
-compile+load time and the process's peak RSS so far. Then it answers JSON commands, one per
-line on stdin, with one JSON line on stdout:
+compile+load time, the process's peak RSS so far and (ours) the FLOPs of one batch-1 run
+from the compile report (the throughput reply carries the batch-N count). Then it answers
+JSON commands, one per line on stdin, with one JSON line on stdout:
 
     {"cmd": "latency", "seconds": S, "min_runs": N}     batch-1 run times
     {"cmd": "throughput", "seconds": S, "min_runs": N}  batch-N run times (loads batch N first)
@@ -43,11 +44,14 @@ class Ours:
         self.path = path
         self.session = graphengine.Session(device=default_device(threads))
         self.graph_id: int | None = None
+        self.flops = 0.0  # of one run at the last compiled batch (the compile report's count)
 
     def load(self, inputs: dict[str, np.ndarray]) -> None:
         if self.graph_id is None:
             self.graph_id = self.session.add_graph(str(self.path))
-        self.session.compile_graph(self.graph_id, {k: v.shape for k, v in inputs.items()})
+        report = self.session.compile_graph(self.graph_id,
+                                            {k: v.shape for k, v in inputs.items()})
+        self.flops = report.flops
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return self.session.run_graph(self.graph_id, inputs)
@@ -58,6 +62,7 @@ class Ort:
         self.path = path
         self.threads = threads
         self.session = None
+        self.flops = 0.0  # not counted on this side: the driver uses ours' count
 
     def load(self, inputs: dict[str, np.ndarray]) -> None:
         if self.session is None:  # one session serves every batch size
@@ -95,8 +100,8 @@ def main(argv=None) -> int:
     compile_load = time.perf_counter() - t0
     for _ in range(3):
         side.run(small)
-    print(json.dumps({"ready": True, "compile_load_s": compile_load, "rss_mb": peak_rss_mb()}),
-          flush=True)
+    print(json.dumps({"ready": True, "compile_load_s": compile_load, "rss_mb": peak_rss_mb(),
+                      "flops": side.flops}), flush=True)
 
     big_loaded = False
     for line in sys.stdin:
@@ -108,7 +113,8 @@ def main(argv=None) -> int:
                 side.load(big)
                 side.run(big)
                 big_loaded = True
-            reply = {"times": timed_runs(side, big, cmd["seconds"], cmd["min_runs"])}
+            reply = {"times": timed_runs(side, big, cmd["seconds"], cmd["min_runs"]),
+                     "flops": side.flops}
         elif cmd["cmd"] == "dump":
             np.savez(cmd["path"], **side.run(small))
             reply = {"ok": True}

@@ -17,7 +17,11 @@ intra_op_num_threads=threads. Measured per side:
   * compile+load time: ours Session.add_graph + compile_graph; ORT InferenceSession()
     (median of the rounds);
   * peak RSS of the process once the batch-1 model is loaded and has run (median);
-  * the largest output difference between the two.
+  * the largest output difference between the two;
+  * the rate of each side's reported runs in GFLOP/s (the convolutions and matrix products
+    of one run, counted by our compile report, over its time) and its share of the machine's
+    FMA peak (`_runtime.fma_peak` on the same number of threads, measured once at the start,
+    best of three): how far either side is from what the cores can do at all.
 
 Then the multi-stream speedup on the branchy graph (bench_streams.py) and concurrent
 callers on one loaded model (bench_concurrency.py). Models missing from the cache are built
@@ -141,6 +145,7 @@ def bench_model(name: str, args) -> dict:
                    "foreign": []} for s in ("ours", "ort")}
     dumps: dict = {}
     busy: list[float] = []
+    flops = {"b1": 0.0, "tp": 0.0}  # of one run, from ours' compile reports
     # Every round starts fresh processes (one side at a time: compile+load is timed with
     # the other side idle). A process can land in a slower "mode" for its whole life (thread
     # placement, the host's neighbours), so independent processes, best of the rounds.
@@ -152,6 +157,7 @@ def bench_model(name: str, args) -> dict:
             workers[side] = w = Worker(side, name, args.threads, batch)
             samples[side]["compile_load_s"].append(w.ready["compile_load_s"])
             samples[side]["rss_mb"].append(w.ready["rss_mb"])
+            flops["b1"] = max(flops["b1"], w.ready.get("flops", 0.0))
         for side in order:
             w = workers[side]
             t, load = foreign_load(w, lambda w=w: w.ask(cmd="latency", seconds=args.seconds,
@@ -159,9 +165,10 @@ def bench_model(name: str, args) -> dict:
             samples[side]["latency"].append(t)
             samples[side]["foreign"].append(load)
             if r < args.tp_rounds:
-                t, load = foreign_load(w, lambda w=w: w.ask(
-                    cmd="throughput", seconds=args.tp_seconds, min_runs=3)["times"])
-                samples[side]["throughput"].append(t)
+                reply, load = foreign_load(w, lambda w=w: w.ask(
+                    cmd="throughput", seconds=args.tp_seconds, min_runs=3))
+                samples[side]["throughput"].append(reply["times"])
+                flops["tp"] = max(flops["tp"], reply.get("flops", 0.0))
             if r == 0:
                 with tempfile.TemporaryDirectory() as tmp:
                     path = os.path.join(tmp, f"{side}.npz")
@@ -186,6 +193,10 @@ def bench_model(name: str, args) -> dict:
             "rounds_foreign_cpu": smp["foreign"],
         }
     result["cpu_busy_before_rounds"] = busy
+    result["flops_b1"], result["flops_batch"] = flops["b1"], flops["tp"]
+    for side in result["sides"].values():
+        side["gflops_b1"] = flops["b1"] / side["p50_ms"] * 1e-6
+        side["gflops_throughput"] = flops["tp"] * side["throughput"] / batch * 1e-9
     ours, ort = result["sides"]["ours"], result["sides"]["ort"]
     result["ratio"] = {
         "p50": ours["p50_ms"] / ort["p50_ms"],
@@ -201,6 +212,14 @@ def bench_model(name: str, args) -> dict:
         result["meets_target"] = (result["ratio"]["p50"] <= 1 / target and
                                   result["ratio"]["throughput"] >= target)
     return result
+
+
+def fma_peak(threads: int, quiet_wait: float) -> float:
+    """The machine's float32 FMA rate on `threads` threads (GFLOP/s), best of three."""
+    from graphengine import _runtime
+
+    wait_quiet(quiet_wait)
+    return max(_runtime.fma_peak(threads, 1.0) for _ in range(3))
 
 
 def run_json(script: str, *extra: str, quiet_wait: float = 0.0) -> dict:
@@ -222,7 +241,7 @@ def ensure_models(names: list[str]) -> None:
                         ",".join(missing)], check=True)
 
 
-def table(results: list[dict], streams: dict, concurrency: list[dict]) -> str:
+def table(results: list[dict], streams: dict, concurrency: list[dict], peak: float) -> str:
     head = (f"{'model':12s} {'side':5s} {'b1 p50 ms':>10s} {'b1 p90 ms':>10s} {'thru/s':>9s} "
             f"{'batch':>5s} {'compile+load s':>14s} {'peak RSS MB':>11s}")
     lines = [head, "-" * len(head)]
@@ -240,8 +259,18 @@ def table(results: list[dict], streams: dict, concurrency: list[dict]) -> str:
         lines.append(f"{'':12s} {'ratio':5s} {q['p50']:9.2f}x {q['p90']:9.2f}x "
                      f"{q['throughput']:8.2f}x {'':5s} {q['compile_load']:13.2f}x "
                      f"{q['rss']:10.2f}x  max|diff| {r['max_abs_diff']:.1e}{verdict}")
+        if r.get("flops_b1") and peak:
+            lines.append(f"{'':12s} {'rate':5s} " + "; ".join(
+                f"{side} b1 {r['sides'][side]['gflops_b1']:.0f} GFLOP/s "
+                f"({r['sides'][side]['gflops_b1'] / peak:.0%}), b{r['batch']} "
+                f"{r['sides'][side]['gflops_throughput']:.0f} "
+                f"({r['sides'][side]['gflops_throughput'] / peak:.0%})"
+                for side in ("ours", "ort")))
     lines.append("ratio = ours / ORT: below 1 is better for latency, time and memory; "
                  "above 1 is better for throughput.")
+    if peak:
+        lines.append(f"rate = convolutions and matrix products per second (% of the FMA peak, "
+                     f"{peak:.0f} GFLOP/s on these threads)")
     noisy = [r["model"] for r in results
              if min(max(s["rounds_foreign_cpu"]) for s in r["sides"].values()) > 0.10]
     if noisy:
@@ -292,6 +321,8 @@ def main(argv=None) -> int:
     ensure_models(names + (["branchy"] if not args.no_streams else []) +
                   (["mobilenetv2", "mlp"] if not args.no_concurrency else []))
 
+    peak = fma_peak(args.threads, args.quiet_wait)
+    print(f"FMA peak on {args.threads} threads: {peak:.1f} GFLOP/s", flush=True)
     results = []
     for name in names:
         print(f"{name} ...", flush=True)
@@ -307,7 +338,7 @@ def main(argv=None) -> int:
         for m in ("mobilenetv2", "mlp")]
 
     print()
-    print(table(results, streams, concurrency))
+    print(table(results, streams, concurrency, peak))
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -319,8 +350,8 @@ def main(argv=None) -> int:
         "timestamp": stamp, "commit": commit, "threads": args.threads,
         "rounds": args.rounds, "host": platform.node(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
-        "onednn": _runtime.dnnl_version(), "models": results, "streams": streams,
-        "concurrency": concurrency,
+        "onednn": _runtime.dnnl_version(), "fma_peak_gflops": peak, "models": results,
+        "streams": streams, "concurrency": concurrency,
     }
     path = args.out / f"{stamp}.json"
     path.write_text(json.dumps(record, indent=1) + "\n")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from . import ops  # noqa: F401  (registers every op schema)
 from .build import build_programs
 from .errors import InvalidGraph, InvalidInput
+from .flops import graph_flops
 from .ir import Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import assign_layouts, fuse
@@ -152,8 +153,11 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
             raise InvalidInput(f"input '{v.name}' has symbolic shape {v.meta}: give a concrete "
                                f"shape to compile", graph=g.name, tensor=v.name)
     pm = PassManager(lint=options.lint, on_pass=on_pass)
+    flops = 0.0
     for stage in stages(options):
         g = pm.run_stage(stage, g)
+        if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
+            flops = graph_flops(g)
     if on_pass:
         on_pass("build", None)
     t0 = time.perf_counter()
@@ -164,7 +168,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         memory=memory, tasks=ntasks,
         streams=max((p.num_streams for p in programs if isinstance(p, DeviceProgram)), default=0),
         events=sum(p.num_events for p in programs if isinstance(p, DeviceProgram)),
-        nodes_before=len(graph.nodes), nodes_after=len(g.nodes))
+        nodes_before=len(graph.nodes), nodes_after=len(g.nodes), flops=flops)
     for part in collect_partitions(g):
         report.partitions.append(PartitionRecord(
             part.index, part.engine.value, [n.name for n in part.nodes],

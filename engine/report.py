@@ -54,6 +54,8 @@ class CompileReport:
     nodes_before: int = 0
     nodes_after: int = 0
     total_seconds: float = 0.0
+    # FLOPs of one run: convolutions and matrix products of the prepared graph (engine/flops.py)
+    flops: float = 0.0
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -83,6 +85,9 @@ class CompileReport:
         lines.append(f"  memory: arena {m.arena_bytes} B (lower bound {m.lower_bound_bytes} B, "
                      f"strategy {m.strategy}), weights {m.weight_bytes} B")
         lines.append(f"  streams {self.streams}, events {self.events}, tasks {self.tasks}")
+        if self.flops:
+            lines.append(f"  arithmetic: {self.flops / 1e9:.3f} GFLOP per run "
+                         f"(convolutions and matrix products)")
         return "\n".join(lines)
 
 

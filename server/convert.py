@@ -44,7 +44,7 @@ def report_to_pb(report: rp.CompileReport) -> session_pb2.CompileReport:
                                             weight_bytes=m.weight_bytes, strategy=m.strategy),
         streams=report.streams, events=report.events, tasks=report.tasks,
         nodes_before=report.nodes_before, nodes_after=report.nodes_after,
-        total_seconds=report.total_seconds,
+        total_seconds=report.total_seconds, flops=report.flops,
     )
 
 
@@ -62,7 +62,7 @@ def report_from_pb(msg: session_pb2.CompileReport) -> rp.CompileReport:
         memory=rp.MemoryRecord(m.arena_bytes, m.lower_bound_bytes, m.weight_bytes, m.strategy),
         streams=msg.streams, events=msg.events, tasks=msg.tasks,
         nodes_before=msg.nodes_before, nodes_after=msg.nodes_after,
-        total_seconds=msg.total_seconds,
+        total_seconds=msg.total_seconds, flops=msg.flops,
     )
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import ops
 from ..errors import InvalidGraph
+from ..flops import node_flops
 from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
@@ -175,17 +176,11 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
 
 def _cost(node: Node) -> float:
     """A rough FLOP count, to balance streams; only ratios matter."""
+    flops = node_flops(node)
+    if flops:
+        return flops
     out = node.outputs[0].meta
-    n = float(out.numel) if out is not None and out.is_static else 1.0
-    w = node.input(1)
-    if node.op_type == "Conv" and w is not None and w.meta is not None and w.meta.is_static:
-        return 2.0 * n * float(np.prod(w.meta.shape[1:]))
-    if node.op_type in ("MatMul", "Gemm"):
-        a = node.input(0)
-        if a is not None and a.meta is not None and a.meta.is_static and a.meta.shape:
-            k = a.meta.shape[0] if node.attrs.get("transA") else a.meta.shape[-1]
-            return 2.0 * n * float(k)
-    return max(n, 1.0)
+    return float(out.numel) if out is not None and out.is_static and out.numel else 1.0
 
 
 def _leading_slice(node: Node) -> int | None:

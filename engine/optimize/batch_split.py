@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..flops import node_flops
 from ..ir import Engine, Graph, Node, TensorMeta, Value
 from ..passes import PassResult
 
@@ -139,21 +140,6 @@ def _separable(node: Node, n: int) -> bool:
     return False
 
 
-def _flops(node: Node) -> float:
-    out = node.outputs[0].meta
-    w = node.input(1)
-    if node.op_type == "Conv" and w is not None and w.meta is not None:
-        flops = 2.0 * out.numel * float(np.prod(w.meta.shape[1:]))
-        if node.attrs.get("_dw"):  # the depthwise stage: 9 taps per output
-            flops += 18.0 * out.numel
-        return flops
-    if node.op_type in ("MatMul", "Gemm") and node.input(0) is not None:
-        a = node.input(0).meta
-        k = a.shape[0] if node.attrs.get("transA") else a.shape[-1]
-        return 2.0 * out.numel * float(k)
-    return 0.0
-
-
 def _batch_of_separable(graph: Graph) -> int | None:
     """The batch n when every input and output carries it on axis 0 and every node is on
     the device, in one partition, and separable; else None."""
@@ -180,7 +166,7 @@ def plan_chunk(graph: Graph) -> tuple[int, int] | None:
     if n is None:
         return None
     nodes = graph.nodes
-    flops = sum(_flops(x) for x in nodes)
+    flops = sum(node_flops(x) for x in nodes)
     written = sum(x.outputs[0].meta.nbytes for x in nodes)
     if written == 0 or flops / written > MAX_INTENSITY:
         return None
@@ -200,7 +186,7 @@ def plan_parallel(graph: Graph, ways: int) -> tuple[int, int] | None:
     n = _batch_of_separable(graph) if ways >= 2 else None
     if n is None or n < ways or n % ways:
         return None
-    if sum(_flops(x) for x in graph.nodes) / ways < MIN_PARALLEL_FLOPS:
+    if sum(node_flops(x) for x in graph.nodes) / ways < MIN_PARALLEL_FLOPS:
         return None
     return n, n // ways
 

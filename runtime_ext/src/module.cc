@@ -28,6 +28,7 @@
 #include "kernel.h"
 #include "kernel_info.h"
 #include "model.h"
+#include "peak.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace nb = nanobind;
@@ -609,6 +610,24 @@ NB_MODULE(_runtime, m) {
       .def_prop_ro("lanes_started", [](const ge::Device& d) { return d.scheduler().threads_started(); },
                    "Worker threads started so far (OpenMP helpers not counted).");
 
+  m.def(
+      "fma_peak",
+      [](int threads, double seconds) {
+        if (threads < 1 || threads > 1024) {
+          raise_status(ge::Status::InvalidArgument(
+              "fma_peak: threads must be in [1, 1024], got " + std::to_string(threads)));
+        }
+        if (!(seconds > 0 && seconds <= 60)) {
+          raise_status(ge::Status::InvalidArgument(
+              "fma_peak: seconds must be in (0, 60], got " + std::to_string(seconds)));
+        }
+        nb::gil_scoped_release release;
+        return ge::fma_peak_gflops(threads, seconds);
+      },
+      "threads"_a = 1, "seconds"_a = 0.2,
+      "The host's float32 FMA rate in GFLOP/s: `threads` threads each run independent FMA chains "
+      "in the widest vectors the CPU has, at once, for about `seconds` (blocks; releases the GIL). "
+      "The arithmetic ceiling that benchmarks compare a model's rate with; run it on an idle machine.");
   m.def(
       "conv_block_available", [] { return ge::block::available(); },
       "Whether Conv nodes with a fused projection (pw=1, the conv_block fusion) run here (AVX-512).");

@@ -26,7 +26,8 @@ def full_report() -> CompileReport:
         placements=[PlacementRecord("c", "NonZero", "host", ["device: no kernel"])],
         fusions=["conv1+relu1"],
         memory=MemoryRecord(4096, 2048, 1000, "greedy_by_size"),
-        streams=2, events=1, tasks=7, nodes_before=9, nodes_after=5, total_seconds=1.5)
+        streams=2, events=1, tasks=7, nodes_before=9, nodes_after=5, total_seconds=1.5,
+        flops=3.5e9)
 
 
 def test_report_round_trip() -> None:

@@ -1213,3 +1213,14 @@ def test_concurrent_failing_and_good_runs_do_not_interfere():
     assert not errors, errors[0]
     assert len(failures) == 80
     assert m.stats()["runs"] == 240 - len(failures)
+
+
+def test_fma_peak_measures_a_rate_and_checks_its_arguments():
+    one = rt.fma_peak(1, 0.02)
+    two = rt.fma_peak(2, 0.02)
+    assert np.isfinite(one) and one > 0
+    assert np.isfinite(two) and two > 0
+    for threads, seconds in ((0, 0.1), (1025, 0.1), (1, 0.0), (1, -1.0), (1, 61.0),
+                             (1, float("nan"))):
+        with pytest.raises(rt.InvalidArgument, match="fma_peak"):
+            rt.fma_peak(threads, seconds)
