@@ -1,14 +1,49 @@
 // TransData (GE's layout conversion): one input, one output, the same logical shape and
-// dtype, different formats; a oneDNN reorder. Attributes "src_format" and "dst_format"
-// must name the formats the spec gives the two tensors.
+// dtype, different formats; a oneDNN reorder, or between nchw and nhwc for 4-byte
+// elements a transpose of our own (transpose.h: 28 us for a 64 x 56 x 56 image on one core
+// against oneDNN's ~130). Attributes "src_format" and "dst_format" must name the formats
+// the spec gives the two tensors. Transpose nodes whose permutation is a batched matrix
+// transpose of 4-byte elements run the same transpose.
+#include <omp.h>
+
 #include <string>
 
+#include "device.h"
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "transpose.h"
 
 namespace ge {
 
 namespace {
+
+// For each of `batch_` matrices, [rows_][cols_] to [cols_][rows_] (transpose.h).
+class TransposeKernel : public Kernel {
+ public:
+  TransposeKernel(const TensorInfo* x, const TensorInfo* y, int64_t batch, int64_t rows, int64_t cols)
+      : x_(x), y_(y), batch_(batch), rows_(rows), cols_(cols) {}
+  Status run(ExecContext& ctx) override {
+    transpose::batched_4byte(ctx.ptr(*x_), ctx.ptr(*y_), batch_, rows_, cols_, omp_get_max_threads());
+    return Status::Ok();
+  }
+  std::string impl() const override { return "transpose avx512"; }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  int64_t batch_, rows_, cols_;
+};
+
+// The transpose for a 4-byte tensor of `shape` whose permutation keeps the first `k` axes
+// and swaps the next two groups, [k, m) and [m, rank); nullptr when it does not apply.
+std::unique_ptr<Kernel> batched_transpose(const TensorInfo* x, const TensorInfo* y, size_t k, size_t m) {
+  if (!cpu_has_avx512() || dtype_size(x->dtype) != 4 || x->numel == 0) return nullptr;
+  const Shape& s = x->shape;
+  int64_t batch = 1, rows = 1, cols = 1;
+  for (size_t i = 0; i < s.size(); ++i) (i < k ? batch : i < m ? rows : cols) *= s[i];
+  if (rows == 1 || cols == 1) return nullptr;  // the bytes do not move: a copy is cheaper
+  return std::make_unique<TransposeKernel>(x, y, batch, rows, cols);
+}
 
 class TransDataKernel : public PrimitiveOrCopyKernel {
  public:
@@ -55,7 +90,21 @@ class ReorderKernel : public PrimitiveKernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) { return std::make_unique<TransDataKernel>(a); }
+std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) {
+  auto k = std::make_unique<TransDataKernel>(a);  // checks the node
+  const TensorInfo* x = &a.in(0);
+  const TensorInfo* y = &a.out(0);
+  if (x->rank() == 4 && x->plain() && y->channels_last()) {  // [N][C][HW] -> [N][HW][C]
+    if (auto t = batched_transpose(x, y, 1, 2)) return t;
+  } else if (x->rank() == 4 && x->channels_last() && y->plain()) {  // [N][HW][C] -> [N][C][HW]
+    // the same transpose over the stored bytes: N matrices of HW rows and C columns
+    const int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
+    if (cpu_has_avx512() && dtype_size(x->dtype) == 4 && x->numel > 0 && c > 1 && hw > 1) {
+      return std::make_unique<TransposeKernel>(x, y, n, hw, c);
+    }
+  }
+  return k;
+}
 
 std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int64_t>& perm) {
   const TensorInfo& x = a.in(0);
@@ -71,6 +120,21 @@ std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int6
   }
   const size_t r = perm.size();
   if (r < 2 || r > DNNL_MAX_NDIMS || x.numel == 0 || !x.plain() || !y.plain()) return nullptr;
+  // perm = [0 .. k), [m .. r), [k .. m): a batched matrix transpose (NCHW -> NHWC is k = 1,
+  // m = 2; a 2-D transpose k = 0, m = 1).
+  size_t k = 0;
+  while (k < r && perm[k] == static_cast<int64_t>(k)) ++k;
+  if (k + 2 <= r) {
+    const size_t m = static_cast<size_t>(perm[k]);
+    bool rotation = m > k;
+    for (size_t i = k; rotation && i < r; ++i) {
+      const size_t want = i < k + (r - m) ? m + (i - k) : k + (i - k - (r - m));
+      rotation = perm[i] == static_cast<int64_t>(want);
+    }
+    if (rotation) {
+      if (auto t = batched_transpose(&x, &y, k, m)) return t;
+    }
+  }
   // The output's bytes described in the input's logical dims: input dim perm[i] moves
   // with output dim i's stride.
   const Shape ys = dense_strides(y.shape);

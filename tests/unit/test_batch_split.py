@@ -248,3 +248,20 @@ def test_sessions_split_over_their_device_threads():
     assert SessionOptions().compile_options(1).data_parallel == 0
     assert SessionOptions().compile_options().data_parallel == 0
     assert SessionOptions(options={"data_parallel": "0"}).compile_options(2).data_parallel == 0
+
+
+def test_each_chunk_converts_its_own_part_of_an_nhwc_output(monkeypatch):
+    # Conv towers (channels-last inside) split over two streams: the output's conversion back
+    # to NCHW runs per chunk on the chunk's stream, before the join, not once for the whole
+    # batch on one stream after it.
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e5)
+    model = zoo.branchy(towers=2, channels=16, size=8, batch=4, depth=1)
+    feeds = {"input": RNG.standard_normal((4, 16, 8, 8)).astype(np.float32)}
+    compiled = _compile_and_check(model, feeds, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
+    (prog,) = [p for p in compiled.programs if hasattr(p, "num_streams")]
+    kernels = [t for t in prog.tasks if t.kind == "kernel"]
+    to_nchw = [t for t in kernels if t.op == "TransData" and "nchw" in t.name]
+    assert sorted(t.stream for t in to_nchw) == [0, 1]
+    (join,) = [t for t in kernels if t.op == "Concat" and t.name.startswith("output")]
+    assert kernels.index(join) > max(kernels.index(t) for t in to_nchw)
