@@ -34,39 +34,54 @@ class TransposeKernel : public Kernel {
   int64_t batch_, rows_, cols_;
 };
 
-// The transpose for a 4-byte tensor of `shape` whose permutation keeps the first `k` axes
-// and swaps the next two groups, [k, m) and [m, rank); nullptr when it does not apply.
-std::unique_ptr<Kernel> batched_transpose(const TensorInfo* x, const TensorInfo* y, size_t k, size_t m) {
+// The transpose of x's stored bytes as `batch` [rows][cols] matrices into y; nullptr when
+// it does not apply (no AVX-512, not 4-byte elements, or nothing moves).
+std::unique_ptr<Kernel> own_transpose(const TensorInfo* x, const TensorInfo* y, int64_t batch, int64_t rows,
+                                      int64_t cols) {
   if (!cpu_has_avx512() || dtype_size(x->dtype) != 4 || x->numel == 0) return nullptr;
-  const Shape& s = x->shape;
-  int64_t batch = 1, rows = 1, cols = 1;
-  for (size_t i = 0; i < s.size(); ++i) (i < k ? batch : i < m ? rows : cols) *= s[i];
   if (rows == 1 || cols == 1) return nullptr;  // the bytes do not move: a copy is cheaper
   return std::make_unique<TransposeKernel>(x, y, batch, rows, cols);
 }
 
+// The transpose for a plain tensor whose permutation keeps the first `k` axes and swaps the
+// next two groups, [k, m) and [m, rank).
+std::unique_ptr<Kernel> batched_transpose(const TensorInfo* x, const TensorInfo* y, size_t k, size_t m) {
+  const Shape& s = x->shape;
+  int64_t batch = 1, rows = 1, cols = 1;
+  for (size_t i = 0; i < s.size(); ++i) (i < k ? batch : i < m ? rows : cols) *= s[i];
+  return own_transpose(x, y, batch, rows, cols);
+}
+
+// Checks a TransData node: one input and one output of the same dtype and logical shape,
+// stored in the formats its attributes name. Throws Error otherwise.
+void check_transdata(const KernelArgs& a) {
+  a.expect_inputs(1, 1);
+  a.expect_outputs(1, 1);
+  const TensorInfo* x = &a.in(0);
+  const TensorInfo* y = &a.out(0);
+  if (x->dtype != y->dtype) {
+    invalid("output dtype ", dtype_name(y->dtype), " differs from input dtype ", dtype_name(x->dtype));
+  }
+  if (x->shape != y->shape) {
+    invalid("output shape ", shape_str(y->shape), " differs from input shape ", shape_str(x->shape));
+  }
+  for (const auto& [key, t] : {std::pair<const char*, const TensorInfo*>{"src_format", x}, {"dst_format", y}}) {
+    if (!a.has_attr(key)) invalid("attribute '", key, "' is required");
+    const std::string name = a.attr_str(key, "");
+    Format f;
+    if (!parse_format(name, &f)) invalid("unknown format '", name, "' in attribute '", key, "'");
+    if (f != t->format) {
+      invalid("attribute ", key, "='", name, "' but tensor '", t->name, "' is stored ", format_name(t->format));
+    }
+  }
+}
+
+// A checked TransData as a oneDNN reorder (a copy when the formats are the same).
 class TransDataKernel : public PrimitiveOrCopyKernel {
  public:
   explicit TransDataKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.device) {
-    a.expect_inputs(1, 1);
-    a.expect_outputs(1, 1);
     x_ = &a.in(0);
     y_ = &a.out(0);
-    if (x_->dtype != y_->dtype) {
-      invalid("output dtype ", dtype_name(y_->dtype), " differs from input dtype ", dtype_name(x_->dtype));
-    }
-    if (x_->shape != y_->shape) {
-      invalid("output shape ", shape_str(y_->shape), " differs from input shape ", shape_str(x_->shape));
-    }
-    for (const auto& [key, t] : {std::pair<const char*, const TensorInfo*>{"src_format", x_}, {"dst_format", y_}}) {
-      if (!a.has_attr(key)) invalid("attribute '", key, "' is required");
-      const std::string name = a.attr_str(key, "");
-      Format f;
-      if (!parse_format(name, &f)) invalid("unknown format '", name, "' in attribute '", key, "'");
-      if (f != t->format) {
-        invalid("attribute ", key, "='", name, "' but tensor '", t->name, "' is stored ", format_name(t->format));
-      }
-    }
     if (x_->format == y_->format) return;  // a plain copy
     const dnnl::memory::desc from = tensor_md(*x_), to = tensor_md(*y_);
     prim_ = Prim(dnnl::reorder::primitive_desc(dev_.engine(), from, dev_.engine(), to, make_attr()));
@@ -91,19 +106,15 @@ class ReorderKernel : public PrimitiveKernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) {
-  auto k = std::make_unique<TransDataKernel>(a);  // checks the node
+  check_transdata(a);
   const TensorInfo* x = &a.in(0);
   const TensorInfo* y = &a.out(0);
   if (x->rank() == 4 && x->plain() && y->channels_last()) {  // [N][C][HW] -> [N][HW][C]
     if (auto t = batched_transpose(x, y, 1, 2)) return t;
   } else if (x->rank() == 4 && x->channels_last() && y->plain()) {  // [N][HW][C] -> [N][C][HW]
-    // the same transpose over the stored bytes: N matrices of HW rows and C columns
-    const int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
-    if (cpu_has_avx512() && dtype_size(x->dtype) == 4 && x->numel > 0 && c > 1 && hw > 1) {
-      return std::make_unique<TransposeKernel>(x, y, n, hw, c);
-    }
+    if (auto t = own_transpose(x, y, x->shape[0], x->shape[2] * x->shape[3], x->shape[1])) return t;
   }
-  return k;
+  return std::make_unique<TransDataKernel>(a);
 }
 
 std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int64_t>& perm) {
