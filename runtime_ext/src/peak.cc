@@ -6,11 +6,10 @@
 // cost is noise.
 #include "peak.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -25,65 +24,43 @@ constexpr long kStepsPerCheck = 1 << 16;
 
 using Clock = std::chrono::steady_clock;
 
-// Every kernel returns the FLOPs it ran and a value that depends on every chain (kept
-// alive so that the compiler cannot drop the loop).
-
-__attribute__((target("avx512f,fma"))) double run_avx512(double seconds, float* sink) {
-  __m512 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+// The loop for vectors of W floats (GCC vector extensions; `acc * a + b` is contracted to
+// one FMA where the caller's target has it). Inlined into a function compiled for the ISA,
+// so one body serves every width. Returns the FLOPs it ran; `sink` gets a value that
+// depends on every chain, so that the compiler cannot drop the loop.
+template <int W>
+[[gnu::always_inline]] inline double chains(double seconds, float* sink) {
+  typedef float vec __attribute__((vector_size(W * sizeof(float))));
+  vec acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = vec{} + static_cast<float>(i);
+  const vec a = vec{} + 0.999999f, b = vec{} + 1e-7f;
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
   long steps = 0;
   do {
     for (long s = 0; s < kStepsPerCheck; ++s) {
 #pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+      for (int i = 0; i < kChains; ++i) acc[i] = acc[i] * a + b;
     }
     steps += kStepsPerCheck;
   } while (Clock::now() < end);
-  __m512 sum = acc[0];
-  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  *sink = _mm512_reduce_add_ps(sum);
-  return static_cast<double>(steps) * kChains * 16 * 2;
+  vec sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum += acc[i];
+  float lanes[W], total = 0;
+  std::memcpy(lanes, &sum, sizeof(lanes));
+  for (float x : lanes) total += x;
+  *sink = total;
+  return static_cast<double>(steps) * kChains * W * 2;
+}
+
+__attribute__((target("avx512f,fma"))) double run_avx512(double seconds, float* sink) {
+  return chains<16>(seconds, sink);
 }
 
 __attribute__((target("avx2,fma"))) double run_avx2(double seconds, float* sink) {
-  __m256 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  long steps = 0;
-  do {
-    for (long s = 0; s < kStepsPerCheck; ++s) {
-#pragma GCC unroll 12
-      for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-    }
-    steps += kStepsPerCheck;
-  } while (Clock::now() < end);
-  alignas(32) float lanes[8];
-  __m256 sum = acc[0];
-  for (int i = 1; i < kChains; ++i) sum = _mm256_add_ps(sum, acc[i]);
-  _mm256_store_ps(lanes, sum);
-  *sink = lanes[0] + lanes[7];
-  return static_cast<double>(steps) * kChains * 8 * 2;
+  return chains<8>(seconds, sink);
 }
 
-double run_scalar(double seconds, float* sink) {
-  float acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = static_cast<float>(i);
-  const auto end = Clock::now() + std::chrono::duration<double>(seconds);
-  long steps = 0;
-  do {
-    for (long s = 0; s < kStepsPerCheck; ++s) {
-      for (float& x : acc) x = x * 0.999999f + 1e-7f;
-    }
-    steps += kStepsPerCheck;
-  } while (Clock::now() < end);
-  float sum = 0;
-  for (float x : acc) sum += x;
-  *sink = sum;
-  return static_cast<double>(steps) * kChains * 2;
-}
+double run_scalar(double seconds, float* sink) { return chains<1>(seconds, sink); }
 
 double run_widest(double seconds, float* sink) {
   if (cpu_has_avx512()) return run_avx512(seconds, sink);
