@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
+import numpy as np
+
 from .streams import START, StreamSchedule
 
 ALIGN = 64
@@ -38,6 +40,17 @@ class MemoryPlan:
 
 def align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def aligned_empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts ALIGN-byte aligned: a constant
+    made at compile time that the runtime can then take in place as a weight segment
+    (`_Layout.segments`) instead of copying it."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def lower_bound(buffers: Sequence[Buffer]) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..build.memory import aligned_empty
 from ..ir import Engine, Graph, Node, Value
 from ..passes import PassResult
 from .fusion_conv_block import match_conv_block, rewrite_conv_block
@@ -85,8 +86,11 @@ def _rewrite_conv_bn(graph: Graph, bn: Node, conv: Node) -> str:
     # weight took a fifth of resnet18's compile).
     wide = np.float32 if w.dtype == np.float32 else np.float64
     shape = (-1, *([1] * (w.ndim - 1)))
-    new_w = (w.astype(wide, copy=False) * factor.astype(wide).reshape(shape)).astype(w.dtype,
-                                                                                     copy=False)
+    # Written into an aligned array the runtime takes in place (one copy of the weights
+    # fewer at load: resnet18's 47 MB).
+    new_w = aligned_empty(w.shape, w.dtype)
+    np.multiply(w.astype(wide, copy=False), factor.astype(wide).reshape(shape), out=new_w,
+                casting="same_kind")
     old_b = conv.input(2).const.astype(np.float64) if conv.input(2) is not None else 0.0
     new_b = ((old_b - mean) * factor + bias).astype(w.dtype)
     inputs = [conv.input(0), graph.add_constant(None, new_w), graph.add_constant(None, new_b)]

@@ -628,6 +628,7 @@ NB_MODULE(_runtime, m) {
       "The host's float32 FMA rate in GFLOP/s: `threads` threads each run independent FMA chains "
       "in the widest vectors the CPU has, at once, for about `seconds` (blocks; releases the GIL). "
       "The arithmetic ceiling that benchmarks compare a model's rate with; run it on an idle machine.");
+  m.attr("MAX_WEIGHT_SEGMENTS") = ge::kMaxWeightSegments;
   m.def("cpu_has_avx512", &ge::cpu_has_avx512,
         "Whether the host CPU has AVX-512F, which the runtime's own vector kernels need (the GELU, "
         "softmax rows, matrix-vector products, transposes); without it oneDNN's kernels run instead.");

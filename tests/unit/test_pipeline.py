@@ -107,3 +107,31 @@ def test_memory_plan_is_within_five_percent_of_the_lower_bound(name):
                                            zoo.random_inputs(model).items()})
     mem = compiled.report.memory
     assert mem.lower_bound_bytes <= mem.arena_bytes <= 1.05 * mem.lower_bound_bytes
+
+
+def test_folded_weights_are_weight_segments_in_place(monkeypatch):
+    # Every BN-folded convolution weight is aligned, so with the size floor lowered the
+    # largest become segments of their own (as many as the runtime takes), used in place;
+    # the results, and an offline model's, are the bits of the packed layout.
+    from graphengine import _runtime
+    from graphengine.engine import offline
+    from graphengine.engine.build import tasks
+    from graphengine.engine.model import DeviceProgram
+
+    model = zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10)
+    inputs = zoo.random_inputs(model, seed=2)
+    monkeypatch.setattr(tasks, "IN_PLACE_BYTES", 1 << 40)
+    packed = compile_graph(load_model(model), LINT)
+    monkeypatch.setattr(tasks, "IN_PLACE_BYTES", 1)
+    split = compile_graph(load_model(model), LINT)
+    (p1,) = [p for p in packed.programs if isinstance(p, DeviceProgram)]
+    (p2,) = [p for p in split.programs if isinstance(p, DeviceProgram)]
+    assert len(p1.weights) == 1
+    assert len(p2.weights) == _runtime.MAX_WEIGHT_SEGMENTS
+    assert all(w.ctypes.data % 64 == 0 for w in p2.weights[:-1])  # the last: the packed rest
+    assert sum(w.nbytes for w in p2.weights) <= p1.weight_bytes + 64 * len(p2.weights)
+    want = load(packed).execute(inputs)
+    reloaded = offline.load(offline.save(split))
+    for got in (load(split).execute(inputs), load(reloaded).execute(inputs)):
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key])
