@@ -131,7 +131,7 @@ def _agnostic(node: Node) -> bool:
 def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
     """A Concat along the batch axis into a graph output (the batch split's join) stays
     plain: each part is converted where it is made, on its own stream, instead of the whole
-    batch at the end on one (MobileNet-like towers at batch 32: 8.8 ms on one lane while
+    batch at the end on one (the branchy conv towers at batch 32: 8.8 ms on one lane while
     the other waited)."""
     return (node.op_type == "Concat" and node.outputs[0] in outputs
             and int(node.attrs.get("axis", 0)) % 4 == 0)
