@@ -109,10 +109,12 @@ std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) {
   check_transdata(a);
   const TensorInfo* x = &a.in(0);
   const TensorInfo* y = &a.out(0);
-  if (x->rank() == 4 && x->plain() && y->channels_last()) {  // [N][C][HW] -> [N][HW][C]
-    if (auto t = batched_transpose(x, y, 1, 2)) return t;
-  } else if (x->rank() == 4 && x->channels_last() && y->plain()) {  // [N][HW][C] -> [N][C][HW]
-    if (auto t = own_transpose(x, y, x->shape[0], x->shape[2] * x->shape[3], x->shape[1])) return t;
+  if (x->rank() == 4) {  // the stored bytes as N matrices: [C][HW] in nchw, [HW][C] in nhwc
+    const int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
+    std::unique_ptr<Kernel> t;
+    if (x->plain() && y->channels_last()) t = own_transpose(x, y, n, c, hw);
+    if (x->channels_last() && y->plain()) t = own_transpose(x, y, n, hw, c);
+    if (t) return t;
   }
   return std::make_unique<TransDataKernel>(a);
 }
