@@ -70,6 +70,12 @@ class PassManager:
         start = time.perf_counter()
         try:
             result = p(graph)
+            if result.changed:
+                # Order is the manager's guarantee, not each rewrite's: a rewrite that makes
+                # a node read a value defined further down (a residual Add fused into the
+                # main branch's Conv while the downsample branch comes later in the list) is
+                # put back in order here, stably, before any later pass relies on it.
+                result.graph.toposort()
             if self.lint:
                 result.graph.lint()
         except GraphEngineError as exc:

@@ -220,10 +220,14 @@ def resnet(
     batch=1,
     conv_bias=True,
     seed=0,
+    downsample_last=False,
 ) -> onnx.ModelProto:
     """ResNet with BasicBlocks (ResNet-18 at the defaults).
 
     input "input" [batch, 3, image, image] -> output "output" [batch, classes].
+    ``downsample_last`` emits a block's downsample branch after its main branch, as torch's
+    exporter does for torchvision's Bottleneck (the residual Add then reads a value defined
+    after the main branch's last Conv).
     """
     b = _dim(batch)
     g = _Graph(seed)
@@ -248,16 +252,20 @@ def resnet(
         for j in range(n):
             s = f"layer{i + 1}.{j}"
             stride = 2 if (j == 0 and i > 0) else 1
-            if stride != 1 or cin != cout:
+            downsample = stride != 1 or cin != cout
+
+            def _downsample(x=x, s=s, cin=cin, cout=cout, stride=stride):
                 idn = _conv(g, x, cin, cout, 1, f"{s}.downsample.0", stride=stride, bias=conv_bias)
-                idn = _bn(g, idn, cout, f"{s}.downsample.1", gamma=(0.3, 0.6))
-            else:
-                idn = x
+                return _bn(g, idn, cout, f"{s}.downsample.1", gamma=(0.3, 0.6))
+
+            idn = _downsample() if downsample and not downsample_last else x
             y = _conv(g, x, cin, cout, 3, f"{s}.conv1", stride=stride, bias=conv_bias)
             y = _bn(g, y, cout, f"{s}.bn1")
             y = g.op("Relu", [y], scope=f"/{s}/relu")
             y = _conv(g, y, cout, cout, 3, f"{s}.conv2", bias=conv_bias)
             y = _bn(g, y, cout, f"{s}.bn2", gamma=(0.2, 0.5))
+            if downsample and downsample_last:
+                idn = _downsample()
             y = g.op("Add", [y, idn], scope=f"/{s}")
             x = g.op("Relu", [y], scope=f"/{s}/relu_1")
             cin = cout

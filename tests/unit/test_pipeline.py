@@ -28,6 +28,10 @@ CASES = {
     "resnet": lambda: zoo.resnet(width=16, image=64, classes=10),
     "resnet_nobias": lambda: zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10,
                                         conv_bias=False),
+    # the downsample branch after the main one: fusing the residual Add into the main
+    # branch's Conv makes it read a value defined later; the pass manager restores order
+    "resnet_downsample_last": lambda: zoo.resnet(depths=(1, 1), width=8, image=32,
+                                                 classes=10, downsample_last=True),
     "mobilenetv2": lambda: zoo.mobilenetv2(width_mult=0.35, image=64, classes=10),
     "bert": lambda: zoo.bert(layers=2, hidden=64, heads=4, intermediate=128, vocab=100, seq=16),
     "branchy": lambda: zoo.branchy(towers=3, channels=8, size=16),
