@@ -125,13 +125,22 @@ def bind_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None) -> Gra
 
 
 def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileReport:
-    """Validate and infer shapes (symbolic dims allowed) without building anything."""
+    """Validate and infer shapes (symbolic dims allowed) without building anything.
+
+    The graph's outputs are given their inferred types; nothing else of it changes.
+    """
     options = options or CompileOptions()
     pm = PassManager(lint=options.lint)
     g = graph.copy()
     start = time.perf_counter()
     g = pm.run_stage(Stage("validate", [validate]), g)
     g = pm.run_stage(Stage("prepare", [infer_shapes]), g)
+    # The outputs take the inferred types: a producer's declared output shapes are hints it
+    # may get wrong (tf2onnx names the outputs' batch `unk__215` where the inputs say
+    # `unk__214`; older producers write -1), and whoever asks which outputs follow the
+    # batch (gears) must get what the graph computes.
+    for declared, inferred in zip(graph.outputs, g.outputs):
+        declared.meta = inferred.meta
     return CompileReport(graph=graph.name, passes=pm.records, nodes_before=len(graph.nodes),
                          nodes_after=len(g.nodes), total_seconds=time.perf_counter() - start)
 

@@ -63,6 +63,8 @@ class _GraphEntry:
                 f"gears {list(gears)} need every input to start with one shared symbolic "
                 f"batch dimension and have only static dimensions after it; the inputs are "
                 f"{shapes}", graph=graph.name)
+        if gears:
+            _check_outputs_follow_batch(graph, self.batch_dim, gears)
         self.batched_outputs = {v.name for v in graph.outputs if v.meta is None or not
                                 v.meta.shape or v.meta.shape[0] == self.batch_dim}
         # A graph with static inputs has one signature: its pool is found by this key
@@ -90,6 +92,30 @@ class _GraphEntry:
         return {v.name: (gear, *v.meta.shape[1:]) for v in self.graph.inputs}
 
 
+def _output_off_batch(graph: Graph, batch: str | None):
+    """The first output whose first dimension shape inference cannot show to be `batch`."""
+    for v in graph.outputs:
+        shape = v.meta.shape if v.meta is not None else None
+        if not shape or shape[0] != batch:
+            return v
+    return None
+
+
+def _check_outputs_follow_batch(graph: Graph, batch: str | None, gears: tuple[int, ...]
+                                ) -> None:
+    """Gears pad a run's inputs to the gear and slice the outputs back: only right when every
+    output's first dimension is the inputs' batch, as shape inference proves it. An output it
+    cannot prove that of would return padded rows as if they were results: refused here."""
+    v = _output_off_batch(graph, batch)
+    if v is not None:
+        shown = "unknown" if v.meta is None or v.meta.shape is None else list(v.meta.shape)
+        raise InvalidInput(
+            f"gears {list(gears)} cannot apply: output '{v.name}' has shape {shown}, and its "
+            f"first dimension cannot be shown to be the inputs' batch '{batch}', so padded "
+            f"rows could not be told from results; compile without gears (one signature "
+            f"per batch size)", graph=graph.name, tensor=v.name)
+
+
 def _signature_key(shapes: Mapping[str, Sequence[Dim]]) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in shapes.items()))
 
@@ -113,7 +139,9 @@ class _OfflineEntry(_GraphEntry):
         graph = stored.signature_graph(name)
         gear = stored.gear
         # Stored gears of the batch dimension serve runs like compiled-ahead gears.
-        batched = gear is not None and _batch_dim(graph) == gear.dim
+        # (padded runs only where every output follows that batch; else exact signatures)
+        batched = (gear is not None and _batch_dim(graph) == gear.dim
+                   and _output_off_batch(graph, gear.dim) is None)
         super().__init__(graph_id, graph, tuple(sorted(gear.values)) if batched else ())
         self.offline = stored
 

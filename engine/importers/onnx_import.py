@@ -118,9 +118,11 @@ def type_meta(tp: onnx.TypeProto, name: str, what: str) -> TensorMeta | None:
     dtype = element_type(tt.elem_type, name, what)
     if not tt.HasField("shape"):
         return TensorMeta(dtype, None)
+    # A dim without a value or a name, and a negative dim_value (older producers such as
+    # keras2onnx wrote -1 for "unknown"), is a symbol of its own.
     dims: list[Dim] = []
     for i, d in enumerate(tt.shape.dim):
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
         elif d.dim_param:
             dims.append(d.dim_param)
