@@ -84,6 +84,11 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
     return out
 
 
+def _describe(value) -> str:
+    arr = np.asarray(value)
+    return f"{arr.dtype.name}[{','.join(map(str, arr.shape))}]"
+
+
 NativeError = _runtime.Error  # what the native runtime raises; native_error() words it
 
 
@@ -325,8 +330,13 @@ class LoadedModel:
                     outs = ops.get(step.op_type).compute(args, step.attrs)
             except GraphEngineError:
                 raise
-            except (IndexError, KeyError) as exc:
-                raise InvalidInput(f"node '{step.name}' ({step.op_type}): {exc}",
+            except (IndexError, KeyError, ValueError) as exc:
+                # Shapes and indices that only the run's data decides (a Reshape target
+                # computed from an input, a Gather index) failing the op's rules: the
+                # request's error, named by node and by what the node was given.
+                given = ", ".join("none" if a is None else _describe(a) for a in args)
+                raise InvalidInput(f"node '{step.name}' ({step.op_type}): the inputs do not "
+                                   f"fit the op: {exc} (inputs: {given})",
                                    graph=self.compiled.name, node=step.name,
                                    stage="execute") from None
             except Exception as exc:

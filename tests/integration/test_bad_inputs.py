@@ -277,3 +277,25 @@ def test_oversized_request(server_process, tmp_path) -> None:
         np.testing.assert_allclose(out["sum"], 2 * A)
     assert proc.terminate() == 0
 
+
+
+def test_a_reshape_the_data_does_not_fit_is_invalid_argument(session: RemoteSession) -> None:
+    """A Reshape whose target comes from the request: the shape error is found while running
+    and is the caller's, named by node (it came back INTERNAL)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape_from_request"),
+         helper.make_node("Relu", ["y"], ["z"])], "runtime_reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8)
+    gid = session.add_graph(model.SerializeToString())
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    out = session.run_graph(gid, {"x": x, "s": np.array([3, 4], np.int64)})
+    np.testing.assert_array_equal(out["z"], x.reshape(3, 4))
+    err = _fails(lambda: session.run_graph(gid, {"x": x, "s": np.array([5, 4], np.int64)}),
+                 ce.InvalidArgument)
+    assert "reshape_from_request" in err.message and "(5,4)" in err.message
