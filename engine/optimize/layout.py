@@ -213,16 +213,21 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
         if not _is_head(node):
             node.outputs[0].format = f
     inserted = _plain_partition_outputs(graph)
-    converted: dict[tuple[Value, str], Value] = {}
+    # (value, format, partition of the reader) -> the converted value; per partition, since
+    # a conversion belongs to its reader's partition
+    converted: dict[tuple[Value, str, int | None], Value] = {}
 
     def convert(v: Value, fmt: str, before: Node) -> Value:
         nonlocal inserted
-        key = (v, fmt)
+        key = (v, fmt, before.meta.partition)
         if key not in converted:
             src = v.format or NCHW
             if v.producer is not None and v.producer.op_type in ("TransData", "FormatView") \
-                    and (v.producer.inputs[0].format or NCHW) == fmt:
-                converted[key] = v.producer.inputs[0]  # the inverse of what made v
+                    and (v.producer.inputs[0].format or NCHW) == fmt \
+                    and v.producer.meta.partition == before.meta.partition:
+                # the inverse of what made v; only inside one partition: a value crossing
+                # partitions is plain (the loader takes nothing else at a partition's edge)
+                converted[key] = v.producer.inputs[0]
                 return converted[key]
             op = "FormatView" if same_bytes(v.meta.shape, src, fmt) else "TransData"
             td = graph.add_node(op, [v], attrs={"src_format": src, "dst_format": fmt},

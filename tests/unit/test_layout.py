@@ -2,6 +2,7 @@
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 
 from graphengine import _runtime
 from graphengine.engine.importers import load_model
@@ -67,3 +68,43 @@ def test_graph_without_convolutions_keeps_plain_layouts(monkeypatch):
     g = optimized(zoo.mlp(sizes=(8, 16, 4)), monkeypatch)
     assert not any(n.op_type == "TransData" for n in g.nodes)
     assert all(v.format == "" for v in g.values.values())
+
+
+def _pyramid(host_op: str):
+    """conv -> pool -> conv -> <host op> -> Add with the pooled map -> conv: the pooled map
+    crosses from the first device partition to the second, past a host partition (a feature
+    pyramid's lateral path around an upsample)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (16, 8, 3, 3)), ("w2", (16, 16, 3, 3)), ("w3", (8, 16, 3, 3)))]
+    conv = dict(pads=[1, 1, 1, 1])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], **conv),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("MaxPool", ["ar"], ["b"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Conv", ["b", "w2"], ["c"], **conv),
+             helper.make_node(host_op, ["c"], ["u"]),
+             helper.make_node("Add", ["b", "u"], ["s"]),
+             helper.make_node("Conv", ["s", "w3"], ["y"], **conv)]
+    graph = helper.make_graph(
+        nodes, "pyramid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw8c", "nChw16c"])
+def test_a_value_crossing_partitions_past_a_host_node_is_plain(fmt):
+    model = _pyramid("Sin")  # Sin has no device kernel: it runs on the host between
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, layout_format=fmt))
+    engines = [p.engine for p in compiled.report.partitions]
+    assert engines == ["device", "host", "device"], engines
+    x = np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})["y"]  # the loader refused it before
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    for prog in compiled.programs:
+        if isinstance(prog, DeviceProgram):
+            for i in [*prog.inputs, *prog.outputs]:
+                assert prog.tensors[i].format in ("", "nchw"), prog.tensors[i]
