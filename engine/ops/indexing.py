@@ -205,6 +205,21 @@ def _slice_len(s: int, e: int, st: int) -> int:
     return len(range(s, e, st))
 
 
+# "To the end" as exporters write it: INT32_MAX, INT64_MAX, tf2onnx's 1e9. Only symbolic
+# analysis reads this (a compile binds concrete dims and slices exactly); no axis that long
+# fits a tensor the server admits.
+_HUGE = 10**9
+
+
+def _whole_axis(start: int, end: int, step: int) -> bool:
+    """Whether a slice takes every element of an axis of any length, in order or reversed."""
+    if step == 1:
+        return (start == 0 or start <= -_HUGE) and end >= _HUGE
+    if step == -1:
+        return (start == -1 or start >= _HUGE) and end <= -_HUGE
+    return False
+
+
 def _slice_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     m = meta_in(node, 0)
     for i in range(1, 5):
@@ -234,6 +249,9 @@ def _slice_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
         if sym_ends is not None and starts is not None and starts[k] == 0 and \
                 isinstance(sym_ends[k], str) and (steps is None or steps[k] == 1):
             dims[ax] = sym_ends[k]  # x[:n] with n a symbol: n (assumed within range)
+        elif known and isinstance(d, str) and _whole_axis(
+                starts[k], ends[k], 1 if steps is None else steps[k]):
+            dims[ax] = d  # x[0:INT_MAX] (tf2onnx's strided_slice of a whole axis): d itself
         elif known and isinstance(d, int):
             shape = tuple(1 if j != ax else d for j in range(rank))
             s, e, st = slice_params(shape, [starts[k]], [ends[k]], [ax],

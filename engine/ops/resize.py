@@ -14,7 +14,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .kernel_utils import opt
 from .registry import OpSchema, register, shape_error
-from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, sym
+from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, shape_value, sym
 
 ATTRS = {
     "antialias": A.i(0), "axes": A.ints(), "coordinate_transformation_mode": A.s("half_pixel"),
@@ -170,15 +170,31 @@ def _resize_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     check_dtype(node, 0, FLOATS | {DType.INT8, DType.UINT8, DType.INT32, DType.INT64}, "X")
     if m.shape is None:
         return [out(m.dtype, None)]
-    scales, sizes = const_in(node, 2), const_in(node, 3)
-    has_sizes = node.input(3) is not None and (sizes is None or np.size(sizes))
+    scales = const_in(node, 2)
+    # sizes is shape-like: exporters build it as Concat(Shape(x)[:2], [H, W]), so it may
+    # hold the input's symbols (the batch), which a resize with sizes passes through
+    sizes_dims = shape_value(node, 3) if node.input(3) is not None else None
+    has_sizes = node.input(3) is not None and (sizes_dims is None or len(sizes_dims))
     has_scales = node.input(2) is not None and (scales is None or np.size(scales))
     if not has_sizes and not has_scales:
         raise shape_error(node, "Resize needs a non-empty scales or sizes input")
-    if (has_sizes and sizes is None) or (not has_sizes and scales is None):
+    if (has_sizes and sizes_dims is None) or (not has_sizes and scales is None):
         return [out(m.dtype, tuple(sym(node, i) for i in range(len(m.shape))))]
     r = len(m.shape)
     axes = [x + r if x < 0 else x for x in (a.get("axes") or range(r))]
+    sizes = None
+    if has_sizes:
+        if len(sizes_dims) != len(axes):
+            raise shape_error(node, f"sizes {sizes_dims} has {len(sizes_dims)} entries for "
+                                    f"{len(axes)} axes")
+        if any(isinstance(d, str) for d in sizes_dims):
+            if a["keep_aspect_ratio_policy"] != "stretch":
+                return [out(m.dtype, tuple(sym(node, i) for i in range(r)))]
+            dims = list(m.shape)
+            for k, ax in enumerate(axes):
+                dims[ax] = sizes_dims[k]
+            return [out(m.dtype, tuple(dims))]
+        sizes = np.array(sizes_dims, dtype=np.int64)
     if not all(isinstance(m.shape[ax], int) for ax in axes):
         return [out(m.dtype, _symbolic_resize(node, m.shape, axes, scales,
                                               sizes if has_sizes else None, a))]

@@ -14,6 +14,7 @@ import numpy as np
 from ..ir import Value
 
 _MAX_ELEMENTS = 64
+_INT_CODES = {6, 7}  # ONNX TensorProto INT32, INT64 (Cast's "to")
 _MAX_DEPTH = 12
 _STRUCTURAL = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape", "Identity",
                "Flatten", "Expand"}
@@ -51,6 +52,8 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
         if val is None or val.size > _MAX_ELEMENTS:
             return None
         ins.append(_as_ints(val))
+    if op == "Cast" and ins[0].dtype == object and node.attrs.get("to") in _INT_CODES:
+        return ins[0]  # dims cast between integer types stay the same dims
     if op in _ARITHMETIC and any(x is not None and x.dtype == object for x in ins):
         return None  # arithmetic over symbols is not tracked
     from .api import run_node  # late: api imports the registry this module serves
