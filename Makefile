@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test lint bench sanitize clean
+.PHONY: all install run test lint bench zoo zoo-build sanitize clean
 
 all: install
 
@@ -46,6 +46,24 @@ lint: install
 bench: install
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+# The model zoo (benchmarks/zoo/): builds what is missing into the model cache (outside git),
+# with ONNX Runtime's and torch's reference outputs, then checks every model through
+# graphengine.Session at two batch sizes, with and without gears, one subprocess per model.
+# torch (a local CPU wheel; unpinned pulls CUDA), transformers and onnxscript build the models.
+ZOO_DEPS := $(VENV)/.zoo-deps
+$(ZOO_DEPS): $(VENV)/.installed
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -c "import transformers, onnxscript" 2>/dev/null || $(PY) -m pip install -q transformers onnxscript
+	touch $@
+
+zoo-build: $(ZOO_DEPS)
+	$(PY) benchmarks/zoo/build.py $(ZOO_BUILD_ARGS)
+
+# A model that fails to build is reported by the build and counted as missing by the run.
+zoo: $(ZOO_DEPS)
+	-$(PY) benchmarks/zoo/build.py $(ZOO_BUILD_ARGS)
+	$(PY) benchmarks/zoo/run.py $(ZOO_ARGS)
 
 # The runtime built with ASan + UBSan (separate build dir and venv, which reuses .venv's
 # packages), then the runtime tests under it. Any sanitizer report fails the run.
