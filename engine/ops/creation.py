@@ -165,6 +165,12 @@ def _range_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
                                     f"expected {dt.value} like start")
     vals = [const_in(node, i) for i in range(3)]
     if any(v is None for v in vals):
+        # arange(n) over a dim (positions of a sequence, rows of a batch): n elements
+        start, limit, delta = vals[0], shape_value(node, 1), vals[2]
+        if (start is not None and delta is not None and limit is not None and len(limit) == 1
+                and np.size(start) == 1 and np.size(delta) == 1
+                and np.asarray(start).item() == 0 and np.asarray(delta).item() == 1):
+            return [out(dt, (limit[0],))]
         return [out(dt, (sym(node, 0),))]
     s, lim, d = (np.asarray(v).reshape(-1)[0].item() for v in vals)
     if d == 0:

@@ -312,7 +312,8 @@ def _pad_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     dims = list(m.shape)
     for k, ax in enumerate(axes):
         d = dims[ax]
-        dims[ax] = d + pads[k] + pads[k + len(axes)] if isinstance(d, int) else sym(node, ax)
+        grow = pads[k] + pads[k + len(axes)]
+        dims[ax] = d + grow if isinstance(d, int) else d if grow == 0 else sym(node, ax)
     return [out(m.dtype, dims)]
 
 

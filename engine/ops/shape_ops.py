@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
+from . import symdims
 from .device_helpers import kernel, reject, view
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
@@ -32,19 +33,10 @@ from .shape_helpers import (
 
 
 def dim_prod(node: Node, dims: Sequence[Dim], pos: int | str) -> Dim:
-    ints = [d for d in dims if isinstance(d, int)]
-    syms = [d for d in dims if not isinstance(d, int)]
-    p = math.prod(ints)
-    if not syms:
-        return p
-    if p == 0:
-        return 0
-    if len(syms) == 1 and p == 1:
-        return syms[0]
-    return sym(node, pos)
+    """The product of dims: an int, or a product of symbols (symdims)."""
+    return symdims.mul(*dims)
 
 
-# ---- Reshape ------------------------------------------------------------------------------
 def reshape_dims(node: Node, src: Sequence[Dim], target: Sequence[Dim],
                  allowzero: bool) -> tuple[Dim, ...]:
     dims: list[Dim] = []
@@ -62,29 +54,20 @@ def reshape_dims(node: Node, src: Sequence[Dim], target: Sequence[Dim],
             dims.append(t)
     if target.count(-1) > 1:
         raise shape_error(node, f"shape {list(target)} has more than one -1")
-    # Symbols present on both sides cancel, so (b, s, 12, 64) -> (0, 0, -1) stays exact.
-    num = list(src)
-    den = [d for d in dims if d != -1]
-    for d in list(den):
-        if isinstance(d, str) and d in num:
-            num.remove(d)
-            den.remove(d)
-    num_syms = [d for d in num if isinstance(d, str)]
-    den_syms = [d for d in den if isinstance(d, str)]
-    n_int = math.prod(d for d in num if isinstance(d, int))
-    d_int = math.prod(d for d in den if isinstance(d, int))
+    # The -1 is the input's element count over the rest, as a product of symbols where
+    # symbols take part ((b, s, 12, 64) -> (0, 0, -1) is (b, s, 768); (b, 8, 8, C) ->
+    # (-1, 16, C) is 4*b), or a fresh symbol where that does not divide exactly.
+    num = symdims.mul(*src)
+    den = symdims.mul(*(d for d in dims if d != -1))
     if -1 in dims:
         k = dims.index(-1)
-        if num_syms or den_syms:
-            dims[k] = num_syms[0] if (len(num_syms) == 1 and not den_syms
-                                      and n_int == d_int) else sym(node, k)
-        else:
-            if d_int == 0 or n_int % d_int:
-                raise shape_error(node, f"cannot reshape {list(src)} to {list(target)}")
-            dims[k] = n_int // d_int
-    elif not num_syms and not den_syms and n_int != d_int:
-        raise shape_error(node, f"cannot reshape {list(src)} ({n_int} elements) to "
-                                f"{list(target)} ({d_int} elements)")
+        q = symdims.div(num, den)
+        if q is None and isinstance(num, int) and isinstance(den, int):
+            raise shape_error(node, f"cannot reshape {list(src)} to {list(target)}")
+        dims[k] = sym(node, k) if q is None else q
+    elif isinstance(num, int) and isinstance(den, int) and num != den:
+        raise shape_error(node, f"cannot reshape {list(src)} ({num} elements) to "
+                                f"{list(target)} ({den} elements)")
     return tuple(dims)
 
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..ir import Value
+from . import symdims
 
 _MAX_ELEMENTS = 64
 _INT_CODES = {6, 7}  # ONNX TensorProto INT32, INT64 (Cast's "to")
@@ -55,7 +56,8 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     if op == "Cast" and ins[0].dtype == object and node.attrs.get("to") in _INT_CODES:
         return ins[0]  # dims cast between integer types stay the same dims
     if op in _ARITHMETIC and any(x is not None and x.dtype == object for x in ins):
-        return None  # arithmetic over symbols is not tracked
+        res = _symbolic(op, ins)  # the few forms exporters use to compute shapes
+        return None if res is None else _as_ints(res)
     from .api import run_node  # late: api imports the registry this module serves
 
     try:
@@ -65,6 +67,45 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     if res.dtype.kind in "US":
         res = res.astype(object)
     return _as_ints(res) if res.size <= _MAX_ELEMENTS else None
+
+
+def _sym_equal(a, b):
+    if isinstance(a, str) and isinstance(b, str) and a == b:
+        return True
+    if isinstance(a, str) != isinstance(b, str):  # a dim is never negative
+        n = b if isinstance(a, str) else a
+        return False if int(n) < 0 else None
+    return None if isinstance(a, str) else bool(a == b)
+
+
+def _sym_add(a, b):
+    if isinstance(a, str) and not isinstance(b, str) and int(b) == 0:
+        return a
+    if isinstance(b, str) and not isinstance(a, str) and int(a) == 0:
+        return b
+    return None
+
+
+_SYMBOLIC = {"Mul": symdims.mul, "Div": symdims.div, "Equal": _sym_equal, "Add": _sym_add}
+
+
+def _symbolic(op: str, ins: list) -> np.ndarray | None:
+    """Shape arithmetic over symbol entries: products and exact quotients (symdims), a
+    comparison with a negative constant (torch's `Where(Equal(shape, -1), 1, shape)` for
+    expand), adding zero, and Where with a known condition; None when not known."""
+    if op == "Where":
+        cond, x, y = ins
+        if cond is None or cond.dtype == object:
+            return None
+        return np.where(cond.astype(bool), x, y).astype(object)
+    fn = _SYMBOLIC.get(op)
+    if fn is None or len(ins) != 2 or any(x is None for x in ins):
+        return None
+    a, b = np.broadcast_arrays(*(x.astype(object) for x in ins))
+    res = [fn(p, q) for p, q in zip(a.reshape(-1), b.reshape(-1))]
+    if any(r is None for r in res):
+        return None
+    return np.array(res, dtype=bool if op == "Equal" else object).reshape(a.shape)
 
 
 def _shape_value(node) -> np.ndarray | None:

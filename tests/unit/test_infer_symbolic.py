@@ -64,3 +64,49 @@ def test_a_partial_slice_of_a_symbolic_axis_is_a_new_symbol():
              "ax": np.array([0], np.int64)}
     dim = _outputs(nodes, [("x", ["b", 5])], inits)[0]
     assert isinstance(dim, str) and dim != "b"
+
+
+def test_products_of_symbols_are_canonical_and_divide_exactly():
+    from graphengine.engine.ops import symdims
+
+    assert symdims.mul("b", 4) == symdims.mul(2, "b", 2) == "4*b"
+    assert symdims.mul("s", "b") == symdims.mul("b", "s") == "b*s"
+    assert symdims.mul("b", 0) == 0 and symdims.mul(3, 5) == 15
+    assert symdims.div("4*b", 4) == "b" and symdims.div("b*s", "s") == "b"
+    assert symdims.div("4*b", 3) is None and symdims.div("b", "s") is None
+
+
+def test_a_window_partition_and_reverse_keep_the_batch():
+    # swin: [b, 8, 8, C] -> [-1, 4, 4, C] windows (4*b of them) -> back to [-1, 8, 8, C]
+    nodes = [helper.make_node("Reshape", ["x", "win"], ["w"]),
+             helper.make_node("Relu", ["w"], ["r"]),
+             helper.make_node("Reshape", ["r", "back"], ["y"])]
+    inits = {"win": np.array([-1, 4, 4, 3], np.int64), "back": np.array([-1, 8, 8, 3], np.int64)}
+    assert _outputs(nodes, [("x", ["b", 8, 8, 3])], inits) == ("b", 8, 8, 3)
+
+
+def test_torch_expand_pattern_keeps_the_batch():
+    # torch's expand(b, s): Where(Equal(shape, -1), ones * -1 ... , shape) around a shape of
+    # symbols, then Expand; and arange(b) (Range) makes b positions
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["two"], ["ones"],
+                              value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("Mul", ["ones", "minus1"], ["neg"]),
+             helper.make_node("Equal", ["s", "neg"], ["eq"]),
+             helper.make_node("Where", ["eq", "ones", "s"], ["target"]),
+             helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+             helper.make_node("Range", ["zero", "b", "one"], ["pos"]),
+             helper.make_node("Unsqueeze", ["pos", "one1"], ["pos2"]),
+             helper.make_node("Cast", ["pos2"], ["posf"], to=TensorProto.FLOAT),
+             helper.make_node("Expand", ["posf", "target"], ["e"]),
+             helper.make_node("Add", ["e", "x"], ["y"])]
+    inits = {"two": np.array([2], np.int64), "minus1": np.array(-1, np.int64),
+             "zero": np.array(0, np.int64), "one": np.array(1, np.int64),
+             "one1": np.array([1], np.int64)}
+    assert _outputs(nodes, [("x", ["b", 5])], inits) == ("b", 5)
+
+
+def test_zero_padding_keeps_a_symbolic_dim():
+    nodes = [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")]
+    inits = {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
+    assert _outputs(nodes, [("x", ["n", 3, 8, 8])], inits) == ("n", 3, 10, 10)
