@@ -167,7 +167,8 @@ def _magika_bytes(batch: int, seed: int) -> np.ndarray:
 
 _plain("ddddocr_ocr", "text", "ddddocr", "ddddocr/common.onnx", False,
        lambda b, s: {"input1": text_image(1, s, 64, 160)[:, :1] * 2 - 1},
-       "CRNN captcha OCR (conv + LSTM), grayscale 64xW in [-1,1], W=160.", "pytorch 1.9 (ddddocr)")
+       "CRNN captcha OCR (conv + LSTM), grayscale 64xW in [-1,1], W=160. The file declares "
+       "output [1, seqlen] but yields [20, 1, 8210] (shipped that way).", "pytorch 1.9 (ddddocr)")
 _plain("ddddocr_ocr_old", "text", "ddddocr", "ddddocr/common_old.onnx", False,
        lambda b, s: {"input1": text_image(1, s, 64, 160)[:, :1] * 2 - 1},
        "Dynamically quantized CRNN: ConvInteger, MatMulInteger, com.microsoft "
@@ -205,7 +206,8 @@ _plain("ppocr_cls", "vision", "rapidocr-onnxruntime",
 _plain("silero_vad", "audio", "silero-vad", "silero_vad/data/silero_vad.onnx", False,
        lambda b, s: {"input": audio(1, s, 576), "state": np.zeros((2, 1, 128), np.float32),
                      "sr": np.array(16000, np.int64)},
-       "Silero VAD v6 (spox): If on sr selecting 16k/8k subgraphs with STFT-conv + LSTM. "
+       "Silero VAD v6 (spox; input dims declared with neither value nor name): If on sr "
+       "selecting 16k/8k subgraphs with STFT-conv + LSTM. "
        "Chunk = 64 context + 512 new samples at 16 kHz, zero state.", "spox (silero-vad)")
 _plain("silero_vad_op15", "audio", "silero-vad", "silero_vad/data/silero_vad_16k_op15.onnx",
        False,

@@ -42,6 +42,7 @@ def window(node: Node | None, a: dict[str, Any], kernel: Sequence[int],
         _fail(node, f"strides/dilations/pads have lengths {len(strides)}/{len(dilations)}/"
                     f"{len(pads)}, expected {n}/{n}/{2 * n} for kernel {list(kernel)}")
     auto = a.get("auto_pad", "NOTSET")
+    kernel = list(kernel)
     outs: list[Dim] = []
     for i in range(n):
         size = spatial[i]
@@ -62,6 +63,13 @@ def window(node: Node | None, a: dict[str, Any], kernel: Sequence[int],
             outs.append(sym(node, i + 2) if node else -1)
             continue
         span = size + pads[i] + pads[i + n] - ext
+        if span < 0 and ceil_mode and -span < strides[i] and dilations[i] == 1:
+            # A window larger than the padded input that ceil mode still counts once (HF
+            # EfficientNet's AvgPool2d(640, ceil_mode=True) over a 4x4 map): clipped to the
+            # padded input, as torch and ONNX Runtime compute it (their average divides by
+            # the clipped window), so it is that window.
+            kernel[i] = ext = size + pads[i] + pads[i + n]
+            span = 0
         if span < 0:
             _fail(node, f"window extent {ext} exceeds padded input size "
                         f"{size + pads[i] + pads[i + n]} on spatial dim {i}")

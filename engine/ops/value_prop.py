@@ -18,7 +18,7 @@ _MAX_ELEMENTS = 64
 _INT_CODES = {6, 7}  # ONNX TensorProto INT32, INT64 (Cast's "to")
 _MAX_DEPTH = 12
 _STRUCTURAL = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape", "Identity",
-               "Flatten", "Expand"}
+               "Flatten", "Expand", "Transpose"}
 _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Cast", "Equal", "Where", "Max", "Min", "Neg",
                "Abs", "Range", "ConstantOfShape", "ReduceProd", "ReduceSum", "Mod"}
 
@@ -32,7 +32,10 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     node = v.producer
     if node is None or depth > _MAX_DEPTH:
         return None
-    if v.meta is not None and (v.meta.shape is None or len(v.meta.shape) > 1):
+    # small tensors of any rank: torch's exporter computes Pad's pads through a [n, 2]
+    # Reshape and a Transpose
+    if v.meta is not None and (v.meta.shape is None or not v.meta.is_static
+                               or v.meta.numel > _MAX_ELEMENTS):
         return None
     op = node.op_type
     if op == "Shape":

@@ -110,3 +110,37 @@ def test_zero_padding_keeps_a_symbolic_dim():
     nodes = [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")]
     inits = {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}
     assert _outputs(nodes, [("x", ["n", 3, 8, 8])], inits) == ("n", 3, 10, 10)
+
+
+def test_pads_computed_through_a_transpose_keep_the_batch():
+    # torch's F.pad: pads = Cast(Reshape(Transpose(Slice(Reshape(Concat(...), [-1, 2])))))
+    nodes = [helper.make_node("Reshape", ["flat", "m2"], ["pairs"]),
+             helper.make_node("Transpose", ["pairs"], ["t"], perm=[1, 0]),
+             helper.make_node("Reshape", ["t", "m1"], ["pads"]),
+             helper.make_node("Pad", ["x", "pads"], ["y"])]
+    inits = {"flat": np.array([0, 0, 0, 0, 1, 1, 2, 2], np.int64),
+             "m2": np.array([-1, 2], np.int64), "m1": np.array([-1], np.int64)}
+    assert _outputs(nodes, [("x", ["n", 3, 8, 8])], inits) == ("n", 3, 10, 12)
+
+
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_a_ceil_mode_window_larger_than_the_input_is_one_clipped_window(op):
+    import onnxruntime as ort
+
+    from graphengine import Session
+
+    # HF EfficientNet's pooler: AvgPool2d(640, ceil_mode=True) over a 4x4 map
+    node = helper.make_node(op, ["x"], ["y"], kernel_shape=[9, 9], strides=[9, 9],
+                            ceil_mode=1, **({"count_include_pad": 1} if op == "AveragePool"
+                                            else {}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 3, 4, 5])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with Session() as sess:
+        got = sess.run_graph(sess.add_graph(model), {"x": x})["y"]
+    assert got.shape == want.shape == (2, 3, 1, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
