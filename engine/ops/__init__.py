@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     binary,
     chain,
     control,
+    contrib_ms,
     conv,
     creation,
     detection,

@@ -1,0 +1,103 @@
+"""Operators of ONNX Runtime's `com.microsoft` domain that trained models ship with.
+
+`onnxruntime.quantization.quantize_dynamic` rewrites an LSTM into DynamicQuantizeLSTM: int8
+weights (W [dirs, input, 4*hidden], R [dirs, hidden, 4*hidden], transposed against LSTM's) with
+a scale and zero point per direction (or per output column), and every matrix product's
+left operand quantized on the fly to uint8 over the whole operand: the inputs of all time steps
+in one product, the hidden state once per step and per sequence of the batch (each row is its
+own product in ONNX Runtime; measured: quantizing the batch's rows together differs by 2e-4).
+The result is what that arithmetic gives, not
+what a float LSTM gives (they differ by ~0.3% of the output's scale on a CRNN's logits), so
+the reference kernel does the same quantization.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ir import Node, TensorMeta
+from . import attrs as A
+from .registry import OpSchema, register, shape_error
+from .rnn import _activations, _rnn_infer
+
+_LSTM_ATTRS = {"activation_alpha": A.floats(), "activation_beta": A.floats(),
+               "activations": A.strings(), "clip": A.f(), "direction": A.s("forward"),
+               "hidden_size": A.i(), "input_forget": A.i(0)}
+
+
+def quantize_u8(a: np.ndarray) -> tuple[np.ndarray, np.float32, np.float32]:
+    """Dynamic per-tensor uint8 quantization: the range always holds 0; values round to
+    nearest even; (quantized values as float64, scale, zero point)."""
+    a = np.asarray(a, np.float32)
+    lo = np.float32(min(float(a.min()), 0.0)) if a.size else np.float32(0)
+    hi = np.float32(max(float(a.max()), 0.0)) if a.size else np.float32(0)
+    scale = np.float32((hi - lo) / np.float32(255)) if hi != lo else np.float32(1)
+    zp = np.float32(np.clip(np.round(np.float32(0) - lo / scale), 0, 255))
+    q = np.clip(np.round(a / scale) + zp, 0, 255)
+    return q.astype(np.float64), scale, zp
+
+
+def _qmatmul(a: np.ndarray, wq: np.ndarray, w_zp: np.ndarray, w_scale: np.ndarray
+             ) -> np.ndarray:
+    """a [M, K] float times int8 weights [K, N]: exact integer sums, then the scales."""
+    q, s, z = quantize_u8(a)
+    acc = (q - z) @ (wq.astype(np.float64) - w_zp.astype(np.float64))
+    return (acc.astype(np.float32) * (s * w_scale.astype(np.float32))).astype(np.float32)
+
+
+def _per_dir(v: np.ndarray, d: int, dirs: int) -> np.ndarray:
+    v = np.asarray(v)
+    return v.reshape(dirs, -1)[d] if v.size > 1 else v.reshape(())
+
+
+def _dq_lstm(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    x, w, r = ins[0], ins[1], ins[2]
+    b, lens, h0, c0, p = (ins[i] if len(ins) > i else None for i in range(3, 8))
+    ws, wz, rs, rz = ins[8], ins[9], ins[10], ins[11]
+    seq, batch, _ = x.shape
+    dirs, hidden = w.shape[0], r.shape[1]
+    if lens is not None and np.any(np.asarray(lens) != seq):
+        raise ValueError("DynamicQuantizeLSTM with sequence_lens shorter than the sequence "
+                         "is not supported")
+    acts = _activations("LSTM", a, dirs)
+    clip = a.get("clip")
+    y = np.zeros((seq, dirs, batch, hidden), np.float32)
+    yh = np.zeros((dirs, batch, hidden), np.float32)
+    yc = np.zeros((dirs, batch, hidden), np.float32)
+    xf = np.asarray(x, np.float32).reshape(seq * batch, -1)
+    for d in range(dirs):
+        f, g, hf = acts[d]
+        bias = np.zeros(8 * hidden, np.float32) if b is None else b[d].astype(np.float32)
+        xw = _qmatmul(xf, w[d], _per_dir(wz, d, dirs), _per_dir(ws, d, dirs))
+        xw = xw.reshape(seq, batch, -1) + bias[:4 * hidden] + bias[4 * hidden:]
+        peep = np.split(p[d].astype(np.float32), 3) if p is not None else (0, 0, 0)
+        h = np.zeros((batch, hidden), np.float32) if h0 is None else h0[d].astype(np.float32)
+        c = np.zeros((batch, hidden), np.float32) if c0 is None else c0[d].astype(np.float32)
+        reverse = a["direction"] == "reverse" or d == 1
+        for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
+            rec = np.concatenate([_qmatmul(h[i:i + 1], r[d], _per_dir(rz, d, dirs),
+                                           _per_dir(rs, d, dirs)) for i in range(batch)])
+            pre = xw[t] + rec
+            if clip is not None:
+                pre = np.clip(pre, -clip, clip)
+            pi, po, pf, pc = np.split(pre, 4, axis=-1)
+            i = f(pi + peep[0] * c)
+            ft = 1 - i if a["input_forget"] else f(pf + peep[2] * c)
+            c = ft * c + i * g(pc)
+            h = (f(po + peep[1] * c) * hf(c)).astype(np.float32)
+            y[t, d] = h
+        yh[d], yc[d] = h, c
+    return [y, yh, yc]
+
+
+def _dq_lstm_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    if len(node.inputs) < 12 or any(node.input(i) is None for i in (8, 9, 10, 11)):
+        raise shape_error(node, "DynamicQuantizeLSTM needs W_scale, W_zero_point, R_scale "
+                                "and R_zero_point (inputs 8-11)")
+    return _rnn_infer("LSTM")(node, {**a, "layout": 0})
+
+
+register(OpSchema("com.microsoft.DynamicQuantizeLSTM", 3, 12, _dq_lstm_infer, _dq_lstm,
+                  attrs=_LSTM_ATTRS, min_outputs=0, max_outputs=3))
