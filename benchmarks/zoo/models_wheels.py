@@ -306,3 +306,6 @@ catalog.register(catalog.ZooEntry(
     f"to corners, NonMaxSuppression (max 20/class, iou 0.45, score {NMS_SCORE}), GatherND of "
     "boxes/scores. Fixed batch 1, 320x320.",
 ))
+
+
+import models_wheels2  # noqa: E402,F401
