@@ -22,7 +22,7 @@ from graphengine.engine import offline
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
 from graphengine.engine.importers import load_model
-from graphengine.engine.ir import Dim, Graph
+from graphengine.engine.ir import Dim, Graph, TensorMeta
 from graphengine.engine.model import CompiledModel
 from graphengine.engine.pipeline import analyze, compile_graph
 from graphengine.engine.report import CompileReport
@@ -120,6 +120,19 @@ def _signature_key(shapes: Mapping[str, Sequence[Dim]]) -> tuple:
     return tuple(sorted((k, tuple(v)) for k, v in shapes.items()))
 
 
+def _share_batch_symbol(graph: Graph) -> None:
+    """Gears say every input's first dim is the one batch (a geared run checks they agree);
+    tf2onnx names it per input (`unk__156`, `unk__157`): give them all the first one's name,
+    so inference can show the outputs follow it. Only where every first dim is a symbol and
+    the rest static, as gears need anyway."""
+    shapes = [v.meta.shape if v.meta is not None else None for v in graph.inputs]
+    if not shapes or any(not s or not isinstance(s[0], str)
+                         or any(isinstance(d, str) for d in s[1:]) for s in shapes):
+        return
+    for v, shape in zip(graph.inputs, shapes):
+        v.meta = TensorMeta(v.meta.dtype, (shapes[0][0], *shape[1:]))
+
+
 def _batch_dim(graph: Graph) -> str | None:
     """The symbol every input's first dimension shares, if the rest is static."""
     dims = set()
@@ -200,6 +213,8 @@ class Session:
         if stored is None:
             graph = load_model(model, name=name)
             self._check_graph_size(graph)
+            if wanted:
+                _share_batch_symbol(graph)
             analyze(graph, self._compile_options)
             entry = _GraphEntry(0, graph, wanted)
         else:

@@ -82,3 +82,28 @@ def test_gears_are_refused_when_the_batch_moves_off_the_first_axis():
     model = _model("n", [[4, "n"]], nodes=nodes)
     with graphengine.Session() as sess, pytest.raises(InvalidInput, match="output 'y'"):
         sess.add_graph(model, gears=[2, 4])
+
+
+def test_inputs_naming_their_batch_apart_share_it_under_gears():
+    # tf2onnx: x[unk__156, 8] and z[unk__157, 4], y = Relu(x @ W) + z
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Relu", ["m"], ["r"]),
+             helper.make_node("Add", ["r", "z"], ["y"])]
+    model = _model("unk__156", [["unk__158", 4]], nodes=nodes)
+    model.graph.input.append(helper.make_tensor_value_info("z", TensorProto.FLOAT,
+                                                           ["unk__157", 4]))
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    z = rng.standard_normal((3, 4)).astype(np.float32)
+    sess_ort = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model, gears=[1, 4])
+        assert sess.graph_info(gid).outputs[0].shape == ("unk__156", 4)
+        out = sess.run_graph(gid, {"x": x, "z": z})["y"]
+        with pytest.raises(InvalidInput, match="same batch"):
+            sess.run_graph(gid, {"x": x, "z": z[:2]})
+        plain = sess.add_graph(model)  # without gears the inputs keep their own symbols
+        assert [i.shape[0] for i in sess.graph_info(plain).inputs] == ["unk__156", "unk__157"]
+    np.testing.assert_allclose(out, sess_ort.run(None, {"x": x, "z": z})[0], rtol=1e-5,
+                               atol=1e-6)
