@@ -1,4 +1,5 @@
-"""A few ops of the ai.onnx.ml domain: LabelEncoder, ArrayFeatureExtractor, Binarizer.
+"""A few ops of the ai.onnx.ml domain: LabelEncoder, ArrayFeatureExtractor, Binarizer, Scaler,
+TreeEnsemble.
 Registered under their domain-qualified names."""
 
 from __future__ import annotations
@@ -96,6 +97,29 @@ register(OpSchema(ML + "Binarizer", 1, 1,
                   lambda node, a: [out(meta_in(node, 0).dtype, shape_in(node, 0))],
                   lambda ins, a: [(ins[0] > a["threshold"]).astype(ins[0].dtype)],
                   attrs={"threshold": A.f(0.0)}))
+
+
+
+# ---- Scaler: (x - offset) * scale, per feature or one for all (skl2onnx's StandardScaler) ---
+def _scaler_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    shape = shape_in(node, 0)
+    width = shape[-1] if shape else None
+    for key in ("offset", "scale"):
+        n = len(a.get(key) or [])
+        if n > 1 and isinstance(width, int) and n != width:
+            raise shape_error(node, f"{key} has {n} values for {width} features")
+    return [out(DType.FLOAT32, shape)]
+
+
+def _scaler(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    x = np.asarray(ins[0], np.float32)
+    offset = np.asarray(a.get("offset") or [0.0], np.float32)
+    scale = np.asarray(a.get("scale") or [1.0], np.float32)
+    return [((x - offset) * scale).astype(np.float32)]
+
+
+register(OpSchema(ML + "Scaler", 1, 1, _scaler_infer, _scaler,
+                  attrs={"offset": A.floats(), "scale": A.floats()}))
 
 
 # ---- TreeEnsemble (ai.onnx.ml opset 5) ------------------------------------------------------

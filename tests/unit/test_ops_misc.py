@@ -352,3 +352,26 @@ def test_seeded_training_dropout_follows_the_reference_stream() -> None:
     keep = np.random.RandomState(7).uniform(0, 1, x.shape) >= 0.75
     np.testing.assert_array_equal(mask, keep)
     np.testing.assert_allclose(y, x * keep * 4, rtol=1e-6)
+
+
+@pytest.mark.parametrize("offset,scale", [([0.5, -1.0, 2.0], [2.0, 0.5, 1.0]), ([1.5], [3.0]),
+                                          (None, [0.25, 4.0, -1.0])])
+def test_ml_scaler_matches_onnxruntime(offset, scale) -> None:
+    import onnxruntime as ort
+
+    import graphengine
+
+    attrs = {"scale": scale, **({"offset": offset} if offset is not None else {})}
+    node = helper.make_node("Scaler", ["X"], ["Y"], domain="ai.onnx.ml", **attrs)
+    graph = helper.make_graph([node], "scaler", [helper.make_tensor_value_info(
+        "X", TensorProto.FLOAT, ["n", 3])], [helper.make_tensor_value_info(
+            "Y", TensorProto.FLOAT, ["n", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 1)])
+    model.ir_version = 8
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    with graphengine.Session() as sess:
+        got = sess.run_graph(sess.add_graph(model), {"X": x})["Y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
