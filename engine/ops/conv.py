@@ -12,7 +12,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, optional_index, reject
 from .kernel_utils import widen
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
     check_dtype,
@@ -96,7 +96,8 @@ def _conv_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
                   (0, 1, optional_index(node, 2)))
 
 
-register(OpSchema("Conv", 2, 3, _conv_infer, _conv, attrs=CONV_ATTRS, device=_conv_device))
+register(OpSchema("Conv", 2, 3, _conv_infer, _conv, attrs=CONV_ATTRS, device=_conv_device,
+                  layout=Layout.CONV))
 
 
 # ---- ConvTranspose --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject, view
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     broadcast,
     check_dtype,
@@ -277,7 +277,7 @@ def _concat_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("Concat", 1, -1, _concat_infer, lambda ins, a: [
     np.concatenate([x for x in ins if x is not None], axis=a["axis"])],
-    attrs={"axis": A.i(A.REQUIRED)}, device=_concat_device))
+    attrs={"axis": A.i(A.REQUIRED)}, device=_concat_device, layout=Layout.CONCAT))
 
 
 # ---- Split ------------------------------------------------------------------------------------
