@@ -116,15 +116,14 @@ binary("BitShift", _bitshift, INTS, attrs={"direction": A.s(A.REQUIRED)})
 binary("BitwiseAnd", lambda x, y, a: np.bitwise_and(x, y), INTS)
 binary("BitwiseOr", lambda x, y, a: np.bitwise_or(x, y), INTS)
 binary("BitwiseXor", lambda x, y, a: np.bitwise_xor(x, y), INTS)
-binary("And", lambda x, y, a: np.logical_and(x, y), BOOL)
-binary("Or", lambda x, y, a: np.logical_or(x, y), BOOL)
-binary("Xor", lambda x, y, a: np.logical_xor(x, y), BOOL)
+for _name, _fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
+    binary(_name, lambda x, y, a, f=_fn: f(x, y), BOOL, device=_device(_name), layout=_EW)
 _COMPARABLE = NUMERIC | BOOL | frozenset({DType.STRING})
-binary("Equal", _cmp(np.equal), _COMPARABLE, out_dtype=DType.BOOL)
-binary("Less", _cmp(np.less), NUMERIC, out_dtype=DType.BOOL)
-binary("Greater", _cmp(np.greater), NUMERIC, out_dtype=DType.BOOL)
-binary("LessOrEqual", _cmp(np.less_equal), NUMERIC, out_dtype=DType.BOOL)
-binary("GreaterOrEqual", _cmp(np.greater_equal), NUMERIC, out_dtype=DType.BOOL)
+for _name, _fn, _types in (("Equal", np.equal, _COMPARABLE), ("Less", np.less, NUMERIC),
+                           ("Greater", np.greater, NUMERIC),
+                           ("LessOrEqual", np.less_equal, NUMERIC),
+                           ("GreaterOrEqual", np.greater_equal, NUMERIC)):
+    binary(_name, _cmp(_fn), _types, out_dtype=DType.BOOL, device=_device(_name), layout=_EW)
 
 
 def _prelu_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:

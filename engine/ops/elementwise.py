@@ -98,7 +98,8 @@ unary("Neg", _sign_neg, FLOATS | SIGNED_INTS, device=unary_device("Neg"), float_
 unary("Sign", lambda x, a: np.sign(x), NUMERIC, float_math=False)
 unary("Relu", lambda x, a: np.maximum(x, np.zeros((), x.dtype)), FLOATS | SIGNED_INTS,
       device=unary_device("Relu"), float_math=False)
-unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), float_math=False)
+unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), device=unary_device("Not"),
+      float_math=False)
 unary("BitwiseNot", lambda x, a: np.invert(x), INTS, float_math=False)
 unary("IsNaN", lambda x, a: np.isnan(x), FLOATS, out_dtype=DType.BOOL)
 unary("IsInf", _isinf, FLOATS, out_dtype=DType.BOOL,

@@ -35,6 +35,13 @@ std::string check_broadcast2(const OpQuery& q, KernelInfo*) {
   return why;
 }
 
+std::string check_compare(const OpQuery& q, KernelInfo* r) {
+  const DType d = *q.types[0];
+  if (d == DType::kFloat16) return cat(q.op, " does not take float16");
+  if (d == DType::kBool && q.op != "Equal") return cat(q.op, " does not take bool");
+  return check_broadcast2(q, r);
+}
+
 std::string check_gemm(const OpQuery& q, KernelInfo*) {
   std::string why = q.same_types(1, q.n());
   if (!why.empty()) return why;

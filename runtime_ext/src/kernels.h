@@ -41,6 +41,12 @@ std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 void check_attention(const KernelArgs& a);
 // kernels_gather.cc
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
+// kernels_compare.cc
+std::unique_ptr<Kernel> make_compare(const KernelArgs& a);  // Equal Less Greater LessOrEqual
+                                                            // GreaterOrEqual And Or Xor
+std::unique_ptr<Kernel> make_not(const KernelArgs& a);
+// kernels_split.cc
+std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc
 std::unique_ptr<Kernel> make_cast(const KernelArgs& a);
 // kernels_transdata.cc

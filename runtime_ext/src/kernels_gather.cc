@@ -1,9 +1,8 @@
 // Gather (ONNX): any data dtype, int64 or int32 indices, negative indices wrap. Indices
 // are data, so they are checked at run time and a bad one fails the run, naming it.
-#include <omp.h>
-
 #include <cstring>
 
+#include "copy.h"
 #include "kernels.h"
 
 namespace ge {
@@ -63,12 +62,7 @@ class GatherKernel : public Kernel {
       const int64_t o = t / n, i = t % n;
       std::memcpy(dst + t * inner_bytes_, src + (o * dim_ + idx_buf[i]) * inner_bytes_, inner_bytes_);
     };
-    if (total * inner_bytes_ >= (1 << 18) && omp_get_max_threads() > 1) {
-#pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < total; ++t) body(t);
-    } else {
-      for (int64_t t = 0; t < total; ++t) body(t);
-    }
+    for_rows(total, total * inner_bytes_, body);
     return Status::Ok();
   }
 

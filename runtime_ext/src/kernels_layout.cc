@@ -1,7 +1,5 @@
 // Data movement for any dtype: Concat, Transpose, Slice, Expand, Pad. Each reduces to
 // strided copies (copy.h) planned at load.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -104,13 +102,7 @@ class ConcatKernel : public Kernel {
         if (p.bytes) std::memcpy(out + p.at, ctx.ptr(*p.x) + o * p.bytes, static_cast<size_t>(p.bytes));
       }
     };
-    const bool parallel = static_cast<size_t>(y_->nbytes) >= (1u << 18) && omp_get_max_threads() > 1;
-    if (parallel && outer_ > 1) {
-#pragma omp parallel for schedule(static)
-      for (int64_t o = 0; o < outer_; ++o) row(o);
-    } else {
-      for (int64_t o = 0; o < outer_; ++o) row(o);
-    }
+    for_rows(outer_, static_cast<int64_t>(y_->nbytes), row);
     return Status::Ok();
   }
 

@@ -70,6 +70,16 @@ const std::vector<OpRow>& op_table() {
       {"TransData", make_transdata, L::kConvert, 1, 1, T::kDnnl, 3, 5, nullptr},
       {"FusedAttention", make_attention, L::kPlainOnly, 3, 4, T::kF32, 4, 4, check_fused_attention},
       {"EltwiseChain", make_chain, L::kElementwise, 1, -1, T::kF32, 0, kAnyRank, check_chain},
+      {"Equal", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
+      {"Less", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
+      {"Greater", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
+      {"LessOrEqual", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
+      {"GreaterOrEqual", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
+      {"And", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
+      {"Or", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
+      {"Xor", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
+      {"Not", make_not, L::kUniform, 1, 1, T::kBool, 0, kAnyRank, nullptr},
+      {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
   };
   return table;
 }

@@ -503,7 +503,10 @@ def test_kernel_info_knows_every_device_op():
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
                               "betas": [0.0, 0.0]}}
-    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
+    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater",
+              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
+    for op in ("And", "Or", "Xor", "Not"):
+        dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

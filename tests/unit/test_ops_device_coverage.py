@@ -1,0 +1,106 @@
+"""Device kernels for the ops common models need (issue 16): each placed on the device and
+compared with the numpy reference and onnxruntime over shapes, axes, attributes, dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphengine import _runtime
+from graphengine.engine import ops
+from tests.unit.device_cases import check, randint, randn
+
+CMP = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
+SHAPE_PAIRS = [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5)), ((1, 4, 1), (2, 1, 3)),
+               ((), (3,)), ((5,), ())]
+
+
+@pytest.mark.parametrize("op", CMP)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32, np.float64])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+def test_comparisons_broadcast_to_bool(op, dtype, shapes):
+    # few distinct values, so Equal and the *OrEqual ones see ties
+    a = randint(-2, 3, *shapes[0], dtype=dtype)
+    b = randint(-2, 3, *shapes[1], dtype=dtype)
+    check(op, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("op", CMP)
+def test_comparisons_with_nan_and_inf_are_numpy_s(op):
+    a = np.array([np.nan, 1, np.inf, -np.inf, 0, -0.0], np.float32)
+    b = np.array([np.nan, np.nan, np.inf, 1, -0.0, 0], np.float32)
+    check(op, {"a": a, "b": b})
+
+
+def test_equal_on_bool_and_constant_operand():
+    a = randint(0, 2, 3, 4, dtype=np.bool_)
+    check("Equal", {"a": a}, {"b": np.array([True, False, True, True])})
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor"])
+@pytest.mark.parametrize("shapes", SHAPE_PAIRS)
+def test_logical_ops(op, shapes):
+    a = randint(0, 2, *shapes[0], dtype=np.bool_)
+    b = randint(0, 2, *shapes[1], dtype=np.bool_)
+    check(op, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 4), ()])
+def test_not(shape):
+    check("Not", {"a": randint(0, 2, *shape, dtype=np.bool_)})
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 4),) * 3, ((3, 1), (1, 4), (3, 4)),
+                                    ((1, 4), (3, 1), ()), ((2, 1, 4), (3, 1), (1,)),
+                                    ((), (2, 3), (3,))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_where_broadcasts_all_three_operands(shapes, dtype):
+    c = randint(0, 2, *shapes[0], dtype=np.bool_)
+    check("Where", {"c": c, "x": randint(-9, 9, *shapes[1], dtype=dtype),
+                    "y": randint(-9, 9, *shapes[2], dtype=dtype)})
+
+
+# ---- Split -------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,axis,sizes", [
+    ((6, 4), 0, [2, 4]), ((2, 7, 3), 1, [1, 0, 6]), ((2, 3, 8), -1, [3, 3, 2]),
+    ((4, 6, 2, 2), 1, [2, 2, 2]), ((5,), 0, [5])])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_split_given_sizes(shape, axis, sizes, dtype):
+    x = randint(-50, 50, *shape, dtype=dtype)
+    check("Split", {"x": x}, {"split": np.array(sizes, np.int64)}, {"axis": axis},
+          n_outputs=len(sizes))
+
+
+@pytest.mark.parametrize("shape,axis,n", [((6, 4), 0, 3), ((2, 7, 3), 1, 3), ((2, 3, 8), -1, 4),
+                                          ((1, 10, 2, 2), 1, 4)])
+def test_split_equal_parts_by_num_outputs(shape, axis, n):
+    check("Split", {"x": randn(*shape)}, {}, {"axis": axis, "num_outputs": n}, n_outputs=n)
+
+
+def test_split_opset13_equal_parts_without_sizes():
+    check("Split", {"x": randn(4, 6)}, {}, {"axis": 1}, n_outputs=3, opset=13)
+
+
+# ---- the one table -------------------------------------------------------------------------
+def test_schema_layouts_agree_with_the_runtime_s_format_rules():
+    """A device op the layout pass may keep in the region's format (its schema's Layout is
+    UNIFORM or ELEMENTWISE) runs in that format on the runtime too: kernel_info offers nhwc
+    for 4-D operands of one shape."""
+    act, checked = [1, 16, 4, 4], 0
+    for name in ops.all_ops():
+        schema = ops.get(name)
+        if schema.device is None or schema.layout not in (ops.Layout.UNIFORM,
+                                                          ops.Layout.ELEMENTWISE):
+            continue
+        if name == "BatchNormalization":
+            info = _runtime.kernel_info(name, ["float32"] * 5, [act] + [[16]] * 4, {})
+        else:
+            n = {"Where": 3}.get(name, 2 if schema.layout is ops.Layout.ELEMENTWISE else 1)
+            info = None
+            for dts in (["float32"] * n, ["bool"] * n, ["bool"] + ["float32"] * (n - 1)):
+                info = _runtime.kernel_info(name, dts, [act] * n, {})
+                if info["supported"]:
+                    break
+        assert info["supported"] and "nhwc" in info["formats"], (name, info)
+        checked += 1
+    assert checked >= 25
