@@ -10,7 +10,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import kernel, reject
+from .device_helpers import kernel, reject, reject_rank
 from .kernel_utils import widen
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, meta_in, out, shape_in, sym
@@ -116,12 +116,10 @@ def _pool_device(op: str) -> Any:
     def lower(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         if op == "MaxPool" and len(node.outputs) > 1:
             return "device MaxPool has no Indices output"
-        why = reject(node, data_inputs=(0,))
+        why = reject_rank(node, 4, "2-D only")
         if why:
             return why
         shape = node.inputs[0].meta.shape
-        if len(shape) != 4:
-            return f"device {op} is 2-D only, input has rank {len(shape)}"
         w, _ = _geometry(node, a, shape[2:])
         if any(d != 1 for d in w.dilations):
             return f"device {op} does not support dilations"

@@ -42,6 +42,15 @@ std::string check_compare(const OpQuery& q, KernelInfo* r) {
   return check_broadcast2(q, r);
 }
 
+std::string check_resize(const OpQuery& q, KernelInfo*) {
+  const auto it = q.attrs->find("mode");
+  const auto* mode = it == q.attrs->end() ? nullptr : std::get_if<std::string>(&it->second);
+  if (mode && *mode == "linear" && *q.types[0] != DType::kFloat32) {
+    return cat("linear Resize takes float32, got ", dtype_name(*q.types[0]));
+  }
+  return "";
+}
+
 std::string check_gemm(const OpQuery& q, KernelInfo*) {
   std::string why = q.same_types(1, q.n());
   if (!why.empty()) return why;

@@ -12,6 +12,8 @@ std::string check_where(const OpQuery& q, KernelInfo* r);
 std::string check_broadcast2(const OpQuery& q, KernelInfo* r);
 // check_broadcast2, and a dtype the comparison loops take (bool for Equal only).
 std::string check_compare(const OpQuery& q, KernelInfo* r);
+// Linear mode on float32 only (nearest copies any dtype).
+std::string check_resize(const OpQuery& q, KernelInfo* r);
 std::string check_gemm(const OpQuery& q, KernelInfo* r);
 std::string check_matmul(const OpQuery& q, KernelInfo* r);
 std::string check_batch_norm(const OpQuery& q, KernelInfo* r);

@@ -45,6 +45,8 @@ std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 std::unique_ptr<Kernel> make_compare(const KernelArgs& a);  // Equal Less Greater LessOrEqual
                                                             // GreaterOrEqual And Or Xor
 std::unique_ptr<Kernel> make_not(const KernelArgs& a);
+// kernels_resize.cc
+std::unique_ptr<Kernel> make_resize(const KernelArgs& a);
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc

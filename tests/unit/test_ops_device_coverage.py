@@ -104,3 +104,53 @@ def test_schema_layouts_agree_with_the_runtime_s_format_rules():
         assert info["supported"] and "nhwc" in info["formats"], (name, info)
         checked += 1
     assert checked >= 25
+
+
+# ---- Resize ------------------------------------------------------------------------------
+COORDS = ["asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"]
+NEAREST = ["floor", "round_prefer_floor", "round_prefer_ceil", "ceil"]
+RESIZES = [((1, 2, 4, 5), [1, 1, 2, 2], None), ((2, 3, 6, 4), [1, 1, 0.5, 0.5], None),
+           ((1, 1, 5, 3), [1, 1, 1.5, 3], None), ((1, 2, 7, 6), None, [1, 2, 3, 10]),
+           ((1, 3, 4, 4), None, [1, 3, 9, 1]), ((2, 1, 3, 8), [1, 1, 1, 0.75], None)]
+
+
+def _resize(shape, scales, sizes, dtype=np.float32, **attrs):
+    consts = {"roi": None, "scales": None if scales is None else np.array(scales, np.float32)}
+    if sizes is not None:
+        consts["sizes"] = np.array(sizes, np.int64)
+    x = randn(*shape) if dtype == np.float32 else randint(-99, 99, *shape, dtype=dtype)
+    # onnxruntime has no int64 Resize, and align_corners with a fractional output length
+    # (scale * size) it computes from the rounded size, the ONNX reference from the length
+    fractional = scales is not None and any(s * d % 1 for s, d in zip(scales, shape))
+    ort = dtype != np.int64 and not (
+        fractional and attrs.get("coordinate_transformation_mode") == "align_corners")
+    return check("Resize", {"x": x}, consts, attrs, with_ort=ort)
+
+
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("nearest", NEAREST)
+@pytest.mark.parametrize("case", RESIZES)
+def test_resize_nearest(coord, nearest, case):
+    _resize(*case, mode="nearest", coordinate_transformation_mode=coord, nearest_mode=nearest)
+
+
+@pytest.mark.parametrize("coord", COORDS)
+@pytest.mark.parametrize("case", RESIZES)
+def test_resize_linear(coord, case):
+    _resize(*case, mode="linear", coordinate_transformation_mode=coord)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint8, np.int32])
+def test_resize_nearest_copies_any_dtype(dtype):
+    _resize((1, 2, 3, 4), [1, 1, 2, 2], None, dtype, mode="nearest")
+
+
+def test_resize_modes_the_device_does_not_run_stay_on_the_host():
+    from tests.unit.device_cases import compile_model, engines, model
+    x = {"x": randn(1, 2, 4, 4)}
+    scales = {"roi": None, "scales": np.array([1, 1, 2, 2], np.float32)}
+    for attrs in ({"mode": "cubic"}, {"mode": "linear", "antialias": 1},
+                  {"mode": "nearest", "coordinate_transformation_mode": "tf_half_pixel_for_nn"}):
+        assert engines(compile_model(model("Resize", x, scales, attrs)))["Resize"] == "host"
+    channels = {"roi": None, "scales": np.array([1, 2, 2, 2], np.float32)}
+    assert engines(compile_model(model("Resize", x, channels, {})))["Resize"] == "host"
