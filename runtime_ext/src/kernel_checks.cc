@@ -115,8 +115,8 @@ std::string check_cast(const OpQuery& q, KernelInfo*) {
 namespace {
 
 // Runs `body` on KernelArgs over stand-in tensors of the query's dtypes and shapes (no
-// data); inputs listed in `weights` are stand-in constants. Returns the factory's reason.
-std::string with_stand_ins(const OpQuery& q, const std::set<int>& weights,
+// data); inputs from `first_weight` on are stand-in constants. Returns the factory's reason.
+std::string with_stand_ins(const OpQuery& q, int first_weight,
                            const std::function<void(KernelArgs&, std::vector<TensorInfo>&)>& body) {
   try {
     std::vector<TensorInfo> ts(static_cast<size_t>(q.n()));
@@ -134,7 +134,7 @@ std::string with_stand_ins(const OpQuery& q, const std::set<int>& weights,
       ts[i].dtype = *q.types[i];
       ts[i].shape = q.shapes[i];
       ts[i].numel = shape_numel(q.shapes[i]);
-      ts[i].region = weights.count(i) ? Region::kWeight : Region::kArena;
+      ts[i].region = i >= first_weight ? Region::kWeight : Region::kArena;
       a.inputs.push_back(&ts[i]);
     }
     body(a, ts);
@@ -149,20 +149,22 @@ std::string with_stand_ins(const OpQuery& q, const std::set<int>& weights,
 }  // namespace
 
 std::string check_conv(const OpQuery& q, KernelInfo* r) {
-  std::set<int> weights;
-  for (int i = 1; i < q.n(); ++i) weights.insert(i);
-  return with_stand_ins(q, weights, [&](KernelArgs& a, std::vector<TensorInfo>&) {
+  return with_stand_ins(q, 1, [&](KernelArgs& a, std::vector<TensorInfo>&) {
     if (!a.inputs[1]) throw Error(Status::InvalidArgument("weight W is required"));
     r->preferred_format = conv_preferred_format(a);
   });
 }
 
 std::string check_fused_attention(const OpQuery& q, KernelInfo*) {
-  return with_stand_ins(q, {}, [](KernelArgs& a, std::vector<TensorInfo>&) { check_attention(a); });
+  return with_stand_ins(q, q.n(), [](KernelArgs& a, std::vector<TensorInfo>&) { check_attention(a); });
+}
+
+std::string check_deconv(const OpQuery& q, KernelInfo*) {
+  return with_stand_ins(q, 1, [](KernelArgs& a, std::vector<TensorInfo>&) { check_conv_transpose(a); });
 }
 
 std::string check_chain(const OpQuery& q, KernelInfo*) {
-  return with_stand_ins(q, {}, [](KernelArgs& a, std::vector<TensorInfo>& ts) {
+  return with_stand_ins(q, q.n(), [](KernelArgs& a, std::vector<TensorInfo>& ts) {
     TensorInfo y = ts[0];  // the chain's output is shaped like input 0
     a.outputs.push_back(&y);
     make_chain(a);

@@ -25,6 +25,7 @@ std::string check_cast(const OpQuery& q, KernelInfo* r);
 // preferred format), FusedAttention and EltwiseChain.
 std::string check_conv(const OpQuery& q, KernelInfo* r);
 std::string check_fused_attention(const OpQuery& q, KernelInfo* r);
+std::string check_deconv(const OpQuery& q, KernelInfo* r);
 std::string check_chain(const OpQuery& q, KernelInfo* r);
 
 }  // namespace ge

@@ -47,6 +47,11 @@ std::unique_ptr<Kernel> make_compare(const KernelArgs& a);  // Equal Less Greate
 std::unique_ptr<Kernel> make_not(const KernelArgs& a);
 // kernels_resize.cc
 std::unique_ptr<Kernel> make_resize(const KernelArgs& a);
+// kernels_deconv.cc
+std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
+// For kernel_info: checks the inputs and attributes like load would (a oneDNN primitive
+// descriptor included). Throws Error / dnnl::error.
+void check_conv_transpose(const KernelArgs& a);
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc

@@ -80,6 +80,7 @@ const std::vector<OpRow>& op_table() {
       {"Xor", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
       {"Not", make_not, L::kUniform, 1, 1, T::kBool, 0, kAnyRank, nullptr},
       {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
+      {"ConvTranspose", make_conv_transpose, L::kPlainOnly, 2, 3, T::kF32, 3, 4, check_deconv},
       {"Resize", make_resize, L::kPlainOnly, 1, 4, T::kAny, 4, 4, check_resize},
   };
   return table;

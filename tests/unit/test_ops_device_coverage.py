@@ -154,3 +154,62 @@ def test_resize_modes_the_device_does_not_run_stay_on_the_host():
         assert engines(compile_model(model("Resize", x, scales, attrs)))["Resize"] == "host"
     channels = {"roi": None, "scales": np.array([1, 2, 2, 2], np.float32)}
     assert engines(compile_model(model("Resize", x, channels, {})))["Resize"] == "host"
+
+
+# ---- Conv 1-D, ConvTranspose ---------------------------------------------------------------
+@pytest.mark.parametrize("attrs,c,m", [
+    ({}, 4, 6), ({"pads": [2, 1], "strides": [2]}, 3, 8),
+    ({"dilations": [3], "pads": [3, 3]}, 4, 4),
+    ({"group": 2, "pads": [1, 1]}, 6, 4), ({"group": 6, "strides": [3]}, 6, 12),
+    ({"auto_pad": "SAME_UPPER", "strides": [2]}, 5, 7)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_1d(attrs, c, m, bias):
+    w = randn(m, c // attrs.get("group", 1), 3)
+    consts = {"w": w, "b": randn(m) if bias else None}
+    check("Conv", {"x": randn(2, c, 17)}, consts, attrs, rtol=1e-4, atol=1e-4)
+
+
+def test_conv_1d_with_batchnorm_and_relu_fused_matches_onnxruntime():
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tests.unit.device_cases import onnxruntime, run_device
+    c = 8
+    inits = {"w": randn(c, 4, 5), "s": randn(c), "bb": randn(c), "mu": randn(c),
+             "var": np.abs(randn(c)) + 0.5}
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[2, 2]),
+         helper.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["n"]),
+         helper.make_node("Relu", ["n"], ["y"])], "conv1d",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 50])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": randn(1, 4, 50)}
+    np.testing.assert_allclose(run_device(m, feeds, "Conv")[0], onnxruntime(m, feeds)[0],
+                               rtol=1e-4, atol=1e-4)
+
+
+CONVT = [
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1]}, 4, 3, (4, 4)),  # the 4x4 stride-2 upsampler
+    ({"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]}, 3, 5, (3, 3)),
+    ({}, 2, 3, (3, 3)), ({"strides": [3, 2], "dilations": [2, 1]}, 4, 2, (2, 3)),
+    ({"group": 2, "strides": [2, 2]}, 4, 6, (3, 3)),
+    ({"group": 4, "pads": [1, 0, 0, 1]}, 4, 4, (3, 2)),
+    ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, 3, 4, (3, 3)),
+    ({"output_shape": [11, 12], "strides": [2, 2]}, 2, 3, (3, 3)),
+    ({"strides": [2, 2], "output_padding": [1, 0]}, 2, 2, (2, 2))]
+
+
+@pytest.mark.parametrize("attrs,c,m,k", CONVT)
+@pytest.mark.parametrize("bias", [False, True])
+def test_conv_transpose_2d(attrs, c, m, k, bias):
+    g = attrs.get("group", 1)
+    consts = {"w": randn(c, m // g if g > 1 else m, *k), "b": randn(m) if bias else None}
+    check("ConvTranspose", {"x": randn(2, c, 5, 6)}, consts, attrs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"strides": [2], "pads": [1, 2]},
+                                   {"strides": [4], "output_padding": [2], "group": 2}])
+def test_conv_transpose_1d(attrs):
+    check("ConvTranspose", {"x": randn(1, 4, 9)}, {"w": randn(4, 3, 4), "b": randn(6 if attrs.get(
+        "group") else 3)}, attrs, rtol=1e-4, atol=1e-4)

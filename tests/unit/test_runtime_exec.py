@@ -497,7 +497,7 @@ def test_kernel_info_knows_every_device_op():
     shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
               "MatMul": [[2, 4], [4, 3]], "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
               "LayerNormalization": [[2, 4], [4]], "Gather": [[5, 4], [3]],
-              "FusedAttention": [[1, 4, 8, 8]] * 3}
+              "FusedAttention": [[1, 4, 8, 8]] * 3, "ConvTranspose": [[1, 4, 8, 8], [4, 4, 3, 3]]}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
