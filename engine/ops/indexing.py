@@ -319,8 +319,8 @@ def _pad(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
 
 
 def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    if a["mode"] != "constant":
-        return f"device Pad supports constant mode only, not {a['mode']}"
+    if a["mode"] not in ("constant", "reflect", "edge"):
+        return f"device Pad has no {a['mode']} mode"
     why = reject(node, data_inputs=(0,))
     if why:
         return why
@@ -329,7 +329,7 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     if pads is None or (node.input(3) is not None and axes is None):
         return "Pad pads/axes are not constants"
     value = 0.0
-    if node.input(2) is not None:
+    if node.input(2) is not None and a["mode"] == "constant":
         c = const_in(node, 2)
         if c is None:
             return "Pad constant_value is not a constant"
@@ -344,6 +344,8 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
     if any(p < 0 for p in full):
         return "device Pad does not support negative pads"
+    if a["mode"] != "constant":
+        return kernel("Pad", {"pads": full, "mode": a["mode"]}, (0,))
     return kernel("Pad", {"pads": full, "value": value}, (0,))
 
 

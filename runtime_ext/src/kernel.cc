@@ -18,6 +18,11 @@ const AttrValue* find_attr(const KernelArgs& a, const char* key) {
 
 }  // namespace
 
+int normalize_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
 KernelFactory find_kernel(const std::string& op) {
   const OpRow* row = find_op(op);
   return row ? row->make : nullptr;

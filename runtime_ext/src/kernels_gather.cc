@@ -25,9 +25,7 @@ class GatherKernel : public Kernel {
     }
     const int rank = data_->rank();
     if (rank < 1) invalid("data must have rank >= 1");
-    const int64_t axis = a.attr_int("axis", 0);
-    if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
-    axis_ = static_cast<int>(axis < 0 ? axis + rank : axis);
+    axis_ = normalize_axis(a.attr_int("axis", 0), rank);
     Shape out(data_->shape.begin(), data_->shape.begin() + axis_);
     out.insert(out.end(), idx_->shape.begin(), idx_->shape.end());
     out.insert(out.end(), data_->shape.begin() + axis_ + 1, data_->shape.end());

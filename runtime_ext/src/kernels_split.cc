@@ -21,9 +21,7 @@ class SplitKernel : public Kernel {
     x_ = &a.in(0);
     const int rank = x_->rank();
     if (rank < 1) invalid("cannot split a scalar");
-    const int64_t axis = a.attr_int("axis", 0);
-    if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
-    const int ax = static_cast<int>(axis < 0 ? axis + rank : axis);
+    const int ax = normalize_axis(a.attr_int("axis", 0), rank);
     const int64_t dim = x_->shape[ax];
     const int64_t n = static_cast<int64_t>(a.outputs.size());
     std::vector<int64_t> sizes = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("split", {});

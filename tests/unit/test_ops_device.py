@@ -158,7 +158,9 @@ def test_data_movement() -> None:
                             np.array(0.5, np.float32)]))
     assert k.attrs == {"pads": [0, 1, 0, 2], "value": 0.5} and k.inputs == (0,)
     refl = build("Pad", [t(2, 3), np.array([0, 1, 0, 1], np.int64)], {"mode": "reflect"})
-    assert lower(refl) == "device Pad supports constant mode only, not reflect"
+    assert lower(refl).attrs == {"pads": [0, 1, 0, 1], "mode": "reflect"}
+    wrap = build("Pad", [t(2, 3), np.array([0, 1, 0, 1], np.int64)], {"mode": "wrap"})
+    assert lower(wrap) == "device Pad has no wrap mode"
 
 
 @pytest.mark.parametrize("op,inputs,attrs", [
