@@ -12,7 +12,7 @@
 namespace ge {
 
 std::string check_gather(const OpQuery& q, KernelInfo*) {
-  if (q.types[1] != DType::kInt64 && q.types[1] != DType::kInt32) return "Gather indices must be int64 or int32";
+  if (q.types[1] != DType::kInt64 && q.types[1] != DType::kInt32) return cat(q.op, " indices must be int64 or int32");
   return "";
 }
 

@@ -59,7 +59,8 @@ const std::vector<OpRow>& op_table() {
       {"BatchNormalization", make_batch_norm, L::kUniform, 5, 5, T::kF32, 2, kAnyRank, check_batch_norm},
       {"ReduceMean", make_reduce, L::kPlainOnly, 1, 2, T::kF32, 0, kAnyRank, nullptr},
       {"ReduceSum", make_reduce, L::kPlainOnly, 1, 2, T::kF32, 0, kAnyRank, nullptr},
-      {"ReduceMax", make_reduce, L::kPlainOnly, 1, 2, T::kF32, 0, kAnyRank, nullptr},
+      {"ReduceMax", make_reduce, L::kPlainOnly, 1, 2, T::kArith, 0, kAnyRank, nullptr},
+      {"ReduceMin", make_reduce, L::kPlainOnly, 1, 2, T::kArith, 0, kAnyRank, nullptr},
       {"Concat", make_concat, L::kConcat, 1, -1, T::kAny, 1, kAnyRank, check_concat},
       {"Transpose", make_transpose, L::kPlainOnly, 1, 1, T::kAny, 0, kAnyRank, nullptr},
       {"Slice", make_slice, L::kPlainOnly, 1, 5, T::kAny, 0, kAnyRank, nullptr},
@@ -81,6 +82,10 @@ const std::vector<OpRow>& op_table() {
       {"Not", make_not, L::kUniform, 1, 1, T::kBool, 0, kAnyRank, nullptr},
       {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
       {"ConvTranspose", make_conv_transpose, L::kPlainOnly, 2, 3, T::kF32, 3, 4, check_deconv},
+      {"TopK", make_select, L::kPlainOnly, 1, 2, T::kArith, 1, kAnyRank, nullptr},
+      {"ArgMax", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
+      {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
+      {"GatherND", make_gather_nd, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_gather},
       {"Resize", make_resize, L::kPlainOnly, 1, 4, T::kAny, 4, 4, check_resize},
   };
   return table;

@@ -237,3 +237,105 @@ def test_pad_reflect_wider_than_the_axis_mirrors_again_like_numpy():
 def test_pad_constant_still_runs_on_the_device():
     check("Pad", {"x": randn(2, 3, 4)}, {"pads": np.array([0, 1, 2, 1, 0, 3], np.int64),
                                         "value": np.array(1.5, np.float32)})
+
+
+# ---- selection and extremes -------------------------------------------------------------------
+def _ties(*shape, dtype=np.float32):
+    """Few distinct values, so the index order of equal ones matters."""
+    return randint(-3, 4, *shape, dtype=dtype)
+
+
+@pytest.mark.parametrize("shape,axis,k", [((5, 9), -1, 3), ((4, 6, 3), 1, 6), ((7,), 0, 0),
+                                          ((2, 3, 8), 0, 1), ((3, 10, 2), -2, 4)])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_topk(shape, axis, k, largest, dtype):
+    check("TopK", {"x": _ties(*shape, dtype=dtype)}, {"k": np.array([k], np.int64)},
+          {"axis": axis, "largest": largest}, n_outputs=2)
+
+
+def test_topk_orders_nan_after_every_number_like_the_reference():
+    x = np.array([[1, np.nan, 3, -np.inf, np.nan, 2]], np.float32)
+    for largest in (0, 1):
+        check("TopK", {"x": x}, {"k": np.array([5], np.int64)}, {"largest": largest},
+              n_outputs=2, with_ort=False)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("keepdims", [1, 0])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+def test_argmax_argmin(op, axis, keepdims, last, dtype):
+    check(op, {"x": _ties(3, 5, 4, dtype=dtype)}, {},
+          {"axis": axis, "keepdims": keepdims, "select_last_index": last})
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("axes", [None, [1], [0, 2], [-1], [1, 2], []])
+@pytest.mark.parametrize("keepdims", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_reduce_max_min_with_axes_as_input(op, axes, keepdims, dtype):
+    consts = {} if axes is None else {"axes": np.array(axes, np.int64)}
+    check(op, {"x": _ties(3, 4, 5, dtype=dtype)}, consts, {"keepdims": keepdims})
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_reduce_max_min_keep_inf_and_nan(op):
+    x = np.array([[-np.inf, -np.inf], [np.inf, np.inf], [1, np.nan], [np.nan, -2]], np.float32)
+    check(op, {"x": x}, {"axes": np.array([1], np.int64)}, {"keepdims": 0}, with_ort=False)
+
+
+def test_reduce_max_opset13_axes_attribute():
+    check("ReduceMax", {"x": randn(2, 3, 4)}, {}, {"axes": [0, 2]}, opset=13)
+
+
+# ---- GatherND ----------------------------------------------------------------------------
+@pytest.mark.parametrize("data,idx,b", [
+    ((4, 5), [[0, 1], [3, -1], [-4, 2]], 0), ((4, 5, 3), [[1], [-1], [2]], 0),
+    ((2, 3, 4), [[[0, 1]], [[2, 3]]], 1), ((2, 3, 4, 2), [[[1], [2]], [[0], [-3]]], 1),
+    ((2, 2, 3, 4), [[[[2]], [[0]]], [[[-1]], [[1]]]], 2), ((3, 4), [[[2, 1]]], 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_gather_nd(data, idx, b, dtype):
+    x = randint(-99, 99, *data, dtype=dtype)
+    check("GatherND", {"x": x, "i": np.array(idx, np.int64)}, {}, {"batch_dims": b})
+
+
+# ---- bad input: errors that name the node, never a crash ---------------------------------
+@pytest.mark.parametrize("bad", [4, -5, 99, -(2**31)])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_gather_nd_index_out_of_range_fails_the_run_naming_the_node(bad, dtype):
+    from graphengine.engine.errors import InvalidInput
+    from graphengine.engine.runtime import load
+    from tests.unit.device_cases import compile_model, model
+
+    x = randn(4, 3)
+    good = np.array([[1, 2], [3, -3]], dtype)
+    m = model("GatherND", {"x": x, "i": good}, {})
+    loaded = load(compile_model(m))
+    with pytest.raises(InvalidInput, match=rf"node 'gathernd_0' \(GatherND\): index {bad} out of "
+                                           r"range \[-4, 3\] on data axis 0"):
+        loaded.execute({"x": x, "i": np.array([[1, 2], [bad, 0]], dtype)})
+    # the model stays usable
+    (y,) = loaded.execute({"x": x, "i": good}).values()
+    np.testing.assert_array_equal(y, x[[1, 3], [2, 0]])
+
+
+def test_topk_k_larger_than_the_axis_is_an_error_naming_the_node():
+    from graphengine.engine.errors import GraphEngineError
+    from tests.unit.device_cases import compile_model, model
+
+    m = model("TopK", {"x": randn(2, 5)}, {"k": np.array([6], np.int64)}, {}, n_outputs=2)
+    with pytest.raises(GraphEngineError, match=r"topk_0.*K=6 exceeds the axis size 5"):
+        compile_model(m)
+
+
+def test_runtime_topk_and_argmax_reject_bad_attributes_at_load():
+    from graphengine import _runtime as rt
+
+    info = rt.kernel_info("TopK", ["float32"], [[2, 5]], {"k": 6})
+    assert info["supported"]  # values are checked at load, where the kernel sees them
+    bad = rt.kernel_info("TopK", ["bool"], [[2, 5]], {"k": 1})
+    assert not bad["supported"] and "bool" in bad["reason"]
+    gnd = rt.kernel_info("GatherND", ["float32", "float32"], [[2, 5], [1, 1]], {})
+    assert not gnd["supported"] and "GatherND indices must be int64 or int32" in gnd["reason"]
