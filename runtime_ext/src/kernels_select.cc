@@ -46,7 +46,9 @@ class SelectKernel : public Kernel {
     Shape want = x_->shape;
     if (topk) {
       sel_ = a.attr_int("largest", 1) ? Sel::kTopLargest : Sel::kTopSmallest;
-      k_ = a.opt_in(1) ? a.const_ints(1).at(0) : a.attr_int("k", -1);
+      const std::vector<int64_t> k = a.opt_in(1) ? a.const_ints(1) : std::vector<int64_t>{a.attr_int("k", -1)};
+      if (k.size() != 1) invalid("K must have one element, got ", k.size());
+      k_ = k[0];
       if (k_ < 0 || k_ > v.dim) invalid("k = ", k_, " is out of range [0, ", v.dim, "] for axis ", axis_);
       want[axis_] = k_;
       values_ = &a.out(0);
