@@ -80,7 +80,8 @@ sanitize: install
 		ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(ASAN_PY) -m pytest -q -p no:cacheprovider tests/unit/test_runtime*.py tests/unit/test_loaded_model.py \
-		tests/unit/test_fusion_conv_block.py tests/unit/test_fusion_conv_head.py
+		tests/unit/test_fusion_conv_block.py tests/unit/test_fusion_conv_head.py \
+		tests/unit/test_ops_device_coverage.py tests/unit/test_ops_device_graphs.py
 
 clean:
 	rm -rf build $(VENV) examples/models

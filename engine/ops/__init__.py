@@ -39,6 +39,7 @@ from .registry import (
     AttrKind,
     AttrSpec,
     DeviceKernel,
+    Layout,
     OpSchema,
     all_ops,
     get,
@@ -48,6 +49,6 @@ from .registry import (
 )
 
 __all__ = [
-    "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "OpSchema", "all_ops", "get", "has",
-    "infer_node", "node_attrs", "register", "run_node", "shape_error",
+    "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "Layout", "OpSchema", "all_ops", "get",
+    "has", "infer_node", "node_attrs", "register", "run_node", "shape_error",
 ]

@@ -13,7 +13,7 @@ from .device_helpers import const_scalar, kernel, reject
 from .elementwise import unary, unary_device
 from .kernel_utils import widen
 from .mathfn import erf
-from .registry import DeviceKernel, OpSchema, register
+from .registry import DeviceKernel, Layout, OpSchema, register
 from .shape_helpers import FLOATS, NUMERIC, check_dtype, check_same_dtype, norm_axis, same
 
 unary("Elu", lambda x, a: np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0))),
@@ -83,7 +83,7 @@ def _clip_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     return kernel("Clip", {"min": bounds[0], "max": bounds[1]}, (0,))
 
 
-register(OpSchema("Clip", 1, 3, _clip_infer, _clip, device=_clip_device))
+register(OpSchema("Clip", 1, 3, _clip_infer, _clip, device=_clip_device, layout=Layout.UNIFORM))
 
 
 # ---- Softmax family ---------------------------------------------------------------------

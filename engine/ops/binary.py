@@ -13,7 +13,7 @@ from ..ir import Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
 from .kernel_utils import widen
-from .registry import DeviceKernel, OpSchema, register
+from .registry import DeviceKernel, Layout, OpSchema, register
 from .shape_helpers import (
     FLOATS,
     INTS,
@@ -41,7 +41,8 @@ def _device(op: str) -> Callable[..., DeviceKernel | str]:
 
 def binary(name: str, fn: Fn, dtypes: frozenset[DType] = NUMERIC, *,
            out_dtype: DType | None = None, same_dtype: bool = True,
-           attrs: dict[str, Any] | None = None, device: Any = None) -> None:
+           attrs: dict[str, Any] | None = None, device: Any = None,
+           layout: Layout = Layout.PLAIN) -> None:
     def infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
         dt = check_dtype(node, 0, dtypes, "A")
         if same_dtype:
@@ -53,7 +54,8 @@ def binary(name: str, fn: Fn, dtypes: frozenset[DType] = NUMERIC, *,
         z = fn(x, y, a)
         return [np.asarray(z).astype(out_dtype.numpy if out_dtype else x.dtype, copy=False)]
 
-    register(OpSchema(name, 2, 2, infer, compute, attrs=attrs or {}, device=device))
+    register(OpSchema(name, 2, 2, infer, compute, attrs=attrs or {}, device=device,
+                      layout=layout))
 
 
 def _float_op(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Fn:
@@ -102,25 +104,26 @@ def _cmp(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Fn:
     return lambda x, y, a: fn(widen(x), widen(y))
 
 
-binary("Add", _float_op(np.add), device=_device("Add"))
-binary("Sub", _float_op(np.subtract), device=_device("Sub"))
-binary("Mul", _float_op(np.multiply), device=_device("Mul"))
-binary("Div", _div, device=_device("Div"))
-binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow"))
+# Same-shape operands meet element by element in any one format (Layout.ELEMENTWISE).
+_EW = Layout.ELEMENTWISE
+binary("Add", _float_op(np.add), device=_device("Add"), layout=_EW)
+binary("Sub", _float_op(np.subtract), device=_device("Sub"), layout=_EW)
+binary("Mul", _float_op(np.multiply), device=_device("Mul"), layout=_EW)
+binary("Div", _div, device=_device("Div"), layout=_EW)
+binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow"), layout=_EW)
 binary("Mod", _mod, attrs={"fmod": A.i(0)})
 binary("BitShift", _bitshift, INTS, attrs={"direction": A.s(A.REQUIRED)})
 binary("BitwiseAnd", lambda x, y, a: np.bitwise_and(x, y), INTS)
 binary("BitwiseOr", lambda x, y, a: np.bitwise_or(x, y), INTS)
 binary("BitwiseXor", lambda x, y, a: np.bitwise_xor(x, y), INTS)
-binary("And", lambda x, y, a: np.logical_and(x, y), BOOL)
-binary("Or", lambda x, y, a: np.logical_or(x, y), BOOL)
-binary("Xor", lambda x, y, a: np.logical_xor(x, y), BOOL)
+for _name, _fn in (("And", np.logical_and), ("Or", np.logical_or), ("Xor", np.logical_xor)):
+    binary(_name, lambda x, y, a, f=_fn: f(x, y), BOOL, device=_device(_name), layout=_EW)
 _COMPARABLE = NUMERIC | BOOL | frozenset({DType.STRING})
-binary("Equal", _cmp(np.equal), _COMPARABLE, out_dtype=DType.BOOL)
-binary("Less", _cmp(np.less), NUMERIC, out_dtype=DType.BOOL)
-binary("Greater", _cmp(np.greater), NUMERIC, out_dtype=DType.BOOL)
-binary("LessOrEqual", _cmp(np.less_equal), NUMERIC, out_dtype=DType.BOOL)
-binary("GreaterOrEqual", _cmp(np.greater_equal), NUMERIC, out_dtype=DType.BOOL)
+for _name, _fn, _types in (("Equal", np.equal, _COMPARABLE), ("Less", np.less, NUMERIC),
+                           ("Greater", np.greater, NUMERIC),
+                           ("LessOrEqual", np.less_equal, NUMERIC),
+                           ("GreaterOrEqual", np.greater_equal, NUMERIC)):
+    binary(_name, _cmp(_fn), _types, out_dtype=DType.BOOL, device=_device(_name), layout=_EW)
 
 
 def _prelu_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
@@ -154,7 +157,8 @@ def variadic(name: str, fn: Callable[[list[np.ndarray]], np.ndarray],
         return [np.asarray(fn([widen(x) for x in arrays])).astype(arrays[0].dtype)]
 
     register(OpSchema(name, 1, -1, infer, compute,
-                      device=_device(device_op) if device_op else None))
+                      device=_device(device_op) if device_op else None,
+                      layout=_EW if device_op else Layout.PLAIN))
 
 
 variadic("Max", lambda xs: reduce(np.maximum, xs), "Max")
@@ -182,4 +186,4 @@ def _where_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("Where", 3, 3, _where_infer,
                   lambda ins, a: [np.where(ins[0], ins[1], ins[2]).astype(ins[1].dtype)],
-                  device=_where_device))
+                  device=_where_device, layout=_EW))

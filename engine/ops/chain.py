@@ -16,7 +16,7 @@ from ..ir import Node, TensorMeta
 from . import attrs as A
 from . import registry
 from .device_helpers import kernel, reject
-from .registry import REQUIRED, DeviceKernel, OpSchema, register, shape_error
+from .registry import REQUIRED, DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, out, shape_in
 
 # The ops a chain step may be ("GeluTanh": Gelu with approximate="tanh").
@@ -82,4 +82,4 @@ def _device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("EltwiseChain", 1, -1, _infer, _compute, device=_device, attrs={
     "ops": A.strings(A.REQUIRED), "operands": A.ints(A.REQUIRED),
-    "alphas": A.floats(A.REQUIRED), "betas": A.floats(A.REQUIRED)}))
+    "alphas": A.floats(A.REQUIRED), "betas": A.floats(A.REQUIRED)}, layout=Layout.CHAIN))

@@ -12,7 +12,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, optional_index, reject
 from .kernel_utils import widen
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
     check_dtype,
@@ -88,15 +88,16 @@ def _conv_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     if why:
         return why
     xs, ws = node.inputs[0].meta.shape, node.inputs[1].meta.shape
-    if len(xs) != 4:
-        return f"device Conv is 2-D only, input has rank {len(xs)}"
+    if len(xs) not in (3, 4):  # 1-D (audio models) and 2-D
+        return f"device Conv is 1-D or 2-D only, input has rank {len(xs)}"
     win, _ = _conv_window(node, a, xs, ws)
     return kernel("Conv", {"strides": list(win.strides), "pads": list(win.pads),
                            "dilations": list(win.dilations), "group": int(a["group"])},
                   (0, 1, optional_index(node, 2)))
 
 
-register(OpSchema("Conv", 2, 3, _conv_infer, _conv, attrs=CONV_ATTRS, device=_conv_device))
+register(OpSchema("Conv", 2, 3, _conv_infer, _conv, attrs=CONV_ATTRS, device=_conv_device,
+                  layout=Layout.CONV))
 
 
 # ---- ConvTranspose --------------------------------------------------------------------------
@@ -166,8 +167,27 @@ def _convt(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [y.astype(ins[0].dtype)]
 
 
+def _convt_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """Geometry resolved here (auto_pad, output_shape): the kernel gets explicit pads."""
+    why = reject(node)
+    if why:
+        return why
+    xs, w = node.inputs[0].meta.shape, node.inputs[1]
+    if len(xs) not in (3, 4):
+        return f"device ConvTranspose is 1-D or 2-D only, input has rank {len(xs)}"
+    if not w.is_constant:
+        return "device ConvTranspose needs constant weights"
+    kern = a.get("kernel_shape") or list(w.meta.shape[2:])
+    win, _ = transpose_geometry(a, xs[2:], kern)
+    n = len(kern)
+    return kernel("ConvTranspose", {
+        "strides": list(win.strides), "pads": list(win.pads), "dilations": list(win.dilations),
+        "output_padding": list(a.get("output_padding") or [0] * n), "group": int(a["group"])},
+        (0, 1, optional_index(node, 2)))
+
+
 register(OpSchema("ConvTranspose", 2, 3, _convt_infer, _convt, attrs={
-    **CONV_ATTRS, "output_padding": A.ints(), "output_shape": A.ints()}))
+    **CONV_ATTRS, "output_padding": A.ints(), "output_shape": A.ints()}, device=_convt_device))
 
 
 # ---- integer / quantized convolutions -------------------------------------------------------

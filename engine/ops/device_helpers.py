@@ -42,6 +42,16 @@ def reject(node: Node, data_inputs: Iterable[int] | None = None) -> str | None:
     return None
 
 
+def reject_rank(node: Node, rank: int, what: str) -> str | None:
+    """`reject(node, (0,))`, then why input 0 is not of rank `rank` (`what` says what the
+    device runs: "2-D only")."""
+    why = reject(node, data_inputs=(0,))
+    if why:
+        return why
+    have = len(node.inputs[0].meta.shape)
+    return None if have == rank else f"device {node.op_type} is {what}, input has rank {have}"
+
+
 def kernel(op: str, attrs: Mapping[str, Any], inputs: Iterable[int]) -> DeviceKernel:
     return DeviceKernel(op=op, attrs=dict(attrs), inputs=tuple(inputs))
 

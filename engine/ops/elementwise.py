@@ -13,7 +13,7 @@ from . import attrs as A
 from .device_helpers import kernel, reject, view
 from .kernel_utils import widen
 from .mathfn import erf
-from .registry import AttrSpec, DeviceKernel, OpSchema, register
+from .registry import AttrSpec, DeviceKernel, Layout, OpSchema, register
 from .shape_helpers import FLOATS, INTS, NUMERIC, SIGNED_INTS, check_dtype, out, shape_in
 
 Fn = Callable[[np.ndarray, dict[str, Any]], np.ndarray]
@@ -31,8 +31,9 @@ def unary_device(op: str, attr_names: tuple[str, ...] = ()) -> Callable[..., Dev
 def unary(name: str, fn: Fn, dtypes: frozenset[DType] = FLOATS, *,
           attrs: dict[str, AttrSpec] | None = None, out_dtype: DType | None = None,
           device: Any = None, alias: dict[int, int] | None = None,
-          float_math: bool = True) -> None:
-    """Register an elementwise unary op; float math runs in float32+ and is cast back."""
+          float_math: bool = True, layout: Layout = Layout.UNIFORM) -> None:
+    """Register an elementwise unary op; float math runs in float32+ and is cast back.
+    Its kernel maps each element to itself, so it runs on any format (`layout`)."""
 
     def infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
         dt = check_dtype(node, 0, dtypes, "X")
@@ -44,7 +45,7 @@ def unary(name: str, fn: Fn, dtypes: frozenset[DType] = FLOATS, *,
         return [np.asarray(y).astype(out_dtype.numpy if out_dtype else x.dtype, copy=False)]
 
     register(OpSchema(name, 1, 1, infer, compute, attrs=attrs or {}, device=device,
-                      alias=alias or {}))
+                      alias=alias or {}, layout=layout))
 
 
 def _sign_neg(x: np.ndarray, a: dict[str, Any]) -> np.ndarray:
@@ -97,11 +98,14 @@ unary("Neg", _sign_neg, FLOATS | SIGNED_INTS, device=unary_device("Neg"), float_
 unary("Sign", lambda x, a: np.sign(x), NUMERIC, float_math=False)
 unary("Relu", lambda x, a: np.maximum(x, np.zeros((), x.dtype)), FLOATS | SIGNED_INTS,
       device=unary_device("Relu"), float_math=False)
-unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), float_math=False)
+unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), device=unary_device("Not"),
+      float_math=False)
 unary("BitwiseNot", lambda x, a: np.invert(x), INTS, float_math=False)
 unary("IsNaN", lambda x, a: np.isnan(x), FLOATS, out_dtype=DType.BOOL)
 unary("IsInf", _isinf, FLOATS, out_dtype=DType.BOOL,
       attrs={"detect_negative": A.i(1), "detect_positive": A.i(1)})
 
 _ALL = frozenset(DType)
-unary("Identity", lambda x, a: x, _ALL, device=view, alias={0: 0}, float_math=False)
+# A view: its alias reads the input's bytes as plain.
+unary("Identity", lambda x, a: x, _ALL, device=view, alias={0: 0}, float_math=False,
+      layout=Layout.PLAIN)

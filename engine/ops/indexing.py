@@ -45,15 +45,20 @@ def _gather_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return [out(m.dtype, m.shape[:axis] + idx + m.shape[axis + 1:])]
 
 
-def _gather_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+def _gathers(node: Node, attrs: dict[str, Any]) -> DeviceKernel | str:
+    """Data (input 0) of any runtime dtype and indices (input 1) of a static shape."""
     why = reject(node, data_inputs=(0,))
     if why:
         return why
     idx = node.inputs[1].meta
     if idx is None or not idx.is_static:
         return "input 1 shape is not static"
-    rank = len(node.inputs[0].meta.shape)
-    return kernel("Gather", {"axis": norm_axis(node, a["axis"], rank)}, (0, 1))
+    return kernel(node.op_type, attrs, (0, 1))
+
+
+def _gather_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    rank = len(node.inputs[0].meta.shape)  # static: placement checked every shape
+    return _gathers(node, {"axis": norm_axis(node, a["axis"], rank)})
 
 
 register(OpSchema("Gather", 2, 2, _gather_infer, lambda ins, a: [
@@ -105,8 +110,12 @@ def _gather_nd(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [res.reshape(idx.shape[:-1] + data.shape[b + k:])]
 
 
+def _gather_nd_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    return _gathers(node, {"batch_dims": int(a["batch_dims"])})
+
+
 register(OpSchema("GatherND", 2, 2, _gather_nd_infer, _gather_nd,
-                  attrs={"batch_dims": A.i(0)}))
+                  attrs={"batch_dims": A.i(0)}, device=_gather_nd_device))
 
 
 # ---- Scatter family -------------------------------------------------------------------------
@@ -338,8 +347,8 @@ def _pad(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
 
 
 def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    if a["mode"] != "constant":
-        return f"device Pad supports constant mode only, not {a['mode']}"
+    if a["mode"] not in ("constant", "reflect", "edge"):
+        return f"device Pad has no {a['mode']} mode"
     why = reject(node, data_inputs=(0,))
     if why:
         return why
@@ -348,7 +357,7 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     if pads is None or (node.input(3) is not None and axes is None):
         return "Pad pads/axes are not constants"
     value = 0.0
-    if node.input(2) is not None:
+    if node.input(2) is not None and a["mode"] == "constant":
         c = const_in(node, 2)
         if c is None:
             return "Pad constant_value is not a constant"
@@ -363,6 +372,8 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         full[ax], full[ax + rank] = pads[k], pads[k + len(axes)]
     if any(p < 0 for p in full):
         return "device Pad does not support negative pads"
+    if a["mode"] != "constant":
+        return kernel("Pad", {"pads": full, "mode": a["mode"]}, (0,))
     return kernel("Pad", {"pads": full, "value": value}, (0,))
 
 

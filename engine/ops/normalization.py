@@ -11,7 +11,7 @@ from ..ir import Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, optional_index, reject
 from .kernel_utils import widen
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
     check_dtype,
@@ -72,7 +72,7 @@ def _bn_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("BatchNormalization", 5, 5, _bn_infer, _bn, max_outputs=3,
                   device=_bn_device, attrs={"epsilon": A.f(1e-5), "momentum": A.f(0.9),
-                                            "training_mode": A.i(0)}))
+                                            "training_mode": A.i(0)}, layout=Layout.UNIFORM))
 
 
 # ---- LayerNormalization / RMSNormalization ------------------------------------------------

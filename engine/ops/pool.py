@@ -10,9 +10,9 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import kernel, reject
+from .device_helpers import kernel, reject, reject_rank
 from .kernel_utils import widen
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, meta_in, out, shape_in, sym
 from .spatial import Window, pad_for_windows, window, window_slices
 
@@ -116,12 +116,10 @@ def _pool_device(op: str) -> Any:
     def lower(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         if op == "MaxPool" and len(node.outputs) > 1:
             return "device MaxPool has no Indices output"
-        why = reject(node, data_inputs=(0,))
+        why = reject_rank(node, 4, "2-D only")
         if why:
             return why
         shape = node.inputs[0].meta.shape
-        if len(shape) != 4:
-            return f"device {op} is 2-D only, input has rank {len(shape)}"
         w, _ = _geometry(node, a, shape[2:])
         if any(d != 1 for d in w.dilations):
             return f"device {op} does not support dilations"
@@ -134,10 +132,11 @@ def _pool_device(op: str) -> Any:
 
 register(OpSchema("MaxPool", 1, 1, _pool_infer, lambda ins, a: list(max_pool(ins[0], a)),
                   attrs={**POOL_ATTRS, "storage_order": A.i(0)}, max_outputs=2,
-                  device=_pool_device("MaxPool")))
+                  device=_pool_device("MaxPool"), layout=Layout.UNIFORM))
 register(OpSchema("AveragePool", 1, 1, _pool_infer, lambda ins, a: [
     _average(widen(ins[0]), a).astype(ins[0].dtype)],
-    attrs={**POOL_ATTRS, "count_include_pad": A.i(0)}, device=_pool_device("AveragePool")))
+    attrs={**POOL_ATTRS, "count_include_pad": A.i(0)}, device=_pool_device("AveragePool"),
+    layout=Layout.UNIFORM))
 register(OpSchema("LpPool", 1, 1, _pool_infer, lambda ins, a: [
     _lp(widen(ins[0]), a).astype(ins[0].dtype)], attrs={**POOL_ATTRS, "p": A.i(2)}))
 
@@ -169,7 +168,8 @@ def _global(op: str, fn: Any) -> None:
 
     device = lower if op in ("GlobalAveragePool", "GlobalMaxPool") else None
     attrs = {"p": A.i(2)} if op == "GlobalLpPool" else {}
-    register(OpSchema(op, 1, 1, _global_infer, compute, attrs=attrs, device=device))
+    register(OpSchema(op, 1, 1, _global_infer, compute, attrs=attrs, device=device,
+                      layout=Layout.UNIFORM))
 
 
 _global("GlobalAveragePool", lambda x, ax, a: np.mean(x, axis=ax, keepdims=True))

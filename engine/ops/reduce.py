@@ -138,10 +138,10 @@ def _reduce_op(name: str, fn: ReduceFn, device: bool) -> None:
                       attrs=_REDUCE_ATTRS, device=lower if device else None))
 
 
-# Not ReduceMax: the runtime's kernel gives -FLT_MAX for a row of -inf and drops NaNs
-# (test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded); host until fixed.
+# ReduceMax / ReduceMin run a loop of the runtime's own that keeps -inf and NaNs as numpy
+# (test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded).
 for _name, _fn in _FUNCS.items():
-    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum"))
+    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"))
 
 
 # ---- ArgMax / ArgMin ----------------------------------------------------------------------
@@ -171,9 +171,20 @@ def _arg(largest: bool) -> Callable[[list[Any], dict[str, Any]], list[np.ndarray
     return compute
 
 
+def _arg_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    why = reject(node)
+    if why:
+        return why
+    rank = len(node.inputs[0].meta.shape)
+    return kernel(node.op_type, {"axis": norm_axis(node, a["axis"], rank),
+                                 "keepdims": int(a["keepdims"]),
+                                 "select_last_index": int(a["select_last_index"])}, (0,))
+
+
 _ARG_ATTRS = {"axis": A.i(0), "keepdims": A.i(1), "select_last_index": A.i(0)}
-register(OpSchema("ArgMax", 1, 1, _arg_infer, _arg(True), attrs=_ARG_ATTRS))
-register(OpSchema("ArgMin", 1, 1, _arg_infer, _arg(False), attrs=_ARG_ATTRS))
+register(OpSchema("ArgMax", 1, 1, _arg_infer, _arg(True), attrs=_ARG_ATTRS, device=_arg_device))
+register(OpSchema("ArgMin", 1, 1, _arg_infer, _arg(False), attrs=_ARG_ATTRS,
+                  device=_arg_device))
 
 
 # ---- CumSum / CumProd ---------------------------------------------------------------------
@@ -235,5 +246,21 @@ def _topk(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)]
 
 
+def _topk_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """K resolved here (a constant); the kernel always sorts, which `sorted=0` allows."""
+    why = reject(node, data_inputs=(0,))
+    if why:
+        return why
+    k = const_ints(node, 1)
+    if k is None or len(k) != 1:
+        return "TopK's K is not a constant scalar"
+    if len(node.outputs) != 2:
+        return "device TopK writes both outputs"
+    rank = len(node.inputs[0].meta.shape)
+    return kernel("TopK", {"axis": norm_axis(node, a["axis"], rank), "k": int(k[0]),
+                           "largest": int(a["largest"])}, (0,))
+
+
 register(OpSchema("TopK", 2, 2, _topk_infer, _topk, max_outputs=2,
-                  attrs={"axis": A.i(-1), "largest": A.i(1), "sorted": A.i(1)}))
+                  attrs={"axis": A.i(-1), "largest": A.i(1), "sorted": A.i(1)},
+                  device=_topk_device))

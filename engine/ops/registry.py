@@ -44,6 +44,20 @@ class AttrSpec:
     default: Any = None  # None: optional with no default; REQUIRED: must be given
 
 
+class Layout(enum.Enum):
+    """How a device kernel treats the formats of a node's 4-D activations: what the layout
+    pass (optimize/layout.py) may store them in. The runtime checks the same rule per op
+    (runtime_ext/src/op_table.cc, LayoutRule)."""
+
+    PLAIN = "plain"  # every operand plain NCHW: the layout pass converts around the node
+    CONV = "conv"  # data input (and a fused residual) and output in any format, padded too
+    UNIFORM = "uniform"  # data input 0 and the output share the region's format
+    ELEMENTWISE = "elementwise"  # like UNIFORM when every input has the output's shape
+    CHAIN = "chain"  # ELEMENTWISE that also takes constant scalars (EltwiseChain)
+    CONCAT = "concat"  # every input and the output share one format
+    CONVERT = "convert"  # a format conversion (TransData, FormatView)
+
+
 @dataclasses.dataclass(frozen=True)
 class DeviceKernel:
     """How the device engine runs a node: a runtime kernel op, its attrs, its inputs.
@@ -80,6 +94,7 @@ class OpSchema:
     foldable: bool = True  # False for ops with side effects or randomness
     # Output i may share input j's memory (Reshape, Flatten, Squeeze...): {i: j}.
     alias: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    layout: Layout = Layout.PLAIN  # what the device kernel does with formats
 
     def attrs_of(self, node: Node) -> dict[str, Any]:
         """The node's attributes with defaults filled in; raises on missing/unknown ones."""

@@ -12,8 +12,9 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, reject_rank
 from .kernel_utils import opt
-from .registry import OpSchema, register, shape_error
+from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, shape_value, sym
 
 ATTRS = {
@@ -237,4 +238,37 @@ def _resize(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [resize(x, get(1), get(2), sizes, a)]
 
 
-register(OpSchema("Resize", 1, 4, _resize_infer, _resize, attrs=ATTRS))
+# The coordinate modes torch and tf exporters emit; the device kernel computes exactly these.
+_DEVICE_COORDS = ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners")
+
+
+def _resize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """Nearest or linear on the H and W axes of an NCHW tensor, scales resolved here."""
+    why = reject_rank(node, 4, "4-D (NCHW) only")
+    if why:
+        return why
+    shape = node.inputs[0].meta.shape
+    mode, coord = a["mode"], a["coordinate_transformation_mode"]
+    if mode not in ("nearest", "linear"):
+        return f"device Resize has no {mode} mode"
+    if coord not in _DEVICE_COORDS:
+        return f"device Resize has no coordinate_transformation_mode {coord}"
+    if mode == "linear" and (a["antialias"] or a["exclude_outside"]):
+        return "device Resize has no antialias or exclude_outside"
+    scales, sizes = const_in(node, 2), const_in(node, 3)
+    if (node.input(2) is not None and scales is None) or (node.input(3) is not None
+                                                           and sizes is None):
+        return "Resize scales/sizes are not constant"
+    if sizes is not None and not np.size(sizes):
+        sizes = None
+    out_sizes, factors, axes = plan(shape, scales, sizes, a)
+    if list(out_sizes[:2]) != list(shape[:2]) or factors[0] != 1 or factors[1] != 1:
+        return "device Resize resizes H and W only"
+    # An axis the reference leaves alone (same size, scale ~1) maps each index to itself.
+    hw = [1.0 if out_sizes[ax] == shape[ax] and math.isclose(factors[ax], 1.0) else factors[ax]
+          for ax in (2, 3)]
+    return kernel("Resize", {"mode": mode, "coordinate_transformation_mode": coord,
+                             "nearest_mode": a["nearest_mode"], "scales": hw}, (0,))
+
+
+register(OpSchema("Resize", 1, 4, _resize_infer, _resize, attrs=ATTRS, device=_resize_device))

@@ -14,7 +14,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from . import symdims
 from .device_helpers import kernel, reject, view
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     broadcast,
     check_dtype,
@@ -260,7 +260,7 @@ def _concat_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("Concat", 1, -1, _concat_infer, lambda ins, a: [
     np.concatenate([x for x in ins if x is not None], axis=a["axis"])],
-    attrs={"axis": A.i(A.REQUIRED)}, device=_concat_device))
+    attrs={"axis": A.i(A.REQUIRED)}, device=_concat_device, layout=Layout.CONCAT))
 
 
 # ---- Split ------------------------------------------------------------------------------------
@@ -307,8 +307,23 @@ def _split(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return list(np.split(x, bounds, axis=axis))
 
 
+def _split_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    why = reject(node, data_inputs=(0,))
+    if why:
+        return why
+    shape = node.inputs[0].meta.shape
+    axis = norm_axis(node, a["axis"], len(shape))
+    if node.input(1) is not None:
+        sizes = const_ints(node, 1)
+        if sizes is None:
+            return "Split sizes are not constant"
+    else:  # equal parts: opset 18's num_outputs, or as many as the node has outputs
+        sizes = split_sizes(shape[axis], len(node.outputs))
+    return kernel("Split", {"axis": axis, "split": [int(s) for s in sizes]}, (0,))
+
+
 register(OpSchema("Split", 1, 2, _split_infer, _split, attrs={
-    "axis": A.i(0), "num_outputs": A.i()}, max_outputs=1 << 16))
+    "axis": A.i(0), "num_outputs": A.i()}, max_outputs=1 << 16, device=_split_device))
 
 
 # ---- Expand / Tile ---------------------------------------------------------------------------

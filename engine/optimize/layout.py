@@ -20,9 +20,12 @@ conv_dw fusion). "auto" picks the blocked format for graphs with depthwise convo
 NHWC otherwise.
 
 A node is layout-agnostic when the device kernel computes the same result in the region's
-format: convolutions, pools, BatchNormalization, unary elementwise ops, binary elementwise
-ops whose inputs are all activations of one shape, and Concat of 4-D activations (the
-kernel joins the bytes as stored; blocked only when no operand's channels would be padded).
+format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py `Layout`):
+convolutions (CONV), pools, BatchNormalization and unary elementwise ops (UNIFORM), binary
+elementwise ops whose inputs are all activations of one shape (ELEMENTWISE), elementwise
+chains (CHAIN) and Concat of 4-D activations (CONCAT: the kernel joins the bytes as stored;
+blocked only when no operand's channels would be padded). Every other device op (PLAIN)
+reads and writes plain NCHW: the pass converts its region inputs back to NCHW.
 In a blocked region, a value whose channels are not a multiple of the block is stored
 padded (zero channels up to the next block) when only convolutions read it — the runtime
 lets no other kernel touch a padded tensor — and NHWC otherwise. A convolution reads a
@@ -35,20 +38,12 @@ from __future__ import annotations
 from .. import ops
 from ..dtypes import DType
 from ..ir import Engine, Graph, Node, Value
-from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, OpSchema
+from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
 
 NCHW, NHWC = "nchw", "nhwc"
 BLOCKS = {"nChw8c": 8, "nChw16c": 16}
 REGION_FORMATS = ("auto", NHWC, "nChw8c", "nChw16c")
-
-_SPATIAL = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-            "BatchNormalization"}
-_UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu",
-          "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
-          "Ceil"}
-_BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min"}
-
 
 def _register_conversion(name: str, device, alias: dict[int, int] | None = None) -> None:
     """A format conversion op: logically an identity, only the bytes' order may change."""
@@ -65,7 +60,7 @@ def _register_conversion(name: str, device, alias: dict[int, int] | None = None)
         name, 1, 1, infer, compute,
         attrs={"src_format": AttrSpec(AttrKind.STRING, NCHW),
                "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
-        device=device, alias=alias or {}))
+        device=device, alias=alias or {}, layout=Layout.CONVERT))
 
 
 _register_conversion("TransData", lambda node, attrs: DeviceKernel(
@@ -93,6 +88,15 @@ def same_bytes(shape, a: str, b: str) -> bool:
     return like_nchw(a or NCHW) and like_nchw(b or NCHW)
 
 
+def layout_of(node: Node) -> Layout:
+    """What the node's device kernel does with formats (its op schema's `layout`)."""
+    return ops.get(node.op_type, node).layout
+
+
+def _is_conversion(node: Node) -> bool:
+    return layout_of(node) is Layout.CONVERT
+
+
 def _is_act4d(v: Value | None) -> bool:
     return (v is not None and not v.is_constant and v.meta is not None and v.meta.is_static
             and v.meta.rank == 4 and v.meta.dtype is DType.FLOAT32)
@@ -101,7 +105,7 @@ def _is_act4d(v: Value | None) -> bool:
 def _is_head(node: Node) -> bool:
     """A Conv that ends in a pool and a fully connected layer (fusion_conv_head): it reads
     its input in any format and writes a plain [N, classes]."""
-    return node.op_type == "Conv" and bool(node.attrs.get("_head"))
+    return layout_of(node) is Layout.CONV and bool(node.attrs.get("_head"))
 
 
 def _agnostic(node: Node) -> bool:
@@ -113,17 +117,16 @@ def _agnostic(node: Node) -> bool:
     out = node.outputs[0]
     if not _is_act4d(out) or len(node.outputs) != 1:
         return False
-    if node.op_type in _SPATIAL:
+    kind = layout_of(node)
+    if kind in (Layout.CONV, Layout.UNIFORM):
         return _is_act4d(node.input(0))
-    if node.op_type in _UNARY:
-        return _is_act4d(node.input(0))
-    if node.op_type in _BINARY:
+    if kind is Layout.ELEMENTWISE:
         ins = [v for v in node.inputs if v is not None]
-        return len(ins) == 2 and all(_is_act4d(v) and v.meta == out.meta for v in ins)
-    if node.op_type == "EltwiseChain":  # flat: any format its full-size tensors share
+        return all(_is_act4d(v) and v.meta == out.meta for v in ins)
+    if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not _is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)
-    if node.op_type == "Concat":  # joins the bytes as stored, in any one format
+    if kind is Layout.CONCAT:  # joins the bytes as stored, in any one format
         return bool(node.inputs) and all(_is_act4d(v) for v in node.inputs)
     return False
 
@@ -133,13 +136,13 @@ def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
     plain: each part is converted where it is made, on its own stream, instead of the whole
     batch at the end on one (the branchy conv towers at batch 32: 8.8 ms on one lane while
     the other waited)."""
-    return (node.op_type == "Concat" and node.outputs[0] in outputs
+    return (layout_of(node) is Layout.CONCAT and node.outputs[0] in outputs
             and int(node.attrs.get("axis", 0)) % 4 == 0)
 
 
 def _reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
-    if node.op_type in _SPATIAL:
+    if layout_of(node) in (Layout.CONV, Layout.UNIFORM):
         return index == 0 or (node.attrs.get("_sum") and index == node.attrs["_sum_input"])
     return True
 
@@ -169,7 +172,7 @@ def region_format(graph: Graph, requested: str = "auto") -> str:
 
 def _is_depthwise(node: Node) -> bool:
     """A device Conv that is (or, fused, ends in) a depthwise convolution."""
-    if node.op_type != "Conv" or node.meta.engine is not Engine.DEVICE:
+    if layout_of(node) is not Layout.CONV or node.meta.engine is not Engine.DEVICE:
         return False
     x, group = node.input(0), node.attrs.get("group", 1)
     return bool(node.attrs.get("_dw")) or (
@@ -180,7 +183,7 @@ def _is_depthwise(node: Node) -> bool:
 def _conv_reads_only(v: Value) -> bool:
     """Whether every reader of v is a device Conv reading it as data (or residual)."""
     return bool(v.users) and all(
-        u.op_type == "Conv" and u.meta.engine is Engine.DEVICE
+        layout_of(u) is Layout.CONV and u.meta.engine is Engine.DEVICE
         and all(_reads_own_layout(u, i) for i, w in enumerate(u.inputs) if w is v)
         for u in v.users)
 
@@ -189,13 +192,13 @@ def _output_format(node: Node, region: str, graph_outputs: set[Value]) -> str:
     if region == NHWC:
         return NHWC
     out = node.outputs[0]
-    if node.op_type == "Concat":  # blocked only if no operand would be padded
+    if layout_of(node) is Layout.CONCAT:  # blocked only if no operand would be padded
         whole = all(v.meta.shape[1] % BLOCKS[region] == 0 for v in [*node.inputs, out])
         return region if whole else NHWC
     if out.meta.shape[1] % BLOCKS[region] == 0:
         return region
     # padded: only convolutions may read it (values leaving get a TransData, which may too)
-    if node.op_type == "Conv" and out not in graph_outputs and _conv_reads_only(out):
+    if layout_of(node) is Layout.CONV and out not in graph_outputs and _conv_reads_only(out):
         return region
     return NHWC
 
@@ -205,7 +208,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
         return PassResult(graph, False, "layout assignment off")
     outputs = set(graph.outputs)
     region_nodes = [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)]
-    if not any(n.op_type == "Conv" for n in region_nodes):
+    if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, False, "no convolution: layouts stay plain")
     region = region_format(graph, fmt)
     own = {n: region if _is_head(n) else _output_format(n, region, outputs) for n in region_nodes}
@@ -222,7 +225,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
         key = (v, fmt, before.meta.partition)
         if key not in converted:
             src = v.format or NCHW
-            if v.producer is not None and v.producer.op_type in ("TransData", "FormatView") \
+            if v.producer is not None and _is_conversion(v.producer) \
                     and (v.producer.inputs[0].format or NCHW) == fmt \
                     and v.producer.meta.partition == before.meta.partition:
                 # the inverse of what made v; only inside one partition: a value crossing
@@ -245,7 +248,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
         return converted[key]
 
     for node in list(graph.nodes):
-        if node.op_type in ("TransData", "FormatView") or node.meta.engine is not Engine.DEVICE:
+        if _is_conversion(node) or node.meta.engine is not Engine.DEVICE:
             continue
         mine = own.get(node, NCHW)
         new_inputs = list(node.inputs)
@@ -253,7 +256,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> Pas
             if not _is_act4d(v):
                 continue
             want = mine if (mine != NCHW and _reads_own_layout(node, i)) else NCHW
-            if (want in BLOCKS and node.op_type == "Conv" and i == 0 and not v.format
+            if (want in BLOCKS and layout_of(node) is Layout.CONV and i == 0 and not v.format
                     and v.meta.shape[1] < BLOCKS[want]):
                 want = NCHW  # the image: first-layer kernels read it plain
             if (v.format or NCHW) != want:
@@ -275,7 +278,7 @@ def _plain_partition_outputs(graph: Graph) -> int:
     count = 0
     outputs = set(graph.outputs)
     for node in list(graph.nodes):
-        if node.op_type in ("TransData", "FormatView"):
+        if _is_conversion(node):
             continue
         for out in node.outputs:
             if not out.format or out.format == NCHW:
@@ -299,7 +302,7 @@ def _split_output(graph: Graph, node: Node, out: Value) -> int:
     out.format = NCHW
     same_part = [u for u in out.users if u.meta.partition == node.meta.partition]
     for user in same_part:
-        if user.op_type in ("TransData", "FormatView") or (user.meta.engine is Engine.DEVICE and
+        if _is_conversion(user) or (user.meta.engine is Engine.DEVICE and
                                            (user.inputs and _agnostic(user))):
             user.replace_input(out, fresh)
     op = "FormatView" if same_bytes(out.meta.shape, fmt, NCHW) else "TransData"

@@ -17,6 +17,17 @@ bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out) {
   return true;
 }
 
+BroadcastPlan plan_binary(const TensorInfo& a, const TensorInfo& b, const TensorInfo& y) {
+  Shape out;
+  if (!broadcast_shapes(a.shape, b.shape, &out)) {
+    invalid("shapes ", shape_str(a.shape), " and ", shape_str(b.shape), " do not broadcast");
+  }
+  if (out != y.shape) {
+    invalid("output shape ", shape_str(y.shape), " does not match broadcast shape ", shape_str(out));
+  }
+  return plan_broadcast(out, {&a.shape, &b.shape}, {"A", "B"});
+}
+
 BroadcastPlan plan_broadcast(const Shape& out, const std::vector<const Shape*>& inputs,
                              const std::vector<const char*>& names) {
   BroadcastPlan p;

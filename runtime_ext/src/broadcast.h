@@ -36,6 +36,28 @@ bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
 BroadcastPlan plan_broadcast(const Shape& out, const std::vector<const Shape*>& inputs,
                              const std::vector<const char*>& names);
 
+// The plan of a two-input op whose inputs `a` and `b` broadcast to its output `y`. Throws
+// Error(InvalidArgument) when they do not broadcast or `y` has another shape.
+BroadcastPlan plan_binary(const TensorInfo& a, const TensorInfo& b, const TensorInfo& y);
+
+// One row of a binary elementwise op: o[i] = f(a[i * sa], b[i * sb]) for i < n, strides in
+// elements (0 = broadcast). The contiguous and scalar cases are spelled out so that the
+// compiler vectorises them.
+template <class O, class T, class F>
+inline void binary_row(O* o, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n, F f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i) o[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = f(a[i * sa], b[i * sb]);
+  }
+}
+
 // Calls fn(const int64_t* in_offsets, int64_t out_offset, int64_t len, const int64_t*
 // in_inner_strides) over every row segment of the plan, splitting rows into chunks and
 // running them on the calling thread's OpenMP team when the work is large enough.

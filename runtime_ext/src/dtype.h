@@ -33,6 +33,19 @@ size_t dtype_size(DType t);
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);
 
+// Calls f(T{}) with T the C++ type of an arithmetic dtype (float32 float64 int64 int32)
+// and returns true; false (f not called) for any other dtype.
+template <class F>
+bool with_arith_type(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: f(float{}); return true;
+    case DType::kFloat64: f(double{}); return true;
+    case DType::kInt64: f(int64_t{}); return true;
+    case DType::kInt32: f(int32_t{}); return true;
+    default: return false;
+  }
+}
+
 // Float -> integer conversion without undefined behaviour: NaN gives 0, out-of-range
 // values saturate.
 template <class T>

@@ -4,68 +4,11 @@
 #include <cmath>
 #include <utility>
 
-#include "kernels.h"
+#include "op_table.h"
 
 namespace ge {
 
 namespace {
-
-const std::vector<std::pair<std::string, KernelFactory>>& registry() {
-  static const std::vector<std::pair<std::string, KernelFactory>> table = {
-      {"Conv", make_conv},
-      {"MaxPool", make_pool},
-      {"AveragePool", make_pool},
-      {"GlobalAveragePool", make_pool},
-      {"GlobalMaxPool", make_pool},
-      {"Gemm", make_gemm},
-      {"MatMul", make_matmul},
-      {"Add", make_binary},
-      {"Sub", make_binary},
-      {"Mul", make_binary},
-      {"Div", make_binary},
-      {"Max", make_binary},
-      {"Min", make_binary},
-      {"Pow", make_binary},
-      {"Where", make_where},
-      {"Relu", make_unary},
-      {"Sigmoid", make_unary},
-      {"Tanh", make_unary},
-      {"Exp", make_unary},
-      {"Log", make_unary},
-      {"Sqrt", make_unary},
-      {"Abs", make_unary},
-      {"Neg", make_unary},
-      {"Erf", make_unary},
-      {"Gelu", make_unary},
-      {"LeakyRelu", make_unary},
-      {"Clip", make_unary},
-      {"HardSigmoid", make_unary},
-      {"HardSwish", make_unary},
-      {"Softplus", make_unary},
-      {"Reciprocal", make_unary},
-      {"Identity", make_unary},
-      {"Floor", make_unary},
-      {"Ceil", make_unary},
-      {"Softmax", make_softmax},
-      {"LogSoftmax", make_softmax},
-      {"LayerNormalization", make_layer_norm},
-      {"BatchNormalization", make_batch_norm},
-      {"ReduceMean", make_reduce},
-      {"ReduceSum", make_reduce},
-      {"ReduceMax", make_reduce},
-      {"Concat", make_concat},
-      {"Transpose", make_transpose},
-      {"Slice", make_slice},
-      {"Expand", make_expand},
-      {"Pad", make_pad},
-      {"Gather", make_gather},
-      {"Cast", make_cast},
-      {"TransData", make_transdata},
-      {"FusedAttention", make_attention},
-      {"EltwiseChain", make_chain},
-  };
-  return table;
-}
 
 const AttrValue* find_attr(const KernelArgs& a, const char* key) {
   if (!a.attrs) return nullptr;
@@ -75,16 +18,19 @@ const AttrValue* find_attr(const KernelArgs& a, const char* key) {
 
 }  // namespace
 
+int normalize_axis(int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
 KernelFactory find_kernel(const std::string& op) {
-  for (const auto& [name, factory] : registry()) {
-    if (name == op) return factory;
-  }
-  return nullptr;
+  const OpRow* row = find_op(op);
+  return row ? row->make : nullptr;
 }
 
 std::vector<std::string> supported_ops() {
   std::vector<std::string> ops;
-  for (const auto& entry : registry()) ops.push_back(entry.first);
+  for (const OpRow& row : op_table()) ops.push_back(row.name);
   std::sort(ops.begin(), ops.end());
   return ops;
 }

@@ -118,6 +118,9 @@ class Kernel {
   virtual std::string impl() const { return ""; }
 };
 
+// `axis` in [-rank, rank) made non-negative; throws Error(InvalidArgument) otherwise.
+int normalize_axis(int64_t axis, int rank);
+
 // Builds the kernel of one node. Throws Error for invalid nodes, dnnl::error if oneDNN
 // cannot prepare it.
 using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelArgs& args);

@@ -26,7 +26,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a);  // Softmax, LogSoftm
 std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a);
 std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a);
 // kernels_reduce.cc
-std::unique_ptr<Kernel> make_reduce(const KernelArgs& a);  // ReduceMean, ReduceSum, ReduceMax
+std::unique_ptr<Kernel> make_reduce(const KernelArgs& a);  // ReduceMean Sum Max Min
 // kernels_layout.cc
 std::unique_ptr<Kernel> make_concat(const KernelArgs& a);
 std::unique_ptr<Kernel> make_transpose(const KernelArgs& a);
@@ -41,6 +41,22 @@ std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 void check_attention(const KernelArgs& a);
 // kernels_gather.cc
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
+std::unique_ptr<Kernel> make_gather_nd(const KernelArgs& a);
+// kernels_select.cc
+std::unique_ptr<Kernel> make_select(const KernelArgs& a);  // TopK, ArgMax, ArgMin
+// kernels_compare.cc
+std::unique_ptr<Kernel> make_compare(const KernelArgs& a);  // Equal Less Greater LessOrEqual
+                                                            // GreaterOrEqual And Or Xor
+std::unique_ptr<Kernel> make_not(const KernelArgs& a);
+// kernels_resize.cc
+std::unique_ptr<Kernel> make_resize(const KernelArgs& a);
+// kernels_deconv.cc
+std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
+// For kernel_info: checks the inputs and attributes like load would (a oneDNN primitive
+// descriptor included). Throws Error / dnnl::error.
+void check_conv_transpose(const KernelArgs& a);
+// kernels_split.cc
+std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc
 std::unique_ptr<Kernel> make_cast(const KernelArgs& a);
 // kernels_transdata.cc

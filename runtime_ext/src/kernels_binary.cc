@@ -51,17 +51,7 @@ inline T apply(T a, T b) {
 
 template <BinOp op, class T>
 void row(T* o, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
-  if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i], b[i]);
-  } else if (sa == 1 && sb == 0) {
-    const T bv = *b;
-    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i], bv);
-  } else if (sa == 0 && sb == 1) {
-    const T av = *a;
-    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(av, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = apply<op>(a[i * sa], b[i * sb]);
-  }
+  binary_row(o, a, sa, b, sb, n, [](T x, T y) { return apply<op>(x, y); });
 }
 
 // Pow with a constant scalar exponent: the common cases avoid std::pow.
@@ -131,14 +121,7 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
     invalid("inputs and output must share a dtype, got ", type_str(a_->dtype, a_->shape), ", ",
             type_str(b_->dtype, b_->shape), " -> ", type_str(y_->dtype, y_->shape));
   }
-  Shape out;
-  if (!broadcast_shapes(a_->shape, b_->shape, &out)) {
-    invalid("shapes ", shape_str(a_->shape), " and ", shape_str(b_->shape), " do not broadcast");
-  }
-  if (out != y_->shape) {
-    invalid("output shape ", shape_str(y_->shape), " does not match broadcast shape ", shape_str(out));
-  }
-  plan_ = plan_broadcast(out, {&a_->shape, &b_->shape}, {"A", "B"});
+  plan_ = plan_binary(*a_, *b_, *y_);
   switch (a_->dtype) {
     case DType::kFloat32: fn_ = pick<float>(op_); break;
     case DType::kFloat64: fn_ = pick<double>(op_); break;

@@ -1,34 +1,45 @@
-// Gather (ONNX): any data dtype, int64 or int32 indices, negative indices wrap. Indices
-// are data, so they are checked at run time and a bad one fails the run, naming it.
-#include <omp.h>
-
+// Gather and GatherND (ONNX): any data dtype, int64 or int32 indices, negative indices
+// wrap. Indices are data, so they are checked at run time and a bad one fails the run,
+// naming it.
+#include <algorithm>
 #include <cstring>
 
+#include "copy.h"
 #include "kernels.h"
 
 namespace ge {
 
 namespace {
 
-class GatherKernel : public Kernel {
- public:
-  explicit GatherKernel(const KernelArgs& a) {
+// Data, int64 / int32 indices and the output, for both gathers.
+struct GatherArgs {
+  const TensorInfo* data_;
+  const TensorInfo* idx_;
+  const TensorInfo* y_;
+
+  explicit GatherArgs(const KernelArgs& a) : data_(&a.in(0)), idx_(&a.in(1)), y_(&a.out(0)) {
     a.expect_inputs(2, 2);
     a.expect_outputs(1, 1);
-    data_ = &a.in(0);
-    idx_ = &a.in(1);
-    y_ = &a.out(0);
     if (idx_->dtype != DType::kInt64 && idx_->dtype != DType::kInt32) {
       invalid("indices must be int64 or int32, got ", type_str(idx_->dtype, idx_->shape));
     }
+  }
+  // Index element i of the indices at `raw` (their bytes for this run).
+  int64_t index(const uint8_t* raw, int64_t i) const {
+    return idx_->dtype == DType::kInt64 ? reinterpret_cast<const int64_t*>(raw)[i]
+                                        : reinterpret_cast<const int32_t*>(raw)[i];
+  }
+};
+
+class GatherKernel : public Kernel, GatherArgs {
+ public:
+  explicit GatherKernel(const KernelArgs& a) : GatherArgs(a) {
     if (y_->dtype != data_->dtype) {
       invalid("output dtype ", dtype_name(y_->dtype), " differs from data dtype ", dtype_name(data_->dtype));
     }
     const int rank = data_->rank();
     if (rank < 1) invalid("data must have rank >= 1");
-    const int64_t axis = a.attr_int("axis", 0);
-    if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
-    axis_ = static_cast<int>(axis < 0 ? axis + rank : axis);
+    axis_ = normalize_axis(a.attr_int("axis", 0), rank);
     Shape out(data_->shape.begin(), data_->shape.begin() + axis_);
     out.insert(out.end(), idx_->shape.begin(), idx_->shape.end());
     out.insert(out.end(), data_->shape.begin() + axis_ + 1, data_->shape.end());
@@ -48,8 +59,7 @@ class GatherKernel : public Kernel {
     const uint8_t* raw = ctx.ptr(*idx_);
     // Validate and normalise every index before any byte moves.
     for (int64_t i = 0; i < n; ++i) {
-      int64_t v = idx_->dtype == DType::kInt64 ? reinterpret_cast<const int64_t*>(raw)[i]
-                                               : reinterpret_cast<const int32_t*>(raw)[i];
+      const int64_t v = index(raw, i);
       if (v < -dim_ || v >= dim_) {
         return Status::InvalidArgument(
             cat("index ", v, " out of range [", -dim_, ", ", dim_ - 1, "] on axis ", axis_));
@@ -63,24 +73,87 @@ class GatherKernel : public Kernel {
       const int64_t o = t / n, i = t % n;
       std::memcpy(dst + t * inner_bytes_, src + (o * dim_ + idx_buf[i]) * inner_bytes_, inner_bytes_);
     };
-    if (total * inner_bytes_ >= (1 << 18) && omp_get_max_threads() > 1) {
-#pragma omp parallel for schedule(static)
-      for (int64_t t = 0; t < total; ++t) body(t);
-    } else {
-      for (int64_t t = 0; t < total; ++t) body(t);
-    }
+    for_rows(total, total * inner_bytes_, body);
     return Status::Ok();
   }
 
  private:
-  const TensorInfo* data_;
-  const TensorInfo* idx_;
-  const TensorInfo* y_;
   int axis_ = 0;
   int64_t outer_ = 1, dim_ = 0, inner_bytes_ = 0;
 };
 
+// GatherND with batch_dims b: data [B..., D_b, ..., D_{b+k-1}, S...] and indices
+// [B..., I..., k] give [B..., I..., S...]; each index tuple picks one slice S of its batch.
+class GatherNDKernel : public Kernel, GatherArgs {
+ public:
+  explicit GatherNDKernel(const KernelArgs& a) : GatherArgs(a) {
+    const int r = data_->rank(), q = idx_->rank();
+    const int64_t b = a.attr_int("batch_dims", 0);
+    if (q < 1 || r < 1) invalid("data and indices must have rank >= 1");
+    if (b < 0 || b >= std::min(r, q)) invalid("batch_dims ", b, " must be in [0, ", std::min(r, q) - 1, "]");
+    b_ = static_cast<int>(b);
+    k_ = idx_->shape[q - 1];
+    if (k_ < 1 || b_ + k_ > r) invalid("indices' last dim ", k_, " must be in [1, ", r - b_, "]");
+    Shape out;
+    batches_ = 1;
+    for (int d = 0; d < b_; ++d) {
+      if (idx_->shape[d] != data_->shape[d]) {
+        invalid("batch dim ", d, " differs: data ", shape_str(data_->shape), ", indices ", shape_str(idx_->shape));
+      }
+      batches_ *= data_->shape[d];
+    }
+    out.assign(idx_->shape.begin(), idx_->shape.end() - 1);
+    out.insert(out.end(), data_->shape.begin() + b_ + k_, data_->shape.end());
+    if (y_->dtype != data_->dtype || y_->shape != out) {
+      invalid("output ", type_str(y_->dtype, y_->shape), " must be ", type_str(data_->dtype, out));
+    }
+    tuples_ = batches_ ? shape_numel(idx_->shape) / k_ / batches_ : 0;
+    slice_bytes_ = static_cast<int64_t>(dtype_size(data_->dtype));
+    for (int d = b_ + static_cast<int>(k_); d < r; ++d) slice_bytes_ *= data_->shape[d];
+    batch_slices_ = 1;  // slices of S in one batch of data
+    for (int d = b_; d < b_ + k_; ++d) batch_slices_ *= data_->shape[d];
+  }
+
+  size_t workspace_bytes() const override { return static_cast<size_t>(batches_ * tuples_) * sizeof(int64_t); }
+
+  Status run(ExecContext& ctx) override {
+    // Every tuple becomes a slice number in its batch; all are checked before a byte moves.
+    int64_t* slice = reinterpret_cast<int64_t*>(ctx.workspace);
+    const uint8_t* raw = ctx.ptr(*idx_);
+    const int64_t n = batches_ * tuples_;
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t at = 0;
+      for (int64_t j = 0; j < k_; ++j) {
+        const int64_t e = t * k_ + j;
+        const int64_t v = index(raw, e);
+        const int64_t dim = data_->shape[b_ + j];
+        if (v < -dim || v >= dim) {
+          return Status::InvalidArgument(cat("index ", v, " out of range [", -dim, ", ", dim - 1, "] on data axis ",
+                                             b_ + j, " (indices element ", e, ")"));
+        }
+        at = at * dim + (v < 0 ? v + dim : v);
+      }
+      slice[t] = at;
+    }
+    const uint8_t* src = ctx.ptr(*data_);
+    uint8_t* dst = ctx.ptr(*y_);
+    const int64_t per_batch = tuples_;
+    for_rows(n, n * slice_bytes_, [&](int64_t t) {
+      const int64_t batch = per_batch ? t / per_batch : 0;
+      std::memcpy(dst + t * slice_bytes_, src + (batch * batch_slices_ + slice[t]) * slice_bytes_,
+                  static_cast<size_t>(slice_bytes_));
+    });
+    return Status::Ok();
+  }
+
+ private:
+  int b_ = 0;
+  int64_t k_ = 1, batches_ = 1, tuples_ = 0, slice_bytes_ = 0, batch_slices_ = 1;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_gather_nd(const KernelArgs& a) { return std::make_unique<GatherNDKernel>(a); }
 
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a) { return std::make_unique<GatherKernel>(a); }
 

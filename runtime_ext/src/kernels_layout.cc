@@ -1,7 +1,5 @@
-// Data movement for any dtype: Concat, Transpose, Slice, Expand, Pad. Each reduces to
+// Data movement for any dtype: Concat, Transpose, Slice, Expand. Each reduces to
 // strided copies (copy.h) planned at load.
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -12,11 +10,6 @@
 namespace ge {
 
 namespace {
-
-int normalize_axis(int64_t axis, int rank) {
-  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
 
 void same_dtype(const TensorInfo& x, const TensorInfo& y) {
   if (x.dtype != y.dtype) {
@@ -104,13 +97,7 @@ class ConcatKernel : public Kernel {
         if (p.bytes) std::memcpy(out + p.at, ctx.ptr(*p.x) + o * p.bytes, static_cast<size_t>(p.bytes));
       }
     };
-    const bool parallel = static_cast<size_t>(y_->nbytes) >= (1u << 18) && omp_get_max_threads() > 1;
-    if (parallel && outer_ > 1) {
-#pragma omp parallel for schedule(static)
-      for (int64_t o = 0; o < outer_; ++o) row(o);
-    } else {
-      for (int64_t o = 0; o < outer_; ++o) row(o);
-    }
+    for_rows(outer_, static_cast<int64_t>(y_->nbytes), row);
     return Status::Ok();
   }
 
@@ -250,124 +237,11 @@ std::unique_ptr<Kernel> build_expand(const KernelArgs& a) {
   return std::make_unique<ViewKernel>(&x, &y, 0, strides);
 }
 
-// ---- Pad --------------------------------------------------------------------------------
-
-class PadKernel : public Kernel {
- public:
-  explicit PadKernel(const KernelArgs& a);
-  Status run(ExecContext& ctx) override {
-    const size_t es = dtype_size(y_->dtype);
-    uint8_t* y = ctx.ptr(*y_);
-    fill_elements(y, y_->numel, value_, es);
-    if (copy_numel_ > 0) {
-      strided_copy2(y + dst_offset_ * static_cast<int64_t>(es), y_strides_,
-                    ctx.ptr(*x_) + src_offset_ * static_cast<int64_t>(es), x_strides_, copy_dims_, es);
-    }
-    return Status::Ok();
-  }
-
- private:
-  const TensorInfo* x_;
-  const TensorInfo* y_;
-  alignas(8) uint8_t value_[8] = {};
-  Shape copy_dims_, x_strides_, y_strides_;
-  int64_t copy_numel_ = 0;
-  int64_t src_offset_ = 0, dst_offset_ = 0;
-};
-
-template <class T>
-void store_value(double v, uint8_t* out) {
-  T t;
-  if constexpr (std::is_integral_v<T>) {
-    t = float_to_int<T>(v);
-  } else {
-    t = static_cast<T>(v);
-  }
-  std::memcpy(out, &t, sizeof(T));
-}
-
-PadKernel::PadKernel(const KernelArgs& a) {
-  a.expect_inputs(1, 4);
-  a.expect_outputs(1, 1);
-  x_ = &a.in(0);
-  y_ = &a.out(0);
-  same_dtype(*x_, *y_);
-  const int rank = x_->rank();
-  const std::string mode = a.attr_str("mode", "constant");
-  if (mode != "constant") invalid("only mode 'constant' is supported, got '", mode, "'");
-  std::vector<int64_t> pads = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("pads", {});
-  std::vector<int64_t> axes;
-  if (a.opt_in(3)) {
-    axes = a.const_ints(3);
-  } else {
-    for (int i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  if (pads.size() != 2 * axes.size()) invalid("pads ", shape_str(pads), " must have ", 2 * axes.size(), " values");
-  std::vector<int64_t> begin(static_cast<size_t>(rank), 0), end(static_cast<size_t>(rank), 0);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const int d = normalize_axis(axes[i], rank);
-    begin[d] = pads[i];
-    end[d] = pads[i + axes.size()];
-  }
-  double value = a.attr_float("value", 0.0);
-  if (a.opt_in(2)) {
-    const TensorInfo& v = a.in(2);
-    if (!v.constant() || v.numel != 1 || v.dtype != x_->dtype) {
-      invalid("constant_value must be a one-element constant of the data's dtype");
-    }
-    std::memcpy(value_, v.data, dtype_size(v.dtype));
-  } else {
-    switch (x_->dtype) {
-      case DType::kFloat32: store_value<float>(value, value_); break;
-      case DType::kFloat64: store_value<double>(value, value_); break;
-      case DType::kFloat16: {
-        uint16_t h = float_to_half(static_cast<float>(value));
-        std::memcpy(value_, &h, 2);
-        break;
-      }
-      case DType::kInt64: store_value<int64_t>(value, value_); break;
-      case DType::kInt32: store_value<int32_t>(value, value_); break;
-      case DType::kInt16: store_value<int16_t>(value, value_); break;
-      case DType::kInt8: store_value<int8_t>(value, value_); break;
-      case DType::kUInt8: store_value<uint8_t>(value, value_); break;
-      case DType::kBool: value_[0] = value != 0.0; break;
-    }
-  }
-  Shape out(static_cast<size_t>(rank));
-  Shape ys, xs = dense_strides(x_->shape);
-  copy_numel_ = 1;
-  for (int d = 0; d < rank; ++d) {
-    out[d] = add_checked(add_checked(x_->shape[d], begin[d]), end[d]);
-    if (out[d] < 0) invalid("pads ", shape_str(pads), " remove more than the input has on axis ", d);
-  }
-  if (y_->shape != out) invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(out));
-  ys = dense_strides(out);
-  for (int d = 0; d < rank; ++d) {
-    // Negative pads crop: skip that much of the input and start the output at 0.
-    const int64_t n = add_checked(add_checked(x_->shape[d], std::min<int64_t>(begin[d], 0)),
-                                  std::min<int64_t>(end[d], 0));
-    if (n <= 0) {  // nothing of the input survives: the output is all padding
-      copy_numel_ = 0;
-      return;
-    }
-    copy_dims_.push_back(n);
-    copy_numel_ *= n;
-  }
-  x_strides_ = xs;
-  y_strides_ = ys;
-  // Bounded now: 0 <= -begin < input dim and 0 <= begin < output dim.
-  for (int d = 0; d < rank; ++d) {
-    src_offset_ += std::max<int64_t>(-begin[d], 0) * xs[d];
-    dst_offset_ += std::max<int64_t>(begin[d], 0) * ys[d];
-  }
-}
-
 }  // namespace
 
 std::unique_ptr<Kernel> make_concat(const KernelArgs& a) { return std::make_unique<ConcatKernel>(a); }
 std::unique_ptr<Kernel> make_transpose(const KernelArgs& a) { return build_transpose(a); }
 std::unique_ptr<Kernel> make_slice(const KernelArgs& a) { return build_slice(a); }
 std::unique_ptr<Kernel> make_expand(const KernelArgs& a) { return build_expand(a); }
-std::unique_ptr<Kernel> make_pad(const KernelArgs& a) { return std::make_unique<PadKernel>(a); }
 
 }  // namespace ge

@@ -12,11 +12,6 @@ namespace {
 
 using dims = dnnl::memory::dims;
 
-int normalize_axis(int64_t axis, int rank) {
-  if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
 // Checks an optional trailing output is absent (LayerNorm Mean/InvStdDev, BatchNorm
 // running statistics).
 void only_first_output(const KernelArgs& a) {

@@ -1,7 +1,9 @@
-// ReduceMean, ReduceSum, ReduceMax on oneDNN reduction. Axes come from the attr "axes"
-// or (opset 18) a constant second input; keepdims only changes the output's shape, not
-// its bytes, so oneDNN always sees the keepdims form.
+// ReduceMean and ReduceSum on oneDNN reduction; ReduceMax and ReduceMin as a loop of our
+// own (oneDNN's max gave -FLT_MAX for a row of -inf and dropped NaNs, numpy's propagate).
+// Axes come from the attr "axes" or (opset 18) a constant second input; keepdims only
+// changes the output's shape, not its bytes, so the kernels always see the keepdims form.
 #include <algorithm>
+#include <limits>
 
 #include "dnnl_util.h"
 #include "kernels.h"
@@ -9,6 +11,37 @@
 namespace ge {
 
 namespace {
+
+// The keepdims shape of reducing `x` over the node's axes, after checking the output's
+// shape; `*any_real` tells whether some reduced axis has more than one element.
+Shape reduced_shape(const KernelArgs& a, const TensorInfo& x, const TensorInfo& y, bool* any_real) {
+  const int rank = x.rank();
+  std::vector<int64_t> axes = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("axes", {});
+  const bool keepdims = a.attr_int("keepdims", 1) != 0;
+  const bool noop = axes.empty() && a.attr_int("noop_with_empty_axes", 0) != 0;
+  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !noop);
+  for (int64_t ax : axes) {
+    const int d = normalize_axis(ax, rank);
+    if (reduced[d]) invalid("axis ", ax, " appears twice in axes");
+    reduced[d] = true;
+  }
+  Shape keep_shape, out_shape;
+  *any_real = false;
+  for (int d = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      keep_shape.push_back(1);
+      if (keepdims) out_shape.push_back(1);
+      *any_real = *any_real || x.shape[d] != 1;
+    } else {
+      keep_shape.push_back(x.shape[d]);
+      out_shape.push_back(x.shape[d]);
+    }
+  }
+  if (y.shape != out_shape) {
+    invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(out_shape));
+  }
+  return keep_shape;
+}
 
 class ReduceKernel : public PrimitiveOrCopyKernel {  // nothing reduced: a copy
  public:
@@ -22,37 +55,11 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
   y_ = &a.out(0);
   a.expect_dtype(*x_, DType::kFloat32, "input X");
   a.expect_dtype(*y_, DType::kFloat32, "output Y");
-  const int rank = x_->rank();
-  std::vector<int64_t> axes = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("axes", {});
-  const bool keepdims = a.attr_int("keepdims", 1) != 0;
-  const bool noop = axes.empty() && a.attr_int("noop_with_empty_axes", 0) != 0;
-  std::vector<bool> reduced(static_cast<size_t>(rank), axes.empty() && !noop);
-  for (int64_t ax : axes) {
-    if (ax < -rank || ax >= rank) invalid("axis ", ax, " out of range for rank ", rank);
-    int d = static_cast<int>(ax < 0 ? ax + rank : ax);
-    if (reduced[d]) invalid("axis ", ax, " appears twice in axes");
-    reduced[d] = true;
-  }
-  Shape keep_shape, out_shape;
   bool any_real = false;
-  for (int d = 0; d < rank; ++d) {
-    if (reduced[d]) {
-      keep_shape.push_back(1);
-      if (keepdims) out_shape.push_back(1);
-      any_real = any_real || x_->shape[d] != 1;
-    } else {
-      keep_shape.push_back(x_->shape[d]);
-      out_shape.push_back(x_->shape[d]);
-    }
-  }
-  if (y_->shape != out_shape) {
-    invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(out_shape));
-  }
+  const Shape keep_shape = reduced_shape(a, *x_, *y_, &any_real);
   if (!any_real && !(a.op == "ReduceMean" && x_->numel == 0)) return;  // a copy (or empty)
   if (x_->numel == 0) invalid("cannot reduce an empty tensor");
-  dnnl::algorithm alg = a.op == "ReduceMean" ? dnnl::algorithm::reduction_mean
-                        : a.op == "ReduceSum" ? dnnl::algorithm::reduction_sum
-                                              : dnnl::algorithm::reduction_max;
+  const dnnl::algorithm alg = a.op == "ReduceMean" ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum;
   dnnl::memory::desc xmd = plain_md(x_->shape), ymd = plain_md(keep_shape);
   dnnl::reduction::primitive_desc pd(dev_.engine(), alg, xmd, ymd, 0.f, 0.f, make_attr());
   prim_ = Prim(pd);
@@ -61,8 +68,96 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
   Prim::share_scratchpad(&plan_, {&prim_});
 }
 
+// ReduceMax / ReduceMin: the input is read once in memory order, each element folded into
+// its output element. Dims are merged into runs of reduced or kept axes, so the inner loop
+// either folds a contiguous row into one output or folds a row into a row of outputs.
+class ExtremeKernel : public Kernel {
+ public:
+  explicit ExtremeKernel(const KernelArgs& a) {
+    a.expect_inputs(1, 2);
+    a.expect_outputs(1, 1);
+    x_ = &a.in(0);
+    y_ = &a.out(0);
+    if (y_->dtype != x_->dtype) invalid("output dtype ", dtype_name(y_->dtype), " differs from input ", dtype_name(x_->dtype));
+    bool any_real = false;
+    const Shape keep = reduced_shape(a, *x_, *y_, &any_real);
+    max_ = a.op == "ReduceMax";
+    // Merged dims: size, and the output stride (0 along reduced ones).
+    const Shape ys = dense_strides(keep);
+    for (int d = 0; d < x_->rank(); ++d) {
+      const int64_t n = x_->shape[d];
+      if (n == 1) continue;
+      const int64_t stride = keep[d] == 1 ? 0 : ys[d];
+      if (!dims_.empty() && (stride == 0) == (strides_.back() == 0) && (stride == 0 || strides_.back() == stride * n)) {
+        dims_.back() *= n;
+        strides_.back() = stride;
+      } else {
+        dims_.push_back(n);
+        strides_.push_back(stride);
+      }
+    }
+    if (dims_.empty()) {
+      dims_.push_back(1);
+      strides_.push_back(0);
+    }
+    const bool typed = with_arith_type(x_->dtype, [this](auto v) { run_ = &ExtremeKernel::run_as<decltype(v)>; });
+    if (!typed) invalid(a.op, " does not support ", dtype_name(x_->dtype));
+  }
+
+  Status run(ExecContext& ctx) override { return (this->*run_)(ctx); }
+  std::string impl() const override { return "loop"; }
+
+ private:
+  template <class T>
+  Status run_as(ExecContext& ctx) {
+    const T* x = ctx.ptr<const T>(*x_);
+    T* y = ctx.ptr<T>(*y_);
+    // numpy's initial: -inf / +inf (the value of an empty reduction), the integer's extremes
+    using L = std::numeric_limits<T>;
+    const T init = L::has_infinity ? (max_ ? -L::infinity() : L::infinity()) : (max_ ? L::lowest() : L::max());
+    std::fill(y, y + y_->numel, init);
+    if (x_->numel == 0) return Status::Ok();
+    const bool max = max_;
+    auto fold = [max](T acc, T v) {  // NaN wins and stays
+      if constexpr (std::is_floating_point_v<T>) {
+        if (v != v) return v;
+      }
+      return (max ? v > acc : v < acc) ? v : acc;
+    };
+    const int r = static_cast<int>(dims_.size());
+    const int64_t n = dims_[r - 1], s = strides_[r - 1];
+    const int64_t rows = x_->numel / n;
+    for (int64_t row = 0; row < rows; ++row) {
+      int64_t out = 0, rem = row;
+      for (int d = r - 2; d >= 0; --d) {
+        out += (rem % dims_[d]) * strides_[d];
+        rem /= dims_[d];
+      }
+      const T* in = x + row * n;
+      if (s == 0) {
+        T acc = y[out];
+        for (int64_t i = 0; i < n; ++i) acc = fold(acc, in[i]);
+        y[out] = acc;
+      } else {
+        T* o = y + out;
+        for (int64_t i = 0; i < n; ++i) o[i] = fold(o[i], in[i]);
+      }
+    }
+    return Status::Ok();
+  }
+
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  bool max_ = true;
+  Shape dims_, strides_;
+  Status (ExtremeKernel::*run_)(ExecContext&) = nullptr;
+};
+
 }  // namespace
 
-std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) { return std::make_unique<ReduceKernel>(a); }
+std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
+  if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<ExtremeKernel>(a);
+  return std::make_unique<ReduceKernel>(a);
+}
 
 }  // namespace ge

@@ -1,5 +1,6 @@
 #include "layout.h"
 
+#include "op_table.h"
 #include "status.h"
 
 #include <algorithm>
@@ -39,18 +40,8 @@ class UnionFind {
 }  // namespace
 
 LayoutRule layout_rule(const std::string& op) {
-  static const std::unordered_set<std::string> uniform = {
-      "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
-      "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu", "LeakyRelu",
-      "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Identity", "Floor", "Ceil"};
-  static const std::unordered_set<std::string> elementwise = {"Add", "Sub", "Mul", "Div", "Max",
-                                                              "Min", "Pow", "Where", "EltwiseChain"};
-  if (op == "Conv") return LayoutRule::kAnyData;
-  if (op == "TransData") return LayoutRule::kConvert;
-  if (op == "Concat") return LayoutRule::kConcat;
-  if (uniform.count(op)) return LayoutRule::kUniform;
-  if (elementwise.count(op)) return LayoutRule::kElementwise;
-  return LayoutRule::kPlainOnly;
+  const OpRow* row = find_op(op);
+  return row ? row->layout : LayoutRule::kPlainOnly;
 }
 
 std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<TensorInfo>& tensors) {

@@ -493,17 +493,22 @@ def test_kernel_info_per_op_dtype_and_rank():
 
 def test_kernel_info_knows_every_device_op():
     dtypes = {"Where": ["bool", "float32", "float32"], "Gather": ["float32", "int64"],
+              "GatherND": ["float32", "int64"],
               "BatchNormalization": ["float32"] * 5}
     shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
-              "MatMul": [[2, 4], [4, 3]], "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
+              "MatMul": [[2, 4], [4, 3]], "GatherND": [[5, 4], [3, 1]],
+              "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
               "LayerNormalization": [[2, 4], [4]], "Gather": [[5, 4], [3]],
-              "FusedAttention": [[1, 4, 8, 8]] * 3}
+              "FusedAttention": [[1, 4, 8, 8]] * 3, "ConvTranspose": [[1, 4, 8, 8], [4, 4, 3, 3]]}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
                               "betas": [0.0, 0.0]}}
-    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
+    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater",
+              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
+    for op in ("And", "Or", "Xor", "Not"):
+        dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

@@ -1,0 +1,210 @@
+// Pad, any dtype: constant (the fill value, then the input copied into the middle; negative
+// pads crop), reflect and edge (every output element read from an input element: the
+// source index of each output position is computed per axis at load, so run() reads only
+// inside the input).
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+// What every Pad kernel reads: X, Y and the begin / end pads of each axis (from the pads
+// input of opset 11+ or the attribute, and axes), checked against Y's shape.
+struct PadArgs {
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  std::vector<int64_t> begin_, end_;
+
+  explicit PadArgs(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {
+    a.expect_inputs(1, 4);
+    a.expect_outputs(1, 1);
+    const int rank = x_->rank();
+    std::vector<int64_t> pads = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("pads", {});
+    std::vector<int64_t> axes;
+    if (a.opt_in(3)) {
+      axes = a.const_ints(3);
+    } else {
+      for (int i = 0; i < rank; ++i) axes.push_back(i);
+    }
+    if (pads.size() != 2 * axes.size()) invalid("pads ", shape_str(pads), " must have ", 2 * axes.size(), " values");
+    begin_.assign(static_cast<size_t>(rank), 0);
+    end_.assign(static_cast<size_t>(rank), 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int d = normalize_axis(axes[i], rank);
+      begin_[d] = pads[i];
+      end_[d] = pads[i + axes.size()];
+    }
+    if (y_->dtype != x_->dtype) invalid("output dtype ", dtype_name(y_->dtype), " differs from input ", dtype_name(x_->dtype));
+    Shape out(static_cast<size_t>(rank));
+    for (int d = 0; d < rank; ++d) {
+      out[d] = add_checked(add_checked(x_->shape[d], begin_[d]), end_[d]);
+      if (out[d] < 0) invalid("pads ", shape_str(pads), " remove more than the input has on axis ", d);
+    }
+    if (y_->shape != out) invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(out));
+  }
+};
+
+class PadKernel : public Kernel, PadArgs {
+ public:
+  explicit PadKernel(const KernelArgs& a);
+  Status run(ExecContext& ctx) override {
+    const size_t es = dtype_size(y_->dtype);
+    uint8_t* y = ctx.ptr(*y_);
+    fill_elements(y, y_->numel, value_, es);
+    if (copy_numel_ > 0) {
+      strided_copy2(y + dst_offset_ * static_cast<int64_t>(es), y_strides_,
+                    ctx.ptr(*x_) + src_offset_ * static_cast<int64_t>(es), x_strides_, copy_dims_, es);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  alignas(8) uint8_t value_[8] = {};
+  Shape copy_dims_, x_strides_, y_strides_;
+  int64_t copy_numel_ = 0;
+  int64_t src_offset_ = 0, dst_offset_ = 0;
+};
+
+template <class T>
+void store_value(double v, uint8_t* out) {
+  T t;
+  if constexpr (std::is_integral_v<T>) {
+    t = float_to_int<T>(v);
+  } else {
+    t = static_cast<T>(v);
+  }
+  std::memcpy(out, &t, sizeof(T));
+}
+
+PadKernel::PadKernel(const KernelArgs& a) : PadArgs(a) {
+  const int rank = x_->rank();
+  const std::vector<int64_t>& begin = begin_;
+  const std::vector<int64_t>& end = end_;
+  double value = a.attr_float("value", 0.0);
+  if (a.opt_in(2)) {
+    const TensorInfo& v = a.in(2);
+    if (!v.constant() || v.numel != 1 || v.dtype != x_->dtype) {
+      invalid("constant_value must be a one-element constant of the data's dtype");
+    }
+    std::memcpy(value_, v.data, dtype_size(v.dtype));
+  } else {
+    switch (x_->dtype) {
+      case DType::kFloat32: store_value<float>(value, value_); break;
+      case DType::kFloat64: store_value<double>(value, value_); break;
+      case DType::kFloat16: {
+        uint16_t h = float_to_half(static_cast<float>(value));
+        std::memcpy(value_, &h, 2);
+        break;
+      }
+      case DType::kInt64: store_value<int64_t>(value, value_); break;
+      case DType::kInt32: store_value<int32_t>(value, value_); break;
+      case DType::kInt16: store_value<int16_t>(value, value_); break;
+      case DType::kInt8: store_value<int8_t>(value, value_); break;
+      case DType::kUInt8: store_value<uint8_t>(value, value_); break;
+      case DType::kBool: value_[0] = value != 0.0; break;
+    }
+  }
+  const Shape xs = dense_strides(x_->shape), ys = dense_strides(y_->shape);
+  copy_numel_ = 1;
+  for (int d = 0; d < rank; ++d) {
+    // Negative pads crop: skip that much of the input and start the output at 0.
+    const int64_t n = add_checked(add_checked(x_->shape[d], std::min<int64_t>(begin[d], 0)),
+                                  std::min<int64_t>(end[d], 0));
+    if (n <= 0) {  // nothing of the input survives: the output is all padding
+      copy_numel_ = 0;
+      return;
+    }
+    copy_dims_.push_back(n);
+    copy_numel_ *= n;
+  }
+  x_strides_ = xs;
+  y_strides_ = ys;
+  // Bounded now: 0 <= -begin < input dim and 0 <= begin < output dim.
+  for (int d = 0; d < rank; ++d) {
+    src_offset_ += std::max<int64_t>(-begin[d], 0) * xs[d];
+    dst_offset_ += std::max<int64_t>(begin[d], 0) * ys[d];
+  }
+}
+
+
+// Reflect and edge: each output element is one input element (a gather through per-axis
+// source index tables).
+class IndexPadKernel : public Kernel, PadArgs {
+ public:
+  IndexPadKernel(const KernelArgs& a, bool reflect) : PadArgs(a) {
+    const int rank = x_->rank();
+    if (rank == 0) invalid("cannot pad a scalar");
+    for (int d = 0; d < rank; ++d) {
+      if (begin_[d] < 0 || end_[d] < 0) invalid(reflect ? "reflect" : "edge", " Pad takes no negative pads");
+      const int64_t n = x_->shape[d];
+      if (n == 0 && y_->shape[d] > 0) invalid("cannot ", reflect ? "reflect" : "extend", " an empty axis ", d);
+      std::vector<int64_t> src(static_cast<size_t>(y_->shape[d]));
+      const int64_t period = 2 * (n - 1);
+      for (int64_t i = 0; i < y_->shape[d]; ++i) {
+        int64_t j = i - begin_[d];
+        if (!reflect || n == 1) {
+          j = std::clamp<int64_t>(j, 0, n - 1);
+        } else {  // mirror without repeating the edge, as numpy's "reflect", any pad width
+          j = ((j % period) + period) % period;
+          if (j >= n) j = period - j;
+        }
+        src[static_cast<size_t>(i)] = j;
+      }
+      src_.push_back(std::move(src));
+    }
+    x_strides_ = dense_strides(x_->shape);
+  }
+
+  Status run(ExecContext& ctx) override {
+    const int rank = x_->rank();
+    const int64_t w = y_->shape[rank - 1];
+    if (y_->numel == 0) return Status::Ok();
+    const int64_t rows = y_->numel / w;
+    const size_t es = dtype_size(x_->dtype);
+    const uint8_t* x = ctx.ptr(*x_);
+    uint8_t* y = ctx.ptr(*y_);
+    const std::vector<int64_t>& last = src_[static_cast<size_t>(rank - 1)];
+    for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
+      int64_t off = 0, rem = r;  // the source row of output row r
+      for (int d = rank - 2; d >= 0; --d) {
+        const int64_t i = rem % y_->shape[d];
+        rem /= y_->shape[d];
+        off += src_[static_cast<size_t>(d)][static_cast<size_t>(i)] * x_strides_[d];
+      }
+      uint8_t* out = y + r * w * static_cast<int64_t>(es);
+      const uint8_t* in = x + off * static_cast<int64_t>(es);
+      switch (es) {
+        case 1: gather(out, in, last); break;
+        case 2: gather(reinterpret_cast<uint16_t*>(out), reinterpret_cast<const uint16_t*>(in), last); break;
+        case 4: gather(reinterpret_cast<uint32_t*>(out), reinterpret_cast<const uint32_t*>(in), last); break;
+        default: gather(reinterpret_cast<uint64_t*>(out), reinterpret_cast<const uint64_t*>(in), last);
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  template <class T>
+  static void gather(T* out, const T* in, const std::vector<int64_t>& idx) {
+    for (size_t i = 0; i < idx.size(); ++i) out[i] = in[idx[i]];
+  }
+
+  std::vector<std::vector<int64_t>> src_;  // per axis: the input index of each output index
+  Shape x_strides_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_pad(const KernelArgs& a) {
+  const std::string mode = a.attr_str("mode", "constant");
+  if (mode == "reflect" || mode == "edge") return std::make_unique<IndexPadKernel>(a, mode == "reflect");
+  if (mode != "constant") invalid("mode must be constant, reflect or edge, got '", mode, "'");
+  return std::make_unique<PadKernel>(a);
+}
+
+}  // namespace ge

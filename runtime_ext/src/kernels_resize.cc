@@ -1,0 +1,163 @@
+// Resize of the two spatial axes of an NCHW tensor: nearest (any dtype, the element is
+// copied) and linear (float32, bilinear). Attributes are the compiler's resolved form:
+// "scales" = [scale_h, scale_w] (the ONNX scale of each axis, from the scales input or
+// sizes / input size), "mode", "coordinate_transformation_mode" (asymmetric, half_pixel,
+// pytorch_half_pixel, align_corners) and "nearest_mode" (floor, ceil, round_prefer_floor,
+// round_prefer_ceil); the output shape is the output tensor's.
+//
+// Our own loops rather than oneDNN's resampling: its nearest rounds coordinates its own
+// way and its linear is half_pixel only, so of the exporters' modes few would match the
+// ONNX results exactly. Every source index is computed once per axis at load (in double,
+// as the ONNX reference does) and clamped into the input, so run() reads only in bounds.
+#include <cmath>
+#include <cstring>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+// The source coordinate of output index `i` on an axis of `n_in` -> `n_out` elements.
+double source_coord(const std::string& mode, int64_t i, int64_t n_in, double scale) {
+  const double length = scale * static_cast<double>(n_in);  // as the ONNX reference has it
+  const double y = static_cast<double>(i);
+  if (mode == "align_corners") return length == 1 ? 0.0 : y * static_cast<double>(n_in - 1) / (length - 1);
+  if (mode == "asymmetric") return y / scale;
+  if (mode == "pytorch_half_pixel") return length == 1 ? -0.5 : (y + 0.5) / scale - 0.5;
+  return (y + 0.5) / scale - 0.5;  // half_pixel
+}
+
+int64_t clamp_index(double v, int64_t n) {
+  if (!(v > 0)) return 0;  // NaN too
+  return v >= static_cast<double>(n - 1) ? n - 1 : static_cast<int64_t>(v);
+}
+
+// Per output index of one axis: the two source indices (equal for nearest) and weights.
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> w0, w1;
+};
+
+Taps axis_taps(const std::string& mode, const std::string& coord, const std::string& nearest, int64_t n_in,
+               int64_t n_out, double scale) {
+  Taps t;
+  for (int64_t i = 0; i < n_out; ++i) {
+    const double x = source_coord(coord, i, n_in, scale);
+    if (mode == "nearest") {
+      double r = nearest == "floor"               ? std::floor(x)
+                 : nearest == "ceil"              ? std::ceil(x)
+                 : nearest == "round_prefer_ceil" ? std::floor(x + 0.5)
+                                                  : std::ceil(x - 0.5);  // round_prefer_floor
+      const int64_t k = clamp_index(r, n_in);
+      t.i0.push_back(k);
+      t.i1.push_back(k);
+      t.w0.push_back(1.f);
+      t.w1.push_back(0.f);
+    } else {
+      const double base = std::floor(x);
+      const double frac = x - base;
+      t.i0.push_back(clamp_index(base, n_in));
+      t.i1.push_back(clamp_index(base + 1, n_in));
+      t.w0.push_back(static_cast<float>(1 - frac));
+      t.w1.push_back(static_cast<float>(frac));
+    }
+  }
+  return t;
+}
+
+template <class T>
+void nearest_plane(T* y, const T* x, const Taps& h, const Taps& w, int64_t win, int64_t oh) {
+  const T* row = x + h.i0[oh] * win;
+  const int64_t wout = static_cast<int64_t>(w.i0.size());
+  for (int64_t ow = 0; ow < wout; ++ow) y[ow] = row[w.i0[ow]];
+}
+
+class ResizeKernel : public Kernel {
+ public:
+  explicit ResizeKernel(const KernelArgs& a) {
+    a.expect_inputs(1, 4);
+    a.expect_outputs(1, 1);
+    x_ = &a.in(0);
+    y_ = &a.out(0);
+    if (x_->rank() != 4) invalid("input must be 4-D (N,C,H,W), got ", shape_str(x_->shape));
+    if (y_->dtype != x_->dtype || y_->rank() != 4 || y_->shape[0] != x_->shape[0] || y_->shape[1] != x_->shape[1]) {
+      invalid("output ", type_str(y_->dtype, y_->shape), " must keep the input's dtype, N and C (input ",
+              type_str(x_->dtype, x_->shape), ")");
+    }
+    mode_ = a.attr_str("mode", "nearest");
+    const std::string coord = a.attr_str("coordinate_transformation_mode", "half_pixel");
+    const std::string nearest = a.attr_str("nearest_mode", "round_prefer_floor");
+    if (mode_ != "nearest" && mode_ != "linear") invalid("mode must be nearest or linear, got '", mode_, "'");
+    if (coord != "asymmetric" && coord != "half_pixel" && coord != "pytorch_half_pixel" && coord != "align_corners") {
+      invalid("coordinate_transformation_mode '", coord, "' is not supported");
+    }
+    if (nearest != "floor" && nearest != "ceil" && nearest != "round_prefer_floor" && nearest != "round_prefer_ceil") {
+      invalid("nearest_mode '", nearest, "' is not supported");
+    }
+    linear_ = mode_ == "linear";
+    if (linear_) a.expect_dtype(*x_, DType::kFloat32, "input X of a linear Resize");
+    const std::vector<double> scales = a.attr_floats("scales", {});
+    if (scales.size() != 2) invalid("scales must have 2 values (H, W), got ", scales.size());
+    for (double s : scales) {
+      if (!(s > 0) || !std::isfinite(s)) invalid("scales must be positive and finite");
+    }
+    const int64_t hin = x_->shape[2], win = x_->shape[3];
+    if ((hin == 0 || win == 0) && y_->numel != 0) invalid("cannot resize an empty image to ", shape_str(y_->shape));
+    if (hin > 0 && win > 0) {
+      h_ = axis_taps(mode_, coord, nearest, hin, y_->shape[2], scales[0]);
+      w_ = axis_taps(mode_, coord, nearest, win, y_->shape[3], scales[1]);
+    }
+  }
+
+  Status run(ExecContext& ctx) override {
+    const int64_t hin = x_->shape[2], win = x_->shape[3], hout = y_->shape[2], wout = y_->shape[3];
+    const int64_t rows = x_->shape[0] * x_->shape[1] * hout;  // output rows of every plane
+    const uint8_t* x = ctx.ptr(*x_);
+    uint8_t* y = ctx.ptr(*y_);
+    const size_t es = dtype_size(x_->dtype);
+    for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
+      const int64_t plane = r / hout, oh = r % hout;
+      const uint8_t* xp = x + plane * hin * win * static_cast<int64_t>(es);
+      uint8_t* yr = y + r * wout * static_cast<int64_t>(es);
+      if (linear_) {
+        linear_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+        return;
+      }
+      switch (es) {
+        case 1: nearest_plane(yr, xp, h_, w_, win, oh); break;
+        case 2: nearest_plane(reinterpret_cast<uint16_t*>(yr), reinterpret_cast<const uint16_t*>(xp), h_, w_, win, oh); break;
+        case 4: nearest_plane(reinterpret_cast<uint32_t*>(yr), reinterpret_cast<const uint32_t*>(xp), h_, w_, win, oh); break;
+        default: nearest_plane(reinterpret_cast<uint64_t*>(yr), reinterpret_cast<const uint64_t*>(xp), h_, w_, win, oh);
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  void linear_row(float* y, const float* x, int64_t win, int64_t oh) const {
+    const float* r0 = x + h_.i0[oh] * win;
+    const float* r1 = x + h_.i1[oh] * win;
+    const float a = h_.w0[oh], b = h_.w1[oh];
+    const int64_t wout = static_cast<int64_t>(w_.i0.size());
+    for (int64_t ow = 0; ow < wout; ++ow) {
+      const int64_t c0 = w_.i0[ow], c1 = w_.i1[ow];
+      const float top = w_.w0[ow] * r0[c0] + w_.w1[ow] * r0[c1];
+      const float bottom = w_.w0[ow] * r1[c0] + w_.w1[ow] * r1[c1];
+      y[ow] = a * top + b * bottom;
+    }
+  }
+
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  std::string mode_;
+  bool linear_ = false;
+  Taps h_, w_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_resize(const KernelArgs& a) { return std::make_unique<ResizeKernel>(a); }
+
+}  // namespace ge

@@ -1,0 +1,141 @@
+// TopK and ArgMax / ArgMin along one axis: loops of our own (oneDNN has no selection
+// primitive). Results follow the ONNX reference exactly: TopK orders by value (largest or
+// smallest first) and equal values by index, a NaN after every number; ArgMax / ArgMin
+// take the first extreme (the last with select_last_index), a NaN being the extreme, as
+// numpy's argmax / argmin do. Indices are int64.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  return false;
+}
+
+// The tensor seen as [outer, dim, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, dim = 1, inner = 1;
+  AxisView(const Shape& s, int axis) {
+    for (int d = 0; d < axis; ++d) outer *= s[d];
+    dim = s[axis];
+    for (size_t d = axis + 1; d < s.size(); ++d) inner *= s[d];
+  }
+};
+
+enum class Sel { kTopLargest, kTopSmallest, kArgMax, kArgMin };
+
+class SelectKernel : public Kernel {
+ public:
+  explicit SelectKernel(const KernelArgs& a) {
+    const bool topk = a.op == "TopK";
+    a.expect_inputs(1, topk ? 2 : 1);
+    a.expect_outputs(topk ? 2 : 1, topk ? 2 : 1);
+    x_ = &a.in(0);
+    const int rank = x_->rank();
+    if (rank < 1) invalid("input must have rank >= 1");
+    axis_ = normalize_axis(a.attr_int("axis", topk ? -1 : 0), rank);
+    const AxisView v(x_->shape, axis_);
+    Shape want = x_->shape;
+    if (topk) {
+      sel_ = a.attr_int("largest", 1) ? Sel::kTopLargest : Sel::kTopSmallest;
+      const std::vector<int64_t> k = a.opt_in(1) ? a.const_ints(1) : std::vector<int64_t>{a.attr_int("k", -1)};
+      if (k.size() != 1) invalid("K must have one element, got ", k.size());
+      k_ = k[0];
+      if (k_ < 0 || k_ > v.dim) invalid("k = ", k_, " is out of range [0, ", v.dim, "] for axis ", axis_);
+      want[axis_] = k_;
+      values_ = &a.out(0);
+      idx_ = &a.out(1);
+      if (values_->dtype != x_->dtype || values_->shape != want) {
+        invalid("values output must be ", type_str(x_->dtype, want));
+      }
+    } else {
+      sel_ = a.op == "ArgMax" ? Sel::kArgMax : Sel::kArgMin;
+      last_ = a.attr_int("select_last_index", 0) != 0;
+      if (v.dim == 0) invalid("cannot take ", a.op, " of an empty axis ", axis_);
+      want[axis_] = 1;
+      if (!a.attr_int("keepdims", 1)) want.erase(want.begin() + axis_);
+      idx_ = &a.out(0);
+    }
+    if (idx_->dtype != DType::kInt64 || idx_->shape != want) invalid("indices output must be ", type_str(DType::kInt64, want));
+    const bool typed = with_arith_type(x_->dtype, [this](auto v) { run_ = &SelectKernel::run_as<decltype(v)>; });
+    if (!typed) invalid(a.op, " does not support ", dtype_name(x_->dtype));
+  }
+
+  Status run(ExecContext& ctx) override { return (this->*run_)(ctx); }
+
+ private:
+  template <class T>
+  Status run_as(ExecContext& ctx) {
+    const AxisView v(x_->shape, axis_);
+    const T* x = ctx.ptr<const T>(*x_);
+    int64_t* idx = ctx.ptr<int64_t>(*idx_);
+    T* vals = values_ ? ctx.ptr<T>(*values_) : nullptr;
+    const int64_t lanes = v.outer * v.inner;
+    for_rows(lanes, lanes * v.dim * static_cast<int64_t>(sizeof(T)), [&](int64_t lane) {
+      const int64_t o = lane / v.inner, i = lane % v.inner;
+      const T* col = x + o * v.dim * v.inner + i;  // element j at col[j * v.inner]
+      auto at = [&](int64_t j) { return col[j * v.inner]; };
+      if (sel_ == Sel::kArgMax || sel_ == Sel::kArgMin) {
+        idx[lane] = arg(at, v.dim, sel_ == Sel::kArgMax);
+        return;
+      }
+      // TopK: the first k of the column's indices in the reference's order.
+      std::vector<int64_t> order(static_cast<size_t>(v.dim));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      const bool largest = sel_ == Sel::kTopLargest;
+      auto before = [&](int64_t p, int64_t q) {
+        const T a = at(p), b = at(q);
+        if (is_nan(a) || is_nan(b)) return !is_nan(a) || (is_nan(b) && p < q);
+        if (a != b) return largest ? a > b : a < b;
+        return p < q;
+      };
+      std::partial_sort(order.begin(), order.begin() + k_, order.end(), before);
+      for (int64_t j = 0; j < k_; ++j) {
+        const int64_t out = (o * k_ + j) * v.inner + i;
+        idx[out] = order[static_cast<size_t>(j)];
+        vals[out] = at(order[static_cast<size_t>(j)]);
+      }
+    });
+    return Status::Ok();
+  }
+
+  template <class At>
+  int64_t arg(At at, int64_t n, bool max) const {
+    int64_t best = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const auto x = at(j), b = at(best);
+      if (is_nan(x)) {  // a NaN is the extreme: the first one, or the last one
+        if (!last_) return j;
+        best = j;
+        continue;
+      }
+      if (is_nan(b)) continue;
+      const bool better = max ? (last_ ? x >= b : x > b) : (last_ ? x <= b : x < b);
+      if (better) best = j;
+    }
+    return best;
+  }
+
+  const TensorInfo* x_ = nullptr;
+  const TensorInfo* values_ = nullptr;
+  const TensorInfo* idx_ = nullptr;
+  int axis_ = 0;
+  int64_t k_ = 0;
+  bool last_ = false;
+  Sel sel_ = Sel::kArgMax;
+  Status (SelectKernel::*run_)(ExecContext&) = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_select(const KernelArgs& a) { return std::make_unique<SelectKernel>(a); }
+
+}  // namespace ge

@@ -1,0 +1,86 @@
+// Split: one input cut along an axis into the node's outputs, any dtype. The sizes come
+// from the attribute "split" (the compiler resolves the opset 13 input and opset 18's
+// num_outputs into it) or, when absent, the ONNX rule for equal parts: ceil(dim / n)
+// each, the last one smaller.
+#include <algorithm>
+#include <cstring>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+class SplitKernel : public Kernel {
+ public:
+  explicit SplitKernel(const KernelArgs& a) {
+    a.expect_inputs(1, 2);
+    if (a.outputs.empty()) invalid("Split needs at least one output");
+    a.expect_outputs(static_cast<int>(a.outputs.size()), static_cast<int>(a.outputs.size()));
+    x_ = &a.in(0);
+    const int rank = x_->rank();
+    if (rank < 1) invalid("cannot split a scalar");
+    const int ax = normalize_axis(a.attr_int("axis", 0), rank);
+    const int64_t dim = x_->shape[ax];
+    const int64_t n = static_cast<int64_t>(a.outputs.size());
+    std::vector<int64_t> sizes = a.opt_in(1) ? a.const_ints(1) : a.attr_ints("split", {});
+    if (sizes.empty()) {
+      const int64_t chunk = (dim + n - 1) / n;
+      for (int64_t k = 0; k < n; ++k) sizes.push_back(std::min(chunk, std::max<int64_t>(dim - chunk * k, 0)));
+    }
+    if (static_cast<int64_t>(sizes.size()) != n) {
+      invalid("split has ", sizes.size(), " sizes for ", n, " outputs");
+    }
+    int64_t total = 0;
+    for (int64_t s : sizes) {
+      if (s < 0) invalid("split sizes ", shape_str(sizes), " must not be negative");
+      total = add_checked(total, s);
+    }
+    if (total != dim) invalid("split sizes ", shape_str(sizes), " do not sum to dim ", dim, " of axis ", ax);
+    outer_ = 1;
+    for (int d = 0; d < ax; ++d) outer_ *= x_->shape[d];
+    inner_bytes_ = static_cast<int64_t>(dtype_size(x_->dtype));
+    for (int d = ax + 1; d < rank; ++d) inner_bytes_ *= x_->shape[d];
+    row_bytes_ = dim * inner_bytes_;
+    int64_t begin = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const TensorInfo& y = a.out(static_cast<size_t>(k));
+      Shape want = x_->shape;
+      want[ax] = sizes[k];
+      if (y.dtype != x_->dtype || y.shape != want) {
+        invalid("output ", k, " is ", type_str(y.dtype, y.shape), ", expected ", type_str(x_->dtype, want));
+      }
+      parts_.push_back({&y, begin * inner_bytes_, sizes[k] * inner_bytes_});
+      begin += sizes[k];
+    }
+  }
+
+  Status run(ExecContext& ctx) override {
+    const uint8_t* x = ctx.ptr(*x_);
+    // Row by row of the input, like Concat's output: the input is read in order.
+    for_rows(outer_, static_cast<int64_t>(x_->nbytes), [&](int64_t o) {
+      const uint8_t* in = x + o * row_bytes_;
+      for (const Part& p : parts_) {
+        if (p.bytes) std::memcpy(ctx.ptr(*p.y) + o * p.bytes, in + p.offset, static_cast<size_t>(p.bytes));
+      }
+    });
+    return Status::Ok();
+  }
+
+ private:
+  struct Part {
+    const TensorInfo* y;
+    int64_t offset;  // bytes into each outer row of the input
+    int64_t bytes;   // bytes of the part per outer row
+  };
+  const TensorInfo* x_;
+  std::vector<Part> parts_;
+  int64_t outer_ = 1, inner_bytes_ = 0, row_bytes_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_split(const KernelArgs& a) { return std::make_unique<SplitKernel>(a); }
+
+}  // namespace ge

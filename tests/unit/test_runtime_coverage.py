@@ -1,0 +1,54 @@
+"""The new device kernels' load-time checks, straight on the runtime: anything wrong in a
+spec (values, attributes, shapes) is an InvalidArgument naming the node, never UB."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphengine import _runtime as rt
+from tests.unit.test_runtime import Const, load_op, randn, run_op
+
+X = randn(2, 3, 4, 5)
+I64 = np.int64
+
+
+@pytest.mark.parametrize("op,inputs,out,attrs,message", [
+    ("TopK", [X, Const(np.array([6], I64))], [[2, 3, 4, 6], [2, 3, 4, 6]], {},
+     r"k = 6 is out of range \[0, 5\]"),
+    ("TopK", [X, Const(np.array([1, 2], I64))], [[2, 3, 4, 1]] * 2, {}, "K must have one element"),
+    ("ArgMax", [X], [2, 3, 4], {"axis": 7, "keepdims": 0}, "axis 7 out of range for rank 4"),
+    ("Split", [X, Const(np.array([2, 2], I64))], [[2, 2, 4, 5], [2, 2, 4, 5]], {"axis": 1},
+     r"do not sum to dim 3"),
+    ("Split", [X, Const(np.array([4, -1], I64))], [[2, 3, 4, 5], [2, 0, 4, 5]], {"axis": 1},
+     "must not be negative"),
+    ("GatherND", [X, np.zeros((2, 5), I64)], [2], {}, r"last dim 5 must be in \[1, 4\]"),
+    ("GatherND", [X, np.zeros((3, 1), I64)], [3, 3, 4, 5], {"batch_dims": 1},
+     "batch dim 0 differs"),
+    ("Resize", [X], [2, 3, 8, 10], {"scales": [2.0, -2.0]}, "scales must be positive"),
+    ("Resize", [X], [2, 3, 8, 10], {"scales": [2.0, 2.0], "mode": "cubic"},
+     "mode must be nearest or linear"),
+    ("Pad", [X, Const(np.array([0, 0, 0, -9, 0, 0, 0, 0], I64))], [2, 3, 4, 1],
+     {"mode": "edge"}, "remove more than the input has"),
+    ("ReduceMin", [X, Const(np.array([1, 1], I64))], [2, 1, 4, 5], {}, "appears twice"),
+    ("ConvTranspose", [X, Const(randn(3, 2, 3, 3))], [2, 2, 9, 11],
+     {"output_padding": [2, 0], "strides": [1, 1]}, "must be smaller than the stride"),
+    ("Less", [X, randn(3, 5)], [2, 3, 4, 5], {}, "do not broadcast"),
+])
+def test_bad_nodes_fail_to_load_naming_the_node(op, inputs, out, attrs, message):
+    n_out = len(out) if isinstance(out[0], list) else 1
+    dtype = "bool" if op == "Less" else "int64" if op == "ArgMax" else "float32"
+    dtypes = ["float32", "int64"] if op == "TopK" else [dtype] * n_out if n_out > 1 else dtype
+    with pytest.raises(rt.InvalidArgument, match=rf"node 'fc' \({op}\): .*{message}"):
+        load_op(op, inputs, out, dtypes, n_out, **attrs)
+
+
+def test_topk_and_gather_nd_run_on_the_runtime_directly():
+    x = np.array([[3, 1, 2, 3]], np.float32)
+    vals, idx = run_op("TopK", [x, Const(np.array([3], I64))], [[1, 3], [1, 3]],
+                       ["float32", "int64"], 2, axis=1)
+    np.testing.assert_array_equal(vals, [[3, 3, 2]])
+    np.testing.assert_array_equal(idx, [[0, 3, 2]])
+    m, _ = load_op("GatherND", [randn(3, 2), np.zeros((2, 1), I64)], [2, 2])
+    with pytest.raises(rt.InvalidArgument, match=r"node 'fc' \(GatherND\): index -4 out of range"):
+        m.execute([randn(3, 2), np.array([[1], [-4]], I64)])
