@@ -212,6 +212,15 @@ def mlp(batch=1, sizes=(784, 1024, 1024, 10), symbolic_batch=False, seed=0) -> o
     return g.model("mlp")
 
 
+def resnet_stem(g: _Graph, x: str, width: int, bias: bool, conv=None) -> str:
+    """torchvision's ResNet stem: 7x7/2 conv (padded 3) -> BN -> ReLU -> 3x3/2 max pool."""
+    x = (conv or _conv)(g, x, 3, width, 7, "conv1", stride=2, bias=bias)
+    x = _bn(g, x, width, "bn1")
+    x = g.op("Relu", [x], scope="/relu")
+    return g.op("MaxPool", [x], scope="/maxpool", ceil_mode=0, dilations=[1, 1],
+                kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+
+
 def resnet(
     depths=(2, 2, 2, 2),
     width=64,
@@ -231,21 +240,8 @@ def resnet(
     """
     b = _dim(batch)
     g = _Graph(seed)
-    x = g.input("input", TensorProto.FLOAT, [b, 3, image, image])
-    x = _conv(g, x, 3, width, 7, "conv1", stride=2, bias=conv_bias)
-    # _conv pads k//2 = 3 for the 7x7 stem, as torch's ResNet does.
-    x = _bn(g, x, width, "bn1")
-    x = g.op("Relu", [x], scope="/relu")
-    x = g.op(
-        "MaxPool",
-        [x],
-        scope="/maxpool",
-        ceil_mode=0,
-        dilations=[1, 1],
-        kernel_shape=[3, 3],
-        pads=[1, 1, 1, 1],
-        strides=[2, 2],
-    )
+    x = resnet_stem(g, g.input("input", TensorProto.FLOAT, [b, 3, image, image]), width,
+                    conv_bias)
     cin = width
     for i, n in enumerate(depths):
         cout = width * 2**i

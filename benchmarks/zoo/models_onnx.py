@@ -162,6 +162,14 @@ def head(g: _G, x: str, cin: int, classes: int, output: str = "output", gain=3.0
     return g.op("Gemm", [x, w, b], scope="/fc", output=output, alpha=1.0, beta=1.0, transB=1)
 
 
+def classifier(g: _G, x: str, cin: int, folder: Path, name: str, image: int) -> Built:
+    """The head over 10 classes as output "output", saved; a 3-channel image input."""
+    head(g, x, cin, 10)
+    g.output("output", F32, [B, 10])
+    g.save(folder, name)
+    return Built(inputs=image_feeds("input", 3, image, image))
+
+
 def gelu(g: _G, x: str, scope: str) -> str:
     """Exact GELU as torch exports it: x * (1 + erf(x / sqrt 2)) * 0.5."""
     e = g.op("Erf", [g.op("Div", [x, g.f32(scope, math.sqrt(2.0))], scope=scope)], scope=scope)
@@ -226,21 +234,8 @@ def _zoo(name: str, family: str, batched: bool = True, notes: str = ""):
 )
 def build_resnet_bottleneck(folder: Path) -> Built:
     g = _G(101, opset=17)
-    x = g.input("input", F32, [B, 3, 64, 64])
     w = 16
-    x = conv(g, x, 3, w, 7, "conv1", stride=2, bias=False)
-    x = bn(g, x, w, "bn1")
-    x = g.op("Relu", [x], scope="/relu")
-    x = g.op(
-        "MaxPool",
-        [x],
-        scope="/maxpool",
-        ceil_mode=0,
-        dilations=[1, 1],
-        kernel_shape=[3, 3],
-        pads=[1, 1, 1, 1],
-        strides=[2, 2],
-    )
+    x = _tz.resnet_stem(g, g.input("input", F32, [B, 3, 64, 64]), w, False, conv=conv)
     cin = w
     for i, (planes, blocks) in enumerate(((16, 1), (32, 2), (64, 1))):
         for j in range(blocks):
@@ -260,10 +255,7 @@ def build_resnet_bottleneck(folder: Path) -> Built:
                 idn = x
             x = g.op("Relu", [g.op("Add", [y, idn], scope=f"/{s}")], scope=f"/{s}/relu_2")
             cin = cout
-    head(g, x, cin, 10)
-    g.output("output", F32, [B, 10])
-    g.save(folder, "resnet_bottleneck")
-    return Built(inputs=image_feeds("input", 3, 64, 64))
+    return classifier(g, x, cin, folder, "resnet_bottleneck", 64)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -679,10 +671,7 @@ def build_se_shuffle_net(folder: Path) -> Built:
         b2 = branch(x2, 24, 24, k, 1, f"{s}.branch2")
         x = shuffle(g.op("Concat", [x1, b2], scope=f"/{s}", axis=1), 48, 2, s)
     x = conv_bn(g, x, 48, 64, 1, "conv5")
-    head(g, x, 64, 10)
-    g.output("output", F32, [B, 10])
-    g.save(folder, "se_shuffle_net")
-    return Built(inputs=image_feeds("input", 3, 64, 64))
+    return classifier(g, x, 64, folder, "se_shuffle_net", 64)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -741,10 +730,7 @@ def build_dense_net(folder: Path) -> Built:
                 strides=[2, 2],
             )
     x = g.op("Relu", [bn(g, x, c, "features.norm5")], scope="")
-    head(g, x, c, 10)
-    g.output("output", F32, [B, 10])
-    g.save(folder, "dense_net")
-    return Built(inputs=image_feeds("input", 3, 32, 32))
+    return classifier(g, x, c, folder, "dense_net", 32)
 
 
 # ----------------------------------------------------------------------------------------------
