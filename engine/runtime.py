@@ -84,11 +84,6 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
     return out
 
 
-def _describe(value) -> str:
-    arr = np.asarray(value)
-    return f"{arr.dtype.name}[{','.join(map(str, arr.shape))}]"
-
-
 NativeError = _runtime.Error  # what the native runtime raises; native_error() words it
 
 
@@ -330,19 +325,9 @@ class LoadedModel:
                     outs = ops.get(step.op_type).compute(args, step.attrs)
             except GraphEngineError:
                 raise
-            except (IndexError, KeyError, ValueError) as exc:
-                # Shapes and indices that only the run's data decides (a Reshape target
-                # computed from an input, a Gather index) failing the op's rules: the
-                # request's error, named by node and by what the node was given.
-                given = ", ".join("none" if a is None else _describe(a) for a in args)
-                raise InvalidInput(f"node '{step.name}' ({step.op_type}): the inputs do not "
-                                   f"fit the op: {exc} (inputs: {given})",
-                                   graph=self.compiled.name, node=step.name,
-                                   stage="execute") from None
             except Exception as exc:
-                raise ExecutionError(f"node '{step.name}' ({step.op_type}): "
-                                     f"{type(exc).__name__}: {exc}", graph=self.compiled.name,
-                                     node=step.name, stage="execute") from None
+                raise ops.kernel_error(step.name, step.op_type, exc, args,
+                                       self.compiled.name) from None
             env.update(zip(step.outputs, (np.asarray(o) for o in outs)))
 
     # ---- statistics ---------------------------------------------------------------------

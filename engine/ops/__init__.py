@@ -33,7 +33,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     signal,
     strings,
 )
-from .api import infer_node, node_attrs, run_node
+from .api import infer_node, kernel_error, node_attrs, run_node
 from .registry import (
     REQUIRED,
     AttrKind,
@@ -50,5 +50,5 @@ from .registry import (
 
 __all__ = [
     "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "Layout", "OpSchema", "all_ops", "get",
-    "has", "infer_node", "node_attrs", "register", "run_node", "shape_error",
+    "has", "infer_node", "kernel_error", "node_attrs", "register", "run_node", "shape_error",
 ]

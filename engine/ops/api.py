@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ExecutionError, GraphEngineError, InvalidGraph
+from ..errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
 from ..ir import Node, TensorMeta
 from . import registry
 
@@ -29,6 +29,25 @@ def infer_node(node: Node) -> list[TensorMeta]:
     return metas[: len(node.outputs)]
 
 
+def kernel_error(name: str, op_type: str, exc: Exception, args: Sequence[Any],
+                 graph: str | None = None) -> GraphEngineError:
+    """The error for a reference kernel that raised. Shapes and indices only the run's data
+    decides (a Reshape target computed from an input, a Gather index, a branch's shapes)
+    failing the op's rules are the request's error (InvalidInput), named by node and by what
+    it was given; anything else is the kernel's own failure (ExecutionError)."""
+    if isinstance(exc, (IndexError, KeyError, ValueError)):
+        given = ", ".join("none" if a is None else _describe(a) for a in args)
+        return InvalidInput(f"node '{name}' ({op_type}): the inputs do not fit the op: {exc} "
+                            f"(inputs: {given})", graph=graph, node=name, stage="execute")
+    return ExecutionError(f"node '{name}' ({op_type}) failed: {type(exc).__name__}: {exc}",
+                          graph=graph, node=name, stage="execute")
+
+
+def _describe(value: Any) -> str:
+    arr = np.asarray(value)
+    return f"{arr.dtype.name}[{','.join(map(str, arr.shape))}]"
+
+
 def run_node(node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
     """Compute `node` with the numpy reference kernel; one array per node output."""
     schema = registry.get(node.op_type, node)
@@ -39,8 +58,7 @@ def run_node(node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray
     except GraphEngineError:
         raise
     except Exception as exc:
-        raise ExecutionError(f"node '{node.name}' ({node.op_type}) failed: "
-                             f"{type(exc).__name__}: {exc}", node=node.name) from exc
+        raise kernel_error(node.name, node.op_type, exc, inputs) from exc
     if len(outs) < len(node.outputs):
         raise ExecutionError(f"node '{node.name}' ({node.op_type}): kernel returned "
                              f"{len(outs)} outputs, the node has {len(node.outputs)}",

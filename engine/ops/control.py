@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import DType
+from ..errors import ShapeError
 from ..ir import Dim, Graph, Node, TensorMeta
 from . import attrs as A
 from .api import infer_node, run_node
@@ -82,8 +83,24 @@ def merge_meta(node: Node, metas: Sequence[TensorMeta | None], pos: int) -> Tens
 # ---- If ---------------------------------------------------------------------------------------
 def _if_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     _, outer = _node_outer(node, a)
-    then = infer_graph(a["then_branch"], [], outer)
-    other = infer_graph(a["else_branch"], [], outer)
+    cond = const_in(node, 0)
+    if cond is not None and np.size(cond) == 1:  # only the branch that runs
+        return list(infer_graph(a["then_branch" if bool(np.asarray(cond).reshape(-1)[0])
+                                  else "else_branch"], [], outer))
+    # A branch the data may never take need not fit these shapes: silero VAD's 8 kHz branch
+    # cannot run on a 16 kHz chunk, and only the run's sample rate picks it. Its outputs are
+    # unknown then; if the run takes it, its node fails there, naming itself.
+    results, errors = [], []
+    for key in ("then_branch", "else_branch"):
+        try:
+            results.append(infer_graph(a[key], [], outer))
+        except ShapeError as exc:
+            results.append(None)
+            errors.append(exc)
+    if len(errors) == 2:
+        raise errors[0]
+    then, other = (r if r is not None else [None] * len(results[1 - i])
+                   for i, r in enumerate(results))
     if len(then) != len(other):
         raise shape_error(node, f"then_branch has {len(then)} outputs, else_branch "
                                 f"{len(other)}")

@@ -15,7 +15,7 @@ from onnx.reference import ReferenceEvaluator
 
 from graphengine.engine import ops
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import ExecutionError, InvalidGraph, ShapeError
+from graphengine.engine.errors import ExecutionError, InvalidGraph, InvalidInput, ShapeError
 from graphengine.engine.importers import import_onnx
 from graphengine.engine.ir import Graph, TensorMeta
 
@@ -189,8 +189,27 @@ def test_run_node_wraps_kernel_failures() -> None:
     x = g.add_input("x", TensorMeta(DType.FLOAT32, (2, 3)))
     shape = g.add_constant("s", np.array([7], np.int64))
     node = g.add_node("Reshape", [x, shape], name="r")
-    with pytest.raises(ExecutionError, match="node 'r' \\(Reshape\\)"):
+    # data that does not fit the op is the caller's error, named with what the node got
+    with pytest.raises(InvalidInput, match=r"node 'r' \(Reshape\).*float32\[2,3\], int64\[1\]"):
         ops.run_node(node, [np.zeros((2, 3), np.float32), np.array([7], np.int64)])
+
+
+def test_run_node_reports_a_kernel_of_its_own_failing(monkeypatch) -> None:
+    g = Graph()
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (2, 3)))
+    node = g.add_node("Relu", [x], name="relu")
+
+    def broken(ins, attrs):
+        raise RuntimeError("kernel bug")
+
+    import dataclasses
+
+    from graphengine.engine.ops import registry
+
+    schema = ops.get("Relu")
+    monkeypatch.setitem(registry._REGISTRY, "Relu", dataclasses.replace(schema, compute=broken))
+    with pytest.raises(ExecutionError, match="node 'relu' \\(Relu\\) failed: RuntimeError"):
+        ops.run_node(node, [np.zeros((2, 3), np.float32)])
 
 
 def test_unknown_rank_propagates() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import import_onnx
 from tests.unit.test_ops_common import check, infer_graph, rand, reference, run_graph
@@ -374,3 +374,34 @@ def test_ml_scaler_matches_onnxruntime(offset, scale) -> None:
     with graphengine.Session() as sess:
         got = sess.run_graph(sess.add_graph(model), {"X": x})["Y"]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+def _if_model():
+    """y = If(c) then Relu(x) else Squeeze(x, axis 1): the else branch cannot run on x[2, 3],
+    like silero VAD's 8 kHz branch on a 16 kHz chunk; only the run's `c` picks a branch."""
+    f = TensorProto.FLOAT
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", f, None)])
+    other = helper.make_graph([helper.make_node("Squeeze", ["x", "ax"], ["e"],
+                                                name="squeeze_in_else")], "else", [],
+                              [helper.make_tensor_value_info("e", f, None)],
+                              [numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "g",
+        [helper.make_tensor_value_info("x", f, [2, 3]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", f, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_if_compiles_when_the_branch_not_taken_cannot_fit_the_shapes() -> None:
+    import graphengine
+    from graphengine.engine.errors import InvalidInput
+
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]], np.float32)
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(_if_model())
+        out = sess.run_graph(gid, {"x": x, "c": np.array(True)})["y"]
+        np.testing.assert_array_equal(out, np.maximum(x, 0))
+        with pytest.raises(InvalidInput, match="squeeze_in_else"):
+            sess.run_graph(gid, {"x": x, "c": np.array(False)})
