@@ -12,6 +12,9 @@ from ..passes import PassResult
 MAX_FOLDED_ELEMENTS = 1 << 24
 
 _SHAPE_OPS = {"Shape", "Size"}
+# Inputs only whose dtype matters: CastLike(bound, x), what the opset-10 Clip/Pad upgrade
+# makes of a bound attribute (its bound stayed a node, and the device takes only constants).
+_TYPE_ONLY = {"CastLike": (1,)}
 
 
 def fold_constants(graph: Graph) -> PassResult:
@@ -27,6 +30,13 @@ def fold_constants(graph: Graph) -> PassResult:
             # Only the shape matters: a zero-strided stand-in costs no memory.
             inputs = [src.const if src.is_constant else
                       np.broadcast_to(np.zeros((), np.int8), src.meta.shape)]
+        elif node.op_type in _TYPE_ONLY:
+            typed = _TYPE_ONLY[node.op_type]
+            if any(v is None or (not v.is_constant and (i not in typed or v.meta is None))
+                   for i, v in enumerate(node.inputs)):
+                continue
+            inputs = [v.const if v.is_constant else np.zeros((), v.meta.dtype.numpy)
+                      for v in node.inputs]
         else:
             if any(v is not None and not v.is_constant for v in node.inputs):
                 continue

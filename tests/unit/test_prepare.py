@@ -105,3 +105,28 @@ def test_constant_dedup():
     g.lint()
     assert n1.inputs[1] is n2.inputs[1] and n3.inputs[1] is c3
     assert "c2" not in g.values
+
+
+def test_opset10_clip_bounds_fold_to_constants_so_the_clip_runs_on_the_device():
+    """Clip-10's min/max attributes become CastLike(bound, x) at import; CastLike depends on
+    x's dtype only, so it folds, and the device's Clip (constant bounds only) takes it."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from graphengine.engine.importers import load_model
+    from graphengine.engine.pipeline import compile_graph
+    from graphengine.engine.runtime import LoadedModel
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Clip", ["r"], ["y"], min=0.5, max=6.0, name="relu6")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], ir_version=5)
+    compiled = compile_graph(load_model(model))
+    assert {p.engine for p in compiled.report.placements} == {"device"}, \
+        compiled.report.render()
+    x = np.linspace(-8, 8, 16, dtype=np.float32).reshape(2, 8)
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(LoadedModel(compiled).execute({"x": x})["y"], want)
