@@ -19,6 +19,7 @@ from .optimize.layout import REGION_FORMATS
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
+    canonicalize,
     deduplicate_constants,
     eliminate_common_subexpressions,
     eliminate_dead_nodes,
@@ -79,7 +80,7 @@ def _coerce(key: str, raw: object, default: object) -> object:
 
 
 def prepare_stage(options: CompileOptions) -> Stage:
-    passes = [infer_shapes, eliminate_identities]
+    passes = [infer_shapes, canonicalize, eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)
     passes += [deduplicate_constants, eliminate_common_subexpressions, eliminate_dead_nodes]

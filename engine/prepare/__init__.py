@@ -1,5 +1,6 @@
 """Stage 1, prepare & whole-graph optimize: validate, infer, fold, simplify."""
 
+from .canonicalize import canonicalize
 from .cse import deduplicate_constants, eliminate_common_subexpressions
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
@@ -7,6 +8,7 @@ from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
 
 __all__ = [
+    "canonicalize",
     "deduplicate_constants",
     "eliminate_common_subexpressions",
     "eliminate_dead_nodes",

@@ -1,0 +1,104 @@
+"""Canonical forms: ops rewritten into the forms the device runs, one row per rewrite.
+
+A 1-D pool over [N, C, L] is the 2-D pool of [N, C, 1, L] (Unsqueeze and Squeeze are views:
+no task, no copy); InstanceNormalization is a LayerNormalization over the flattened spatial
+axis followed by the per-channel scale and bias. Both forms are exact rewrites, so the host
+runs them as well as the device; the device then needs no kernel of its own for them (audio
+encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host and cut the
+device program in two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from ..passes import PassResult
+
+_POOLS = ("MaxPool", "AveragePool", "LpPool")
+_GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
+
+
+def _rank(v: Value | None) -> int | None:
+    return v.meta.rank if v is not None and v.meta is not None and v.meta.shape is not None \
+        else None
+
+
+def _pool_1d(node: Node) -> bool:
+    return (node.op_type in _POOLS + _GLOBAL_POOLS and _rank(node.input(0)) == 3
+            and len(node.outputs) == 1)
+
+
+def _as_2d(graph: Graph, node: Node) -> None:
+    axis = graph.add_constant(None, np.array([2], np.int64))
+    x = graph.add_node("Unsqueeze", [node.inputs[0], axis], name=graph.unique_name(
+        f"{node.name}_2d"), after=node).outputs[0]
+    attrs = dict(node.attrs)
+    if node.op_type in _POOLS:
+        def widen(key: str, fill: int, per_side: bool = False) -> None:
+            if key in attrs:
+                v = list(attrs[key])
+                attrs[key] = [fill, v[0], fill, v[1]] if per_side else [fill, *v]
+        widen("kernel_shape", 1)
+        widen("strides", 1)
+        widen("dilations", 1)
+        widen("pads", 0, per_side=True)
+    pooled = graph.add_node(node.op_type, [x], attrs=attrs, name=graph.unique_name(
+        node.name), after=x.producer).outputs[0]
+    squeezed = graph.add_node("Squeeze", [pooled, axis], name=graph.unique_name(
+        f"{node.name}_1d"), after=pooled.producer).outputs[0]
+    graph.replace_all_uses(node.outputs[0], squeezed)
+    graph.remove_node(node)
+
+
+def _instance_norm(node: Node) -> bool:
+    x, scale, bias = (node.input(i) for i in range(3))
+    return (node.op_type == "InstanceNormalization" and x is not None and x.meta is not None
+            and x.meta.is_static and x.meta.rank >= 3 and scale is not None
+            and scale.is_constant and bias is not None and bias.is_constant)
+
+
+def _as_layer_norm(graph: Graph, node: Node) -> None:
+    x, scale, bias = node.inputs[:3]
+    shape = x.meta.shape
+    n, c, rest = shape[0], shape[1], int(np.prod(shape[2:]))
+    dt = x.meta.dtype.numpy
+    flat = graph.add_node("Reshape", [x, graph.add_constant(None, np.array([n, c, rest]))],
+                          name=graph.unique_name(f"{node.name}_flat"), after=node).outputs[0]
+    ones = graph.add_constant(None, np.ones(rest, dt))
+    zeros = graph.add_constant(None, np.zeros(rest, dt))
+    normed = graph.add_node("LayerNormalization", [flat, ones, zeros], attrs={
+        "axis": -1, "epsilon": float(node.attrs.get("epsilon", 1e-5))},
+        name=graph.unique_name(f"{node.name}_ln"), after=flat.producer).outputs[0]
+    back = graph.add_node("Reshape", [normed, graph.add_constant(None, np.array(shape))],
+                          name=graph.unique_name(f"{node.name}_back"),
+                          after=normed.producer).outputs[0]
+    per_channel = (c,) + (1,) * (len(shape) - 2)
+    scaled = graph.add_node("Mul", [back, graph.add_constant(
+        None, np.asarray(scale.const, dt).reshape(per_channel))], name=graph.unique_name(
+            f"{node.name}_scale"), after=back.producer).outputs[0]
+    out = graph.add_node("Add", [scaled, graph.add_constant(
+        None, np.asarray(bias.const, dt).reshape(per_channel))], name=graph.unique_name(
+            f"{node.name}_bias"), after=scaled.producer).outputs[0]
+    graph.replace_all_uses(node.outputs[0], out)
+    graph.remove_node(node)
+
+
+# (match, rewrite): the rewrite replaces the node and everything reading its output
+CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
+    (_pool_1d, _as_2d),
+    (_instance_norm, _as_layer_norm),
+]
+
+
+def canonicalize(graph: Graph) -> PassResult:
+    done = 0
+    for node in list(graph.nodes):
+        for match, rewrite in CANONICAL:
+            if match(node):
+                rewrite(graph, node)
+                done += 1
+                break
+    return PassResult(graph, done > 0, f"{done} nodes rewritten")
