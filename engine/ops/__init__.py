@@ -21,6 +21,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     linalg,
     loss,
     ml,
+    ml_trees,
     normalization,
     pool,
     preview,
