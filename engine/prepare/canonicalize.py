@@ -1,11 +1,11 @@
 """Canonical forms: ops rewritten into the forms the device runs, one row per rewrite.
 
 A 1-D pool over [N, C, L] is the 2-D pool of [N, C, 1, L] (Unsqueeze and Squeeze are views:
-no task, no copy); InstanceNormalization is a LayerNormalization over the flattened spatial
-axis followed by the per-channel scale and bias. Both forms are exact rewrites, so the host
-runs them as well as the device; the device then needs no kernel of its own for them (audio
-encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host and cut the
-device program in two).
+no task, no copy); InstanceNormalization and GroupNormalization are a LayerNormalization of
+[N, groups, rest] followed by the per-channel scale and bias. Both forms are exact rewrites,
+so the host runs them as well as the device; the device then needs no kernel of its own for
+them (audio encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host
+and cut the device program in two).
 """
 
 from __future__ import annotations
@@ -53,19 +53,24 @@ def _as_2d(graph: Graph, node: Node) -> None:
     graph.remove_node(node)
 
 
-def _instance_norm(node: Node) -> bool:
+def _group_norm(node: Node) -> bool:
     x, scale, bias = (node.input(i) for i in range(3))
-    return (node.op_type == "InstanceNormalization" and x is not None and x.meta is not None
-            and x.meta.is_static and x.meta.rank >= 3 and scale is not None
-            and scale.is_constant and bias is not None and bias.is_constant)
+    return (node.op_type in ("InstanceNormalization", "GroupNormalization") and x is not None
+            and x.meta is not None and x.meta.is_static and x.meta.rank >= 3
+            and scale is not None and scale.is_constant and bias is not None
+            and bias.is_constant)
 
 
 def _as_layer_norm(graph: Graph, node: Node) -> None:
+    """Normalization over groups of channels (InstanceNormalization: one channel a group) is
+    a LayerNormalization of [N, groups, rest] then the per-channel scale and bias."""
     x, scale, bias = node.inputs[:3]
     shape = x.meta.shape
-    n, c, rest = shape[0], shape[1], int(np.prod(shape[2:]))
+    n, c = shape[0], shape[1]
+    groups = c if node.op_type == "InstanceNormalization" else int(node.attrs["num_groups"])
     dt = x.meta.dtype.numpy
-    flat = graph.add_node("Reshape", [x, graph.add_constant(None, np.array([n, c, rest]))],
+    rest = int(np.prod(shape[1:])) // groups
+    flat = graph.add_node("Reshape", [x, graph.add_constant(None, np.array([n, groups, rest]))],
                           name=graph.unique_name(f"{node.name}_flat"), after=node).outputs[0]
     ones = graph.add_constant(None, np.ones(rest, dt))
     zeros = graph.add_constant(None, np.zeros(rest, dt))
@@ -76,12 +81,19 @@ def _as_layer_norm(graph: Graph, node: Node) -> None:
                           name=graph.unique_name(f"{node.name}_back"),
                           after=normed.producer).outputs[0]
     per_channel = (c,) + (1,) * (len(shape) - 2)
-    scaled = graph.add_node("Mul", [back, graph.add_constant(
-        None, np.asarray(scale.const, dt).reshape(per_channel))], name=graph.unique_name(
-            f"{node.name}_scale"), after=back.producer).outputs[0]
-    out = graph.add_node("Add", [scaled, graph.add_constant(
-        None, np.asarray(bias.const, dt).reshape(per_channel))], name=graph.unique_name(
-            f"{node.name}_bias"), after=scaled.producer).outputs[0]
+
+    def channels(v: Value) -> np.ndarray:
+        arr = np.asarray(v.const, dt).reshape(-1)
+        if arr.size == groups and c != groups:  # GroupNormalization-18: one value a group
+            arr = np.repeat(arr, c // groups)
+        return arr.reshape(per_channel)
+
+    scaled = graph.add_node("Mul", [back, graph.add_constant(None, channels(scale))],
+                            name=graph.unique_name(f"{node.name}_scale"),
+                            after=back.producer).outputs[0]
+    out = graph.add_node("Add", [scaled, graph.add_constant(None, channels(bias))],
+                         name=graph.unique_name(f"{node.name}_bias"),
+                         after=scaled.producer).outputs[0]
     graph.replace_all_uses(node.outputs[0], out)
     graph.remove_node(node)
 
@@ -89,7 +101,7 @@ def _as_layer_norm(graph: Graph, node: Node) -> None:
 # (match, rewrite): the rewrite replaces the node and everything reading its output
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
-    (_instance_norm, _as_layer_norm),
+    (_group_norm, _as_layer_norm),
 ]
 
 

@@ -53,3 +53,28 @@ def test_instance_normalization_runs_as_layer_normalization(shape):
              numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b")]
     _check(helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3),
            x, inits)
+
+
+@pytest.mark.parametrize("opset,per_group", [(21, False), (18, True)])
+def test_group_normalization_runs_as_layer_normalization(opset, per_group):
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((2, 6, 5, 4)) * 2 - 1).astype(np.float32)
+    n = 3 if per_group else 6  # GroupNormalization-18: one scale and bias a group
+    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, n).astype(np.float32), "s"),
+             numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "b")]
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3,
+                            epsilon=1e-4)
+    if per_group:  # ONNX Runtime runs only the opset-21 form: compare with numpy
+        compiled = compile_graph(load_model(helper.make_model(helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+            opset_imports=[helper.make_opsetid("", opset)], ir_version=8)))
+        assert {p.engine for p in compiled.report.placements} == {"device"}
+        got = LoadedModel(compiled).execute({"x": x})["y"]
+        g = x.reshape(2, 3, -1)
+        want = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-4))
+        s = np.repeat(numpy_helper.to_array(inits[0]), 2).reshape(1, 6, 1, 1)
+        b = np.repeat(numpy_helper.to_array(inits[1]), 2).reshape(1, 6, 1, 1)
+        np.testing.assert_allclose(got, want.reshape(x.shape) * s + b, rtol=1e-4, atol=1e-5)
+    else:
+        _check(node, x, inits, opset=opset)
