@@ -2,7 +2,8 @@
 
 A 1-D pool over [N, C, L] is the 2-D pool of [N, C, 1, L] (Unsqueeze and Squeeze are views:
 no task, no copy); InstanceNormalization and GroupNormalization are a LayerNormalization of
-[N, groups, rest] followed by the per-channel scale and bias. Both forms are exact rewrites,
+[N, groups, rest] followed by the per-channel scale and bias; RMSNormalization is the steps
+exporters wrote before opset 23 had it. Both forms are exact rewrites,
 so the host runs them as well as the device; the device then needs no kernel of its own for
 them (audio encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host
 and cut the device program in two).
@@ -98,10 +99,43 @@ def _as_layer_norm(graph: Graph, node: Node) -> None:
     graph.remove_node(node)
 
 
+def _rms_norm(node: Node) -> bool:
+    x, scale = node.input(0), node.input(1)
+    return (node.op_type == "RMSNormalization" and x is not None and x.meta is not None
+            and x.meta.is_static and x.meta.rank >= 1 and scale is not None
+            and x.meta.dtype.numpy == np.float32)
+
+
+def _as_rms_steps(graph: Graph, node: Node) -> None:
+    """RMSNormalization (opset 23) as the steps exporters wrote before it existed:
+    x / sqrt(mean(x * x over the trailing axes) + eps) * scale, each a device op."""
+    x, scale = node.inputs[:2]
+    rank = x.meta.rank
+    axis = int(node.attrs.get("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    after = node
+
+    def step(op: str, ins: list, **attrs) -> Value:
+        nonlocal after
+        after = graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(
+            f"{node.name}_{op.lower()}"), after=after)
+        return after.outputs[0]
+
+    sq = step("Mul", [x, x])
+    ms = step("ReduceMean", [sq, graph.add_constant(None, np.arange(axis, rank))], keepdims=1)
+    eps = graph.add_constant(None, np.array(float(node.attrs.get("epsilon", 1e-5)),
+                                            np.float32))
+    rms = step("Sqrt", [step("Add", [ms, eps])])
+    out = step("Mul", [step("Div", [x, rms]), scale])
+    graph.replace_all_uses(node.outputs[0], out)
+    graph.remove_node(node)
+
+
 # (match, rewrite): the rewrite replaces the node and everything reading its output
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
     (_group_norm, _as_layer_norm),
+    (_rms_norm, _as_rms_steps),
 ]
 
 

@@ -78,3 +78,14 @@ def test_group_normalization_runs_as_layer_normalization(opset, per_group):
         np.testing.assert_allclose(got, want.reshape(x.shape) * s + b, rtol=1e-4, atol=1e-5)
     else:
         _check(node, x, inits, opset=opset)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_rms_normalization_runs_as_device_steps(axis):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 5, 8)) * 2).astype(np.float32)
+    scale_shape = x.shape[axis:]
+    inits = [numpy_helper.from_array(rng.uniform(0.5, 1.5, scale_shape).astype(np.float32),
+                                     "s")]
+    _check(helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=axis, epsilon=1e-4),
+           x, inits, opset=23)
