@@ -108,3 +108,14 @@ class ExecutionError(GraphEngineError):
     """A kernel failed while running; the message names the node."""
 
     code = ErrorCode.INTERNAL
+
+
+def decode_problem(failed: str, thing: str, exc: Exception) -> str:
+    """Why protobuf bytes did not parse, in the user's terms: `thing` ("the model") nested
+    deeper than protobuf parses (subgraphs inside subgraphs: If, Loop, Scan bodies) says so,
+    instead of calling the bytes something they may well be; else `failed` and the cause."""
+    text = str(exc)
+    if "MaxDepth" in text or "recursion" in text.lower():
+        return (f"{thing} is nested too deep: protobuf parses at most 100 levels of nested "
+                f"messages (each subgraph of If, Loop or Scan takes 3)")
+    return f"{failed}: {text}"

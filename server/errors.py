@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from graphengine.engine.errors import ErrorCode, GraphEngineError, InvalidInput
+from graphengine.engine.errors import ErrorCode, GraphEngineError, InvalidInput, decode_problem
 
 from .logs import log_event
 
@@ -128,8 +128,9 @@ def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
         try:
             return deserializer(data)
         except (DecodeError, ValueError, TypeError) as exc:
-            raise InvalidInput(f"malformed request: {len(data)} bytes that are not a valid "
-                               f"{what} message ({exc})") from None
+            raise InvalidInput(decode_problem(f"malformed request: {len(data)} bytes that are "
+                                              f"not a valid {what} message", f"the {what} "
+                                              f"request", exc)) from None
     return decode
 
 

@@ -18,11 +18,12 @@ from typing import Any
 
 import numpy as np
 import onnx
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from ..dtypes import DType, from_onnx
-from ..errors import InvalidGraph, InvalidModel
+from ..errors import InvalidGraph, InvalidModel, decode_problem
 from ..ir import Dim, Graph, TensorMeta, Value
 from .onnx_functions import inline_functions
 from .onnx_upgrade import NodeSpec, upgrade
@@ -37,12 +38,38 @@ def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
     proto, base_dir, weights = _load_split(model)
     if proto is None:
         proto, base_dir = load_proto(model)
+    _check_text(proto, "the model")
     opset = model_opset(proto)
+    newest = int(onnx.defs.onnx_opset_version())
+    if not 1 <= opset <= newest:
+        raise InvalidModel(f"the model imports opset {opset} of the default ONNX domain; this "
+                           f"importer reads opsets 1 to {newest}")
     graph_proto = inline_functions(proto)
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
     _Scope(g, opset, base_dir, None).fill(graph_proto, weights)
     return g
+
+
+_STRING = FieldDescriptor.TYPE_STRING
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+
+
+def _check_text(msg, where: str) -> None:
+    """Every text field of the model (names, op types, domains, doc strings) is UTF-8: onnx's
+    proto2 messages hand text that is not as bytes, which would flow into names, messages and
+    metadata. Refused here, naming where it is."""
+    for field, value in msg.ListFields():
+        if field.type == _STRING:
+            for text in (value if field.is_repeated else (value,)):
+                if isinstance(text, bytes):
+                    raise InvalidModel(f"{where}: field '{field.name}' is not UTF-8 text "
+                                       f"({text[:40]!r})")
+        elif field.type == _MESSAGE:
+            label = getattr(msg, "name", "") or ""
+            inner = f"{where} > {label[:60]}" if isinstance(label, str) and label else where
+            for item in (value if field.is_repeated else (value,)):
+                _check_text(item, inner)
 
 
 def _load_split(model: ModelLike
@@ -78,7 +105,8 @@ def load_proto(model: ModelLike) -> tuple[onnx.ModelProto, str | None]:
         try:
             proto.ParseFromString(bytes(model))
         except (DecodeError, RuntimeError, ValueError) as exc:
-            raise InvalidModel(f"bytes are not an ONNX model: {exc}") from None
+            raise InvalidModel(decode_problem("bytes are not an ONNX model", "the model",
+                                              exc)) from None
         if not proto.HasField("graph") or not proto.ir_version:
             raise InvalidModel("bytes are not an ONNX model: no graph or IR version found")
         return proto, None
@@ -89,7 +117,8 @@ def load_proto(model: ModelLike) -> tuple[onnx.ModelProto, str | None]:
         try:
             proto = onnx.load(str(path), load_external_data=False)
         except (DecodeError, RuntimeError, ValueError, OSError) as exc:
-            raise InvalidModel(f"'{path}' is not an ONNX model: {exc}") from None
+            raise InvalidModel(decode_problem(f"'{path.name}' is not an ONNX model",
+                                              f"the model in '{path.name}'", exc)) from None
         return proto, str(path.parent)
     raise InvalidModel(f"cannot import an ONNX model from {type(model).__name__}")
 
@@ -154,6 +183,8 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
     if t.data_location == onnx.TensorProto.EXTERNAL and base_dir is None:
         raise InvalidModel(f"tensor '{t.name}' uses external data but the model was not "
                            f"loaded from a file", tensor=t.name)
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        _check_external_location(t, base_dir)
     fast = _RAW_DTYPES.get(t.data_type)
     if fast is not None and t.data_location != onnx.TensorProto.EXTERNAL and \
             t.HasField("raw_data"):
@@ -175,6 +206,28 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
         arr = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v,
                            otypes=[object])(arr) if arr.size else arr
     return arr
+
+
+def _check_external_location(t: onnx.TensorProto, base_dir: str) -> None:
+    """External data must lie in the model's own folder: a location that is absolute or
+    climbs out of it ('../../etc/passwd') would read the server's files. Refused naming the
+    tensor and the location as written, never the server's own paths."""
+    entries = {e.key: e.value for e in t.external_data}
+    location = entries.get("location", "")
+    base = Path(base_dir).resolve()
+    target = (base / location).resolve()
+    if (not location or Path(location).is_absolute() or "\0" in location
+            or not target.is_relative_to(base)):
+        raise InvalidModel(f"tensor '{t.name}': external data location '{location[:200]}' "
+                           f"is not a file inside the model's folder", tensor=t.name)
+    for key in ("offset", "length"):
+        value = entries.get(key, "0")
+        if not value.isdigit():
+            raise InvalidModel(f"tensor '{t.name}': external data {key} '{value[:40]}' is not "
+                               f"a non-negative integer", tensor=t.name)
+    if not target.is_file():
+        raise InvalidModel(f"tensor '{t.name}': external data file '{location[:200]}' is not "
+                           f"beside the model", tensor=t.name)
 
 
 def moved_array(t: onnx.TensorProto, raw: np.ndarray, base_dir: str | None) -> np.ndarray:
@@ -344,7 +397,13 @@ class _Scope:
                 attrs[a.name] = [self._subgraph(sg, f"{owner}.{a.name}{k}", outer)
                                  for k, sg in enumerate(a.graphs)]
             else:
-                attrs[a.name] = attribute_value(a, self.base_dir)
+                try:
+                    attrs[a.name] = attribute_value(a, self.base_dir)
+                except (UnicodeDecodeError, _AbsurdAttribute) as exc:
+                    why = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc
+                    raise InvalidGraph(f"node '{owner}' ({node.op_type}): attribute "
+                                       f"'{a.name}' {why}", graph=self.g.name,
+                                       node=owner) from None
         return attrs, outer
 
     def _subgraph(self, gp: onnx.GraphProto, name: str, outer: list[str]) -> Graph:
@@ -356,8 +415,24 @@ class _Scope:
         return sub
 
 
+# Entries of one list attribute: kernel shapes, pads and axes have a few, a tree ensemble's
+# node lists up to hundreds of thousands; more is not a model but a way to make the importer
+# build huge Python lists from a small message.
+MAX_ATTRIBUTE_ENTRIES = 1 << 22
+
+
+class _AbsurdAttribute(ValueError):
+    pass
+
+
 def attribute_value(a: onnx.AttributeProto, base_dir: str | None) -> Any:
+    """The Python value of an attribute; raises UnicodeDecodeError for text that is not
+    UTF-8 and _AbsurdAttribute for a list longer than MAX_ATTRIBUTE_ENTRIES."""
     t = onnx.AttributeProto
+    count = max(len(a.ints), len(a.floats), len(a.strings), len(a.tensors))
+    if count > MAX_ATTRIBUTE_ENTRIES:
+        raise _AbsurdAttribute(f"has {count} entries, more than the {MAX_ATTRIBUTE_ENTRIES} an "
+                               f"attribute may have")
     if a.type == t.INT:
         return int(a.i)
     if a.type == t.FLOAT:

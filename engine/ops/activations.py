@@ -44,7 +44,7 @@ def _gelu(x: np.ndarray, a: dict[str, Any]) -> np.ndarray:
     return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
-unary("Gelu", _gelu, attrs={"approximate": A.s("none")},
+unary("Gelu", _gelu, attrs={"approximate": A.s("none", ("none", "tanh"))},
       device=unary_device("Gelu", ("approximate",)))
 
 

@@ -6,6 +6,11 @@ from typing import Any
 
 from .registry import REQUIRED, AttrKind, AttrSpec
 
+# the padding rules of convolutions and pools
+AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+# the directions of recurrent layers
+DIRECTIONS = ("forward", "reverse", "bidirectional")
+
 
 def i(default: Any = None) -> AttrSpec:
     return AttrSpec(AttrKind.INT, default)
@@ -15,8 +20,8 @@ def f(default: Any = None) -> AttrSpec:
     return AttrSpec(AttrKind.FLOAT, default)
 
 
-def s(default: Any = None) -> AttrSpec:
-    return AttrSpec(AttrKind.STRING, default)
+def s(default: Any = None, choices: tuple[str, ...] | None = None) -> AttrSpec:
+    return AttrSpec(AttrKind.STRING, default, choices)
 
 
 def ints(default: Any = None) -> AttrSpec:
@@ -39,5 +44,5 @@ def graph(default: Any = REQUIRED) -> AttrSpec:
     return AttrSpec(AttrKind.GRAPH, default)
 
 
-__all__ = ["REQUIRED", "AttrKind", "AttrSpec", "f", "floats", "graph", "i", "ints", "s", "strings",
-           "tensor"]
+__all__ = ["AUTO_PAD", "DIRECTIONS", "REQUIRED", "AttrKind", "AttrSpec", "f", "floats", "graph",
+           "i", "ints", "s", "strings", "tensor"]

@@ -23,7 +23,7 @@ from .registry import OpSchema, register, shape_error
 from .rnn import _activations, _rnn_infer
 
 _LSTM_ATTRS = {"activation_alpha": A.floats(), "activation_beta": A.floats(),
-               "activations": A.strings(), "clip": A.f(), "direction": A.s("forward"),
+               "activations": A.strings(), "clip": A.f(), "direction": A.s("forward", A.DIRECTIONS),
                "hidden_size": A.i(), "input_forget": A.i(0)}
 
 

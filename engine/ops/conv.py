@@ -26,7 +26,7 @@ from .shape_helpers import (
 )
 from .spatial import Window, pad_for_windows, window, window_slices
 
-CONV_ATTRS = {"auto_pad": A.s("NOTSET"), "dilations": A.ints(), "group": A.i(1),
+CONV_ATTRS = {"auto_pad": A.s("NOTSET", A.AUTO_PAD), "dilations": A.ints(), "group": A.i(1),
               "kernel_shape": A.ints(), "pads": A.ints(), "strides": A.ints()}
 
 

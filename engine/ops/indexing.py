@@ -158,7 +158,7 @@ def _scatter_nd(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [res]
 
 
-_SCATTER = {"reduction": A.s("none")}
+_SCATTER = {"reduction": A.s("none", ("none", "add", "mul", "max", "min"))}
 register(OpSchema("ScatterElements", 3, 3, _scatter_infer, _scatter_elements,
                   attrs={"axis": A.i(0), **_SCATTER}))
 register(OpSchema("ScatterND", 3, 3, _scatter_infer, _scatter_nd, attrs=_SCATTER))
@@ -377,7 +377,8 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     return kernel("Pad", {"pads": full, "value": value}, (0,))
 
 
-register(OpSchema("Pad", 2, 4, _pad_infer, _pad, attrs={"mode": A.s("constant")},
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
+register(OpSchema("Pad", 2, 4, _pad_infer, _pad, attrs={"mode": A.s("constant", _PAD_MODES)},
                   device=_pad_device))
 
 

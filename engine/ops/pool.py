@@ -16,7 +16,7 @@ from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, meta_in, out, shape_in, sym
 from .spatial import Window, pad_for_windows, window, window_slices
 
-POOL_ATTRS = {"auto_pad": A.s("NOTSET"), "ceil_mode": A.i(0), "dilations": A.ints(),
+POOL_ATTRS = {"auto_pad": A.s("NOTSET", A.AUTO_PAD), "ceil_mode": A.i(0), "dilations": A.ints(),
               "kernel_shape": A.ints(A.REQUIRED), "pads": A.ints(), "strides": A.ints()}
 
 

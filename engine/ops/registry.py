@@ -42,6 +42,9 @@ REQUIRED: Any = _Required()
 class AttrSpec:
     kind: AttrKind
     default: Any = None  # None: optional with no default; REQUIRED: must be given
+    # the values a STRING attribute may take (an enum: validated when the graph is added,
+    # not found wrong at its first run); None: any
+    choices: tuple[str, ...] | None = None
 
 
 class Layout(enum.Enum):

@@ -18,10 +18,14 @@ from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, shape_value, sym
 
 ATTRS = {
-    "antialias": A.i(0), "axes": A.ints(), "coordinate_transformation_mode": A.s("half_pixel"),
+    "antialias": A.i(0), "axes": A.ints(), "coordinate_transformation_mode": A.s("half_pixel", (
+        "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+        "tf_crop_and_resize", "tf_half_pixel_for_nn")),
     "cubic_coeff_a": A.f(-0.75), "exclude_outside": A.i(0), "extrapolation_value": A.f(0.0),
-    "keep_aspect_ratio_policy": A.s("stretch"), "mode": A.s("nearest"),
-    "nearest_mode": A.s("round_prefer_floor"),
+    "keep_aspect_ratio_policy": A.s("stretch", ("stretch", "not_larger", "not_smaller")),
+    "mode": A.s("nearest", ("nearest", "linear", "cubic")),
+    "nearest_mode": A.s("round_prefer_floor", (
+        "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
 }
 
 

@@ -170,7 +170,7 @@ def _rnn_infer(op: str) -> Callable[[Node, dict[str, Any]], list[TensorMeta]]:
 
 
 _COMMON = {"activation_alpha": A.floats(), "activation_beta": A.floats(),
-           "activations": A.strings(), "clip": A.f(), "direction": A.s("forward"),
+           "activations": A.strings(), "clip": A.f(), "direction": A.s("forward", A.DIRECTIONS),
            "hidden_size": A.i(), "layout": A.i(0)}
 register(OpSchema("RNN", 3, 6, _rnn_infer("RNN"), lambda ins, a: run_rnn("RNN", ins, a),
                   attrs=_COMMON, min_outputs=0, max_outputs=2))

@@ -109,8 +109,9 @@ def _grid_sample_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 register(OpSchema("GridSample", 2, 2, _grid_sample_infer,
                   lambda ins, a: [grid_sample(ins[0], ins[1], a)], attrs={
-                      "align_corners": A.i(0), "mode": A.s("linear"),
-                      "padding_mode": A.s("zeros")}))
+                      "align_corners": A.i(0), "mode": A.s("linear", (
+                          "linear", "nearest", "cubic", "bilinear", "bicubic")),
+                      "padding_mode": A.s("zeros", ("zeros", "border", "reflection"))}))
 
 
 # ---- AffineGrid -----------------------------------------------------------------------------

@@ -473,6 +473,6 @@ def _space_to_depth(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [t.reshape(b, c * bs * bs, h // bs, w // bs)]
 
 
-_D2S_ATTRS = {"blocksize": A.i(A.REQUIRED), "mode": A.s("DCR")}
+_D2S_ATTRS = {"blocksize": A.i(A.REQUIRED), "mode": A.s("DCR", ("DCR", "CRD"))}
 register(OpSchema("DepthToSpace", 1, 1, _d2s_infer, _depth_to_space, attrs=_D2S_ATTRS))
 register(OpSchema("SpaceToDepth", 1, 1, _d2s_infer, _space_to_depth, attrs=_D2S_ATTRS))

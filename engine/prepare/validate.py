@@ -53,3 +53,7 @@ def _check_attr_types(node, schema) -> None:
             raise InvalidGraph(f"node '{node.name}' ({node.op_type}): attribute '{key}' must be "
                                f"{spec.kind.value}, got {type(value).__name__} {value!r:.60}",
                                node=node.name)
+        if spec.choices is not None and value not in spec.choices:
+            raise InvalidGraph(f"node '{node.name}' ({node.op_type}): attribute '{key}' is "
+                               f"{value!r:.60}, expected one of {list(spec.choices)}",
+                               node=node.name)
