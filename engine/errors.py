@@ -9,6 +9,23 @@ from __future__ import annotations
 
 import enum
 
+# A user's name (graph, node, tensor, session) as it appears in a message or in metadata: a
+# graph name of a megabyte is the user's to send, not ours to echo (gRPC's trailers hold 8 KiB).
+NAME_CHARS = 200
+
+
+def bounded_text(text: object, limit: int) -> str:
+    """`text` as printable UTF-8 of at most about `limit` characters: control characters and
+    anything UTF-8 cannot encode escaped, the middle of a long text cut (its start and end
+    are what identify it), and the cut said."""
+    s = str(text)
+    if len(s) > limit:
+        keep = max(limit - 40, 8)
+        s = f"{s[:keep * 3 // 4]}...({len(s)} chars)...{s[-(keep // 4):]}"
+    if not s.isprintable():
+        s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
 
 class ErrorCode(enum.Enum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
@@ -48,7 +65,7 @@ class GraphEngineError(Exception):
         if self.stage:
             where.append(f"stage {self.stage}")
         if self.graph:
-            where.append(f"graph '{self.graph}'")
+            where.append(f"graph '{bounded_text(self.graph, NAME_CHARS)}'")
         prefix = f"[{', '.join(where)}] " if where else ""
         return prefix + self.message
 

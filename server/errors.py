@@ -30,7 +30,14 @@ from typing import Any
 import grpc
 from google.protobuf.message import DecodeError
 
-from graphengine.engine.errors import ErrorCode, GraphEngineError, InvalidInput, decode_problem
+from graphengine.engine.errors import (
+    NAME_CHARS,
+    ErrorCode,
+    GraphEngineError,
+    InvalidInput,
+    bounded_text,
+    decode_problem,
+)
 
 from .logs import log_event
 
@@ -64,12 +71,32 @@ def status_for(exc: BaseException) -> grpc.StatusCode | None:
     return None
 
 
+# The status message travels with the metadata in gRPC's trailers (8 KiB by default; the
+# message's non-ASCII bytes are percent-encoded, 3 bytes each, and -bin values base64'd), so
+# a longer one would turn any error into an unrelated RESOURCE_EXHAUSTED: the message is held
+# to MESSAGE_CHARS characters and MESSAGE_BYTES bytes of UTF-8, each context value to
+# META_BYTES (together at most ~6 KiB on the wire).
+MESSAGE_CHARS = 1000
+MESSAGE_BYTES = 1500
+META_BYTES = 256
+
+
+def _fit(text: str, chars: int, max_bytes: int) -> str:
+    """At most `chars` characters and `max_bytes` bytes of UTF-8, cut in the middle (the end
+    of a message says what went wrong, its start where)."""
+    out = bounded_text(text, chars)
+    while len(out.encode("utf-8")) > max_bytes and chars > 16:
+        chars = chars * max_bytes // len(out.encode("utf-8")) - 1
+        out = bounded_text(text, chars)
+    return out
+
+
 def error_metadata(exc: BaseException) -> tuple[tuple[str, bytes], ...]:
     items = [(META_TYPE, type(exc).__name__.encode())]
     for attr, key in META_FIELDS.items():
         value = getattr(exc, attr, None)
         if value:
-            items.append((key, str(value).encode("utf-8")))
+            items.append((key, _fit(value, NAME_CHARS, META_BYTES).encode("utf-8")))
     return tuple(items)
 
 
@@ -89,7 +116,7 @@ def describe(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
                   ref=ref, type=type(exc).__name__)
         return grpc.StatusCode.INTERNAL, (f"internal error in {method.rsplit('/', 1)[-1]} "
                                           f"({type(exc).__name__}; server log ref {ref})")
-    message = str(exc) or type(exc).__name__
+    message = _fit(str(exc) or type(exc).__name__, MESSAGE_CHARS, MESSAGE_BYTES)
     log_event(_log, logging.INFO, "rpc_error", method=method, code=status.name,
               error=type(exc).__name__, message=message)
     return status, message

@@ -19,6 +19,7 @@ from ..wire import (
     tensor_from_pb,
     tensor_to_pb,
 )
+from .text import check_text
 
 WIRE_DTYPES = wire.WIRE_DTYPES  # not float8, int4 and the like
 
@@ -27,6 +28,7 @@ CANONICAL_OPSET = 28
 
 
 def import_graphdef(gd: pb.GraphDef) -> Graph:
+    check_text(gd, "the graph")
     g = Graph(gd.name or "graph")
     g.opset = CANONICAL_OPSET
     for t in gd.constants:

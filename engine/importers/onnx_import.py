@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
@@ -28,6 +27,7 @@ from ..ir import Dim, Graph, TensorMeta, Value
 from .onnx_functions import inline_functions
 from .onnx_upgrade import NodeSpec, upgrade
 from .onnx_wire import WeightBuffer, WireError, split_weights
+from .text import check_text
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 ModelLike = bytes | str | os.PathLike | onnx.ModelProto
@@ -38,7 +38,7 @@ def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
     proto, base_dir, weights = _load_split(model)
     if proto is None:
         proto, base_dir = load_proto(model)
-    _check_text(proto, "the model")
+    check_text(proto, "the model")
     opset = model_opset(proto)
     newest = int(onnx.defs.onnx_opset_version())
     if not 1 <= opset <= newest:
@@ -49,27 +49,6 @@ def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
     g.opset = opset
     _Scope(g, opset, base_dir, None).fill(graph_proto, weights)
     return g
-
-
-_STRING = FieldDescriptor.TYPE_STRING
-_MESSAGE = FieldDescriptor.TYPE_MESSAGE
-
-
-def _check_text(msg, where: str) -> None:
-    """Every text field of the model (names, op types, domains, doc strings) is UTF-8: onnx's
-    proto2 messages hand text that is not as bytes, which would flow into names, messages and
-    metadata. Refused here, naming where it is."""
-    for field, value in msg.ListFields():
-        if field.type == _STRING:
-            for text in (value if field.is_repeated else (value,)):
-                if isinstance(text, bytes):
-                    raise InvalidModel(f"{where}: field '{field.name}' is not UTF-8 text "
-                                       f"({text[:40]!r})")
-        elif field.type == _MESSAGE:
-            label = getattr(msg, "name", "") or ""
-            inner = f"{where} > {label[:60]}" if isinstance(label, str) and label else where
-            for item in (value if field.is_repeated else (value,)):
-                _check_text(item, inner)
 
 
 def _load_split(model: ModelLike

@@ -299,3 +299,53 @@ def test_a_reshape_the_data_does_not_fit_is_invalid_argument(session: RemoteSess
     err = _fails(lambda: session.run_graph(gid, {"x": x, "s": np.array([5, 4], np.int64)}),
                  ce.InvalidArgument)
     assert "reshape_from_request" in err.message and "(5,4)" in err.message
+
+
+# ---- user strings: bounded and escaped before they reach a message or metadata ----------
+def _named_graph(graph_name: str, node_name: str) -> graph_pb2.GraphDef:
+    return graph_pb2.GraphDef(
+        name=graph_name, inputs=[graph_pb2.TensorDesc(
+            name="x", dtype=graph_pb2.DT_FLOAT32, shape=[graph_pb2.Dim(size=2)])],
+        outputs=[graph_pb2.TensorDesc(name="y")],
+        nodes=[graph_pb2.NodeDef(name=node_name, op_type="NoSuchOp", inputs=["x"],
+                                 outputs=["y"])])
+
+
+def test_long_graph_and_node_names_come_back_bounded(stub, session: RemoteSession) -> None:
+    """Names echoed into the message and the trailing metadata overflowed gRPC's 8 KiB
+    trailers: the client got RESOURCE_EXHAUSTED, not the graph's own error."""
+    request = session_pb2.AddGraphRequest(session_id=session.id,
+                                          graph=_named_graph("G" * 4000, "ü" * 4000))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.AddGraph(request, timeout=30)
+    err = info.value
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err.details()
+    assert "NoSuchOp" in err.details() and len(err.details().encode()) <= 1500
+    assert "chars)" in err.details()  # the cut is said
+    meta = dict(err.trailing_metadata())
+    assert all(len(v) <= 256 for k, v in meta.items() if k.startswith("graphengine-"))
+
+
+def test_a_name_of_a_megabyte_is_refused_at_the_door(session: RemoteSession) -> None:
+    err = _fails(lambda: session.add_graph(_named_graph("G" * (1 << 20), "n")),
+                 ce.InvalidArgument)
+    assert "1048576 characters" in err.message and len(err.message) < 400
+
+
+def test_a_huge_session_id_is_not_found_with_a_bounded_message(stub) -> None:
+    request = session_pb2.GetGraphInfoRequest(session_id="s" * 100_000, graph_id=1)
+    details = _raw_fails(lambda: stub.GetGraphInfo(request, timeout=30),
+                         grpc.StatusCode.NOT_FOUND)
+    assert len(details) <= 1500
+
+
+def test_control_characters_in_names_are_escaped(session: RemoteSession) -> None:
+    graph = graph_pb2.GraphDef(
+        name="evil\r\nset-cookie: x\x00", inputs=[graph_pb2.TensorDesc(
+            name="x", dtype=graph_pb2.DT_FLOAT32, shape=[graph_pb2.Dim(size=2)])],
+        outputs=[graph_pb2.TensorDesc(name="y")],
+        nodes=[graph_pb2.NodeDef(name="n\x1b[31m", op_type="NoSuchOp", inputs=["x"],
+                                 outputs=["y"])])
+    err = _fails(lambda: session.add_graph(graph), ce.InvalidArgument)
+    assert "\r" not in err.message and "\x00" not in err.message and "\x1b" not in err.message
+    assert "\\r\\n" in err.message or "\\x1b" in err.message

@@ -1,0 +1,53 @@
+"""The text of a model or graph message, checked before any of it is used.
+
+onnx's messages are proto2: text that is not UTF-8 comes back from protobuf as bytes and
+would flow into names, messages, logs and metadata; and a name of a megabyte is no name but a
+way to make every message about it a megabyte. Both are refused at the door, naming where.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from ..errors import InvalidModel, bounded_text
+
+# Characters in one name (graph, node, tensor, op type, domain). Exporters write a few
+# hundred at most (torch's dynamo scopes); doc strings are free text and not bounded.
+MAX_NAME_CHARS = 4096
+
+_STRING = FieldDescriptor.TYPE_STRING
+_MESSAGE = FieldDescriptor.TYPE_MESSAGE
+_FREE_TEXT = {"doc_string", "producer_version", "value"}  # metadata_props values too
+
+
+def check_text(msg, where: str) -> None:
+    """Every text field of `msg` and of the messages in it is UTF-8 and, but for free text,
+    at most MAX_NAME_CHARS long; InvalidModel names the field and where it is."""
+    for field, value in msg.ListFields():
+        if field.type == _STRING:
+            for text in (value if field.is_repeated else (value,)):
+                if isinstance(text, bytes):
+                    raise InvalidModel(f"{where}: field '{field.name}' is not UTF-8 text "
+                                       f"({text[:40]!r})")
+                if len(text) > MAX_NAME_CHARS and field.name not in _FREE_TEXT:
+                    raise InvalidModel(f"{where}: field '{field.name}' has {len(text)} "
+                                       f"characters, more than the {MAX_NAME_CHARS} a name "
+                                       f"may have ('{bounded_text(text, 60)}')")
+        elif field.type == _MESSAGE:
+            label = getattr(msg, "name", "")
+            inner = (f"{where} > {bounded_text(label, 60)}" if isinstance(label, str) and label
+                     else where)
+            if field.message_type.GetOptions().map_entry:  # a map: its keys, its messages
+                _check_name(field.name, list(value.keys()), where)
+                items = [v for v in value.values() if hasattr(v, "ListFields")]
+            else:
+                items = value if field.is_repeated else (value,)
+            for item in items:
+                check_text(item, inner)
+
+
+def _check_name(field: str, texts: list, where: str) -> None:
+    for text in texts:
+        if isinstance(text, str) and len(text) > MAX_NAME_CHARS:
+            raise InvalidModel(f"{where}: a key of '{field}' has {len(text)} characters, more "
+                               f"than the {MAX_NAME_CHARS} a name may have")
