@@ -65,6 +65,8 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
             raise InvalidInput(f"missing input '{sig.name}' (expected {sig})", graph=name,
                                tensor=sig.name)
         arr = np.asarray(inputs[sig.name])
+        if arr.dtype != sig.dtype.numpy and arr.dtype.newbyteorder("=") == sig.dtype.numpy:
+            arr = arr.astype(sig.dtype.numpy)  # the same values in the other byte order
         if arr.dtype != sig.dtype.numpy:
             raise InvalidInput(f"input '{sig.name}': expected dtype {sig.dtype.value}, got "
                                f"{arr.dtype.name}", graph=name, tensor=sig.name)

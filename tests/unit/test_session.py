@@ -125,3 +125,14 @@ def test_memory_limit_is_checked_before_load():
 def test_unknown_compile_option_is_rejected():
     with pytest.raises(InvalidInput, match="unknown compile option 'bogus'"):
         graphengine.Session({"options": {"bogus": "1"}})
+
+
+def test_an_input_in_the_other_byte_order_runs_as_its_values():
+    """A big-endian float32 array was refused with "expected dtype float32, got float32"."""
+    model = tiny([helper.make_node("Relu", ["x"], ["y"])])
+    x = np.array([[1, -2, 3], [-4, 5, -6]], ">f4")
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model)
+        np.testing.assert_array_equal(sess.run_graph(gid, {"x": x})["y"], np.maximum(x, 0))
+        with pytest.raises(InvalidInput, match="expected dtype float32, got float64"):
+            sess.run_graph(gid, {"x": x.astype(">f8")})
