@@ -19,6 +19,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from graphengine.engine import offline
+from graphengine.engine.bounds import (
+    DEFAULT_MAX_TENSOR_ELEMENTS,
+    MemoryBudget,
+    element_count,
+    physical_memory_bytes,
+)
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
 from graphengine.engine.importers import load_model
@@ -82,8 +88,9 @@ class _GraphEntry:
     def symbolic(self) -> bool:
         return any(v.meta is None or not v.meta.is_static for v in self.graph.inputs)
 
-    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
-        return compile_graph(self.graph, options, input_shapes=shapes)
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
+                budget: MemoryBudget | None = None) -> CompiledModel:
+        return compile_graph(self.graph, options, input_shapes=shapes, budget=budget)
 
     def analyze(self, options) -> CompileReport:
         return analyze(self.graph, options)
@@ -158,7 +165,8 @@ class _OfflineEntry(_GraphEntry):
         super().__init__(graph_id, graph, tuple(sorted(gear.values)) if batched else ())
         self.offline = stored
 
-    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
+                budget: MemoryBudget | None = None) -> CompiledModel:
         return self.offline.find(shapes)  # the stored model, or an error naming the gears
 
     def analyze(self, options) -> CompileReport:
@@ -217,6 +225,8 @@ class Session:
                 _share_batch_symbol(graph)
             analyze(graph, self._compile_options)
             entry = _GraphEntry(0, graph, wanted)
+            for g in entry.gears:  # each gear's tensors, before any is compiled
+                self._gear_call(g, self._check_shapes, entry, entry.gear_shapes(g))
         else:
             entry = _OfflineEntry(0, stored, name)
             self._check_graph_size(entry.graph)
@@ -281,7 +291,7 @@ class Session:
         entry = self._entry(graph_id)
         with self._running():
             if entry.gears and not input_shapes:
-                pools = [self._pool_for(entry, entry.gear_shapes(g)) for g in entry.gears]
+                pools = [self._gear_pool(entry, g) for g in entry.gears]
                 return pools[-1].compiled.report
             if entry.symbolic and not input_shapes:
                 report = entry.analyze(self._compile_options)
@@ -362,7 +372,7 @@ class Session:
         rows = gearing.batch_rows(entry.graph.name, inputs, names)
         chunks = []
         for start, stop, gear in gearing.plan(rows, entry.gears):
-            pool = self._pool_for(entry, entry.gear_shapes(gear), control, times)
+            pool = self._gear_pool(entry, gear, control, times)
             with stage(times, "input_copy"):
                 feed = {k: gearing.pad(np.asarray(inputs[k])[start:stop], gear) for k in names}
             out = pool.execute(feed, output_names, control, times)
@@ -381,8 +391,7 @@ class Session:
             if isinstance(entry, _OfflineEntry) and not input_shapes:
                 return offline.save(entry.offline.models, gear=entry.offline.gear)
             if entry.gears and not input_shapes:
-                models = [self._pool_for(entry, entry.gear_shapes(g)).compiled
-                          for g in entry.gears]
+                models = [self._gear_pool(entry, g).compiled for g in entry.gears]
                 return offline.save(models, gear=offline.Gear(entry.batch_dim, entry.gears))
             if entry.symbolic and not input_shapes:
                 raise InvalidInput(f"graph {graph_id} has symbolic inputs and no gears: give "
@@ -396,6 +405,22 @@ class Session:
             shapes.setdefault(v.name, v.meta.shape)
         return shapes
 
+    def _gear_pool(self, entry: _GraphEntry, gear: int, control: RunControl | None = None,
+                   times: StageTimes | None = None) -> InstancePool:
+        return self._gear_call(gear, self._pool_for, entry, entry.gear_shapes(gear), control,
+                               times)
+
+    @staticmethod
+    def _gear_call(gear: int, fn: Callable, *args):
+        """`fn(*args)`, with a refusal's message naming the gear it was for."""
+        try:
+            return fn(*args)
+        except (InvalidInput, ResourceExhausted) as exc:
+            if not exc.message.startswith("gear "):
+                exc.message = f"gear {gear}: {exc.message}"
+                exc.with_context()
+            raise
+
     def _pool_for(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]],
                   control: RunControl | None = None, times: StageTimes | None = None
                   ) -> InstancePool:
@@ -405,6 +430,7 @@ class Session:
             if pool is not None:
                 entry.models.move_to_end(key)
                 return pool
+        self._check_shapes(entry, shapes)
         t0 = time.perf_counter()
         while not entry.compile_lock.acquire(timeout=POLL_SECONDS):
             if control is not None:
@@ -416,7 +442,7 @@ class Session:
                 if times is not None:
                     times.add("queue", time.perf_counter() - t0)
                 return pool
-            compiled = entry.compile(self._compile_options, shapes)
+            compiled = entry.compile(self._compile_options, shapes, self._budget())
             nbytes = compiled.device_bytes * self.options.instances
             self._admit(nbytes, entry)
             try:
@@ -441,7 +467,7 @@ class Session:
 
     def _admit(self, nbytes: int, entry: _GraphEntry) -> None:
         """Reserve `nbytes` of device memory for a load, or explain why not, before loading."""
-        device = self.limits.device_memory_bytes
+        device = self._device_memory()
         if device and nbytes > device:
             raise ResourceExhausted(
                 f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes "
@@ -457,6 +483,26 @@ class Session:
                     f"limit, {max(0, limit - used)} left", graph=entry.graph.name,
                     stage="load")
             self._reserved += nbytes
+
+    def _device_memory(self) -> int:
+        return self.limits.device_memory_bytes or physical_memory_bytes()
+
+    def _budget(self) -> MemoryBudget | None:
+        """What a compile may still plan for: the device's memory and the session's quota.
+        The compile refuses right after shape inference what cannot fit (see `_admit` for
+        the exact check against the memory plan, before the load)."""
+        device = self._device_memory()
+        limit = self.options.memory_limit_bytes
+        copies = self.options.instances
+        if limit <= 0:
+            return MemoryBudget(device, f"the device has {device}", copies) if device else None
+        with self._lock:
+            used = self.device_bytes + self._reserved
+        left = max(0, limit - used)
+        reason = f"session '{self.id}' uses {used} of its {limit} byte limit, {left} left"
+        if device and device < left:
+            return MemoryBudget(device, f"the device has {device}", copies)
+        return MemoryBudget(left, reason, copies)
 
     @property
     def device_bytes(self) -> int:
@@ -513,21 +559,23 @@ class Session:
             raise ResourceExhausted(f"graph '{graph.name}' has {len(graph.nodes)} nodes; the "
                                     f"server accepts at most {limit} per graph",
                                     graph=graph.name)
-        limit = self.limits.max_tensor_elements
+        limit = self.limits.max_tensor_elements or DEFAULT_MAX_TENSOR_ELEMENTS
         for v in graph.inputs:
             shape = v.meta.shape if v.meta else None
-            if shape and any(not isinstance(d, str) and d < 0 for d in shape):
+            if shape and not any(isinstance(d, str) for d in shape):
+                element_count(f"input '{v.name}' declares {v.meta}", shape, limit=limit,
+                              tensor=v.name, graph=graph.name)
+            elif shape and any(not isinstance(d, str) and d < 0 for d in shape):
                 raise InvalidInput(f"input '{v.name}' declares a negative dimension: "
                                    f"{v.meta}", graph=graph.name, tensor=v.name)
-            if not limit or not shape or any(isinstance(d, str) for d in shape):
-                continue
-            count = 1
-            for d in shape:
-                count *= int(d)
-            if count > limit:
-                raise ResourceExhausted(f"input '{v.name}' declares {v.meta} ({count} elements);"
-                                        f" the server accepts at most {limit} per tensor",
-                                        graph=graph.name, tensor=v.name)
+
+    def _check_shapes(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]]) -> None:
+        """The shapes a compile is asked for, bounded before anything is inferred."""
+        limit = self.limits.max_tensor_elements or DEFAULT_MAX_TENSOR_ELEMENTS
+        for name, shape in shapes.items():
+            if shape is not None and not any(isinstance(d, str) for d in shape):
+                element_count(f"input '{name}'", shape, limit=limit, tensor=name,
+                              graph=entry.graph.name)
 
     # ---- lifecycle --------------------------------------------------------------------
     def info(self) -> SessionInfo:
