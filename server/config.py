@@ -41,6 +41,10 @@ Settings, as `key` (default): meaning.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
 
+Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
+`device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
+`max_tensor_elements` <= 2**40.
+
 Example `graphengine.yaml`:
 
     host: 0.0.0.0
