@@ -46,10 +46,11 @@ from typing import Any
 
 import numpy as np
 
+from .bounds import MAX_OFFLINE_MODELS
 from .errors import InvalidInput, InvalidModel
 from .ir import Graph, TensorMeta
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig
-from .offline_codec import ALIGN, Reader, Writer, align, array_bytes, plain
+from .offline_codec import ALIGN, Reader, Writer, align, array_bytes, check_nesting, plain
 
 MAGIC = b"GEOM"
 FORMAT_VERSION = 1
@@ -245,9 +246,15 @@ def load_all(data: bytes | bytearray | memoryview | np.ndarray) -> OfflineModel:
         if unknown:
             raise InvalidModel(f"offline model has top-level field '{unknown[0]}', which this "
                                f"GraphEngine does not know")
+        if len(desc["models"]) > MAX_OFFLINE_MODELS:
+            raise InvalidModel(f"offline model holds {len(desc['models'])} compiled "
+                               f"signatures; at most {MAX_OFFLINE_MODELS} are read")
         models = [reader.decode(m) for m in desc["models"]]
         gear = desc["gear"]
         gear = Gear(str(gear["dim"]), tuple(int(v) for v in gear["values"])) if gear else None
+        if gear is not None and len(gear.values) != len(models):
+            raise InvalidModel(f"offline model gear '{gear.dim}' has {len(gear.values)} "
+                               f"values for {len(models)} compiled models")
         name = str(desc["name"])
     except InvalidModel:
         raise
@@ -339,8 +346,12 @@ def _description(view: memoryview, head: Mapping[str, int]) -> dict:
         desc = json.loads(bytes(view[start:start + head["description_bytes"]]).decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidModel(f"offline model description is not valid JSON: {exc}") from None
+    except RecursionError:  # the parser's own guard, far below which check_nesting stops
+        raise InvalidModel("offline model description is nested too deep for the JSON "
+                           "parser") from None
     if not isinstance(desc, dict):
         raise InvalidModel("offline model description is not a JSON object")
+    check_nesting(desc, "offline model description")
     return desc
 
 

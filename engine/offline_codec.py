@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from .bounds import MAX_NESTING, PIECE_EXPANSION
 from .dtypes import DType
 from .errors import InvalidModel
 from .ir import Graph
@@ -45,7 +46,7 @@ PIECE = 1 << 16  # dedup granularity of big arrays across gears
 _ENGINE = "graphengine.engine."
 _TYPE_NAME = re.compile(r"^[a-z_][a-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$")
 
-__all__ = ["ALIGN", "Reader", "Writer", "align", "array_bytes", "plain"]
+__all__ = ["ALIGN", "Reader", "Writer", "align", "array_bytes", "check_nesting", "plain"]
 
 
 def align(n: int) -> int:
@@ -187,6 +188,10 @@ class Reader:
 
     def __init__(self, weights: np.ndarray | None) -> None:
         self.weights = weights
+        # Bytes that arrays stored as pieces may be rebuilt into, over the whole file: the
+        # pieces a few kilobytes of JSON can list are otherwise a free multiplier.
+        size = len(weights) if weights is not None else 0
+        self.rebuild_left = PIECE_EXPANSION * max(size, PIECE)
 
     def decode(self, x: Any) -> Any:
         if isinstance(x, list):
@@ -262,22 +267,31 @@ class Reader:
                                f"cannot take {nbytes} bytes")
         if "pieces" not in x:
             return self._slice(int(x["offset"]), nbytes).view(dtype).reshape(shape)
-        out = np.empty(nbytes, np.uint8)
+        # Every piece is checked against the bytes the file holds before the array's
+        # memory is taken: a declared size alone allocates nothing.
+        spans = [(int(offset), int(size)) for offset, size in x["pieces"]]
         at = 0
-        for offset, size in x["pieces"]:
-            if at + int(size) > nbytes:
-                raise InvalidModel(f"offline model is corrupted: the pieces of a "
-                                   f"{dtype}{list(shape)} array exceed its {nbytes} bytes")
-            out[at:at + int(size)] = self._slice(int(offset), int(size))
-            at += int(size)
+        for offset, size in spans:
+            self._slice(offset, size)
+            at += size
         if at != nbytes:
             raise InvalidModel(f"offline model is corrupted: the pieces of a {dtype}"
                                f"{list(shape)} array hold {at} of its {nbytes} bytes")
+        if nbytes > self.rebuild_left:
+            raise InvalidModel(f"offline model is corrupted: its shared pieces rebuild more "
+                               f"than {PIECE_EXPANSION} times its weights section (a "
+                               f"{dtype}{list(shape)} array of {nbytes} bytes)")
+        self.rebuild_left -= nbytes
+        out = np.empty(nbytes, np.uint8)
+        at = 0
+        for offset, size in spans:
+            out[at:at + size] = self._slice(offset, size)
+            at += size
         return out.view(dtype).reshape(shape)
 
     def _slice(self, offset: int, nbytes: int) -> np.ndarray:
         size = len(self.weights) if self.weights is not None else 0
-        if offset < 0 or offset % ALIGN or offset + nbytes > size:
+        if offset < 0 or nbytes < 0 or offset % ALIGN or offset + nbytes > size:
             raise InvalidModel(f"offline model is corrupted: array at offset {offset} "
                                f"({nbytes} bytes) lies outside the weights section "
                                f"({size} bytes)")
@@ -309,6 +323,17 @@ class Reader:
             raise InvalidModel(f"offline model graph '{g.name}' is malformed: {exc}") from None
         return g
 
+
+
+def check_nesting(x: Any, what: str) -> None:
+    """Refuse JSON nested deeper than MAX_NESTING, iteratively: decoding it recurses."""
+    stack = [(x, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InvalidModel(f"{what} is nested too deep: more than {MAX_NESTING} levels")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
 
 
 def array_bytes(x: Any) -> int:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from . import ops  # noqa: F401  (registers every op schema)
+from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .build import build_programs
 from .errors import InvalidGraph, InvalidInput
 from .flops import graph_flops
@@ -46,6 +47,10 @@ class CompileOptions:
     data_parallel: int = 0
 
     def __post_init__(self) -> None:
+        # Both size work before any pass runs (a stream is a worker thread and a column of
+        # every vector clock; a chunk clones the graph): refused here, not after gigabytes.
+        check_int("compile option 'max_streams'", self.max_streams, 1, MAX_STREAMS)
+        check_int("compile option 'data_parallel'", self.data_parallel, 0, MAX_DATA_PARALLEL)
         if self.layout_format not in REGION_FORMATS:
             raise InvalidInput(f"compile option 'layout_format' must be one of "
                                f"{list(REGION_FORMATS)}, got {self.layout_format!r}")
@@ -79,18 +84,21 @@ def _coerce(key: str, raw: object, default: object) -> object:
     return raw
 
 
-def prepare_stage(options: CompileOptions) -> Stage:
-    passes = [infer_shapes, canonicalize, eliminate_identities]
+def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None) -> Stage:
+    passes = [infer_shapes]
+    if budget is not None:  # right after inference: before anything folds or allocates
+        passes.append(functools.partial(check_memory_budget, budget=budget))
+    passes += [canonicalize, eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)
     passes += [deduplicate_constants, eliminate_common_subexpressions, eliminate_dead_nodes]
     return Stage("prepare", passes, repeat_until_stable=True)
 
 
-def stages(options: CompileOptions) -> list[Stage]:
+def stages(options: CompileOptions, budget: MemoryBudget | None = None) -> list[Stage]:
     return [
         Stage("validate", [validate]),
-        prepare_stage(options),
+        prepare_stage(options, budget),
         Stage("partition", [place_nodes, partition_graph]),
         Stage("optimize", ([fuse] if options.fuse else [])
               + [functools.partial(split_batch, enabled=options.batch_split,
@@ -148,8 +156,12 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
 
 def compile_graph(graph: Graph, options: CompileOptions | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  on_pass: ProgressHook | None = None) -> CompiledModel:
+                  on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None
+                  ) -> CompiledModel:
     """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched.
+
+    `budget`: the bytes the caller can still load; a graph whose largest tensor at these
+    shapes exceeds it is refused right after shape inference (bounds.check_memory_budget).
 
     `on_pass(stage, record)` is called as each stage starts (record None) and after every
     pass, for progress displays.
@@ -164,7 +176,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
                                f"shape to compile", graph=g.name, tensor=v.name)
     pm = PassManager(lint=options.lint, on_pass=on_pass)
     flops = 0.0
-    for stage in stages(options):
+    for stage in stages(options, budget):
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)

@@ -8,6 +8,7 @@ import numpy as np
 
 from graphengine.v1 import graph_pb2 as pb
 
+from .bounds import element_count
 from .dtypes import DType
 from .errors import InvalidInput
 from .ir import Dim, TensorMeta
@@ -74,17 +75,7 @@ def tensor_from_pb(t: pb.Tensor, max_elements: int | None = None) -> np.ndarray:
         raise InvalidInput(f"{what}: dtype {dtype.value} is not supported on the wire",
                            tensor=t.name)
     shape = tuple(int(d) for d in t.shape)
-    if any(d < 0 for d in shape):
-        raise InvalidInput(f"{what}: negative dimension in shape {list(shape)}", tensor=t.name)
-    count = 1
-    for d in shape:
-        count *= d
-    if max_elements is not None and count > max_elements:
-        raise InvalidInput(f"{what}: {count} elements exceed the limit of {max_elements}",
-                           tensor=t.name)
-    expected = count * dtype.itemsize
-    if len(t.data) != expected:
-        raise InvalidInput(f"{what}: {dtype.value}{list(shape)} needs {expected} bytes of data, "
-                           f"got {len(t.data)}", tensor=t.name)
+    element_count(f"{what} ({dtype.value})", shape, limit=max_elements, present=len(t.data),
+                  unit=dtype.itemsize, tensor=t.name)
     arr = np.frombuffer(t.data, dtype=dtype.numpy.newbyteorder("<")).reshape(shape)
     return arr.astype(dtype.numpy, copy=False)

@@ -41,6 +41,10 @@ Settings, as `key` (default): meaning.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
 
+Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
+`device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
+`max_tensor_elements` <= 2**40.
+
 Example `graphengine.yaml`:
 
     host: 0.0.0.0
@@ -60,6 +64,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
+
+from graphengine.engine.bounds import MAX_ELEMENTS
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("kv", "json")
@@ -124,6 +130,12 @@ class ServerConfig:
         for key in ("worker_threads", "stream_max_inflight", "repository_load_threads"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key}: must be >= 1, got {getattr(self, key)}")
+        # Upper bounds: each of these sizes a pool or a queue the server allocates up front.
+        for key, high in (("worker_threads", 1024), ("device_threads", 1024),
+                          ("stream_max_inflight", 4096), ("repository_load_threads", 64),
+                          ("max_tensor_elements", MAX_ELEMENTS)):
+            if getattr(self, key) > high:
+                raise ConfigError(f"{key}: {getattr(self, key)} exceeds the bound of {high}")
         level = self.log_level.upper()
         if level not in LOG_LEVELS:
             raise ConfigError(

@@ -12,15 +12,24 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from graphengine.engine.bounds import MAX_GEAR, MAX_GEARS
 from graphengine.engine.errors import InvalidInput
 
 
 def normalize(gears: Sequence[int] | None) -> tuple[int, ...]:
-    """Sorted, unique, positive batch sizes; an error names a bad value."""
+    """Sorted, unique, positive batch sizes; an error names a bad value.
+
+    Every gear is compiled and loaded ahead, so their count and size are bounded here,
+    before anything is (the memory they need is checked per gear at compile)."""
+    gears = list(gears or ())
+    if len(gears) > MAX_GEARS:
+        raise InvalidInput(f"{len(gears)} gears given; a graph may have at most {MAX_GEARS}")
     values = []
-    for g in gears or ():
+    for g in gears:
         if isinstance(g, bool) or int(g) != g or int(g) < 1:
-            raise InvalidInput(f"gears must be positive integers, got {list(gears or ())}")
+            raise InvalidInput(f"gears must be positive integers, got {gears}")
+        if int(g) > MAX_GEAR:
+            raise InvalidInput(f"gear {int(g)} exceeds the bound of {MAX_GEAR} rows per gear")
         values.append(int(g))
     return tuple(sorted(set(values)))
 

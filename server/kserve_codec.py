@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from graphengine.engine.bounds import element_count
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
@@ -61,19 +62,6 @@ def _dtype(name: str, tensor: str) -> DType:
     return dtype
 
 
-def _count(name: str, shape: Sequence[int], max_elements: int | None) -> int:
-    if any(d < 0 for d in shape):
-        raise InvalidInput(f"input '{name}': negative dimension in shape {list(shape)}",
-                           tensor=name)
-    count = 1
-    for d in shape:
-        count *= int(d)
-    if max_elements is not None and count > max_elements:
-        raise InvalidInput(f"input '{name}': shape {list(shape)} has {count} elements; the "
-                           f"limit is {max_elements}", tensor=name)
-    return count
-
-
 def decode_inputs(request: pb.ModelInferRequest, max_elements: int | None = None
                   ) -> dict[str, np.ndarray]:
     raw = request.raw_input_contents
@@ -88,37 +76,34 @@ def decode_inputs(request: pb.ModelInferRequest, max_elements: int | None = None
             raise InvalidInput(f"input '{t.name}' is given twice", tensor=t.name)
         dtype = _dtype(t.datatype, t.name)
         shape = tuple(int(d) for d in t.shape)
-        count = _count(t.name, shape, max_elements)
         if raw:
             if t.HasField("contents"):
                 raise InvalidInput(f"input '{t.name}' sets contents while the request uses "
                                    f"raw_input_contents", tensor=t.name)
-            arrays[t.name] = _from_raw(t.name, dtype, shape, count, raw[i])
+            arrays[t.name] = _from_raw(t.name, dtype, shape, raw[i], max_elements)
         else:
-            arrays[t.name] = _from_contents(t, dtype, shape, count)
+            arrays[t.name] = _from_contents(t, dtype, shape, max_elements)
     return arrays
 
 
-def _from_raw(name: str, dtype: DType, shape: tuple[int, ...], count: int, data: bytes
-              ) -> np.ndarray:
-    expected = count * dtype.itemsize
-    if len(data) != expected:
-        raise InvalidInput(f"input '{name}': {datatype_name(dtype)}{list(shape)} needs "
-                           f"{expected} bytes, raw_input_contents has {len(data)}", tensor=name)
+def _from_raw(name: str, dtype: DType, shape: tuple[int, ...], data: bytes,
+              max_elements: int | None) -> np.ndarray:
+    # The shape is checked against the bytes that came before anything is allocated.
+    element_count(f"input '{name}' ({datatype_name(dtype)} in raw_input_contents)", shape,
+                  limit=max_elements, present=len(data), unit=dtype.itemsize, tensor=name)
     return np.frombuffer(data, dtype=dtype.numpy.newbyteorder("<")).reshape(shape).astype(
         dtype.numpy, copy=False)
 
 
 def _from_contents(t: pb.ModelInferRequest.InferInputTensor, dtype: DType,
-                   shape: tuple[int, ...], count: int) -> np.ndarray:
+                   shape: tuple[int, ...], max_elements: int | None) -> np.ndarray:
     field = _CONTENTS_FIELD.get(dtype)
     if field is None:
         raise InvalidInput(f"input '{t.name}': {datatype_name(dtype)} data must be sent in "
                            f"raw_input_contents", tensor=t.name)
     values = getattr(t.contents, field)
-    if len(values) != count:
-        raise InvalidInput(f"input '{t.name}': shape {list(shape)} needs {count} values, "
-                           f"contents.{field} has {len(values)}", tensor=t.name)
+    element_count(f"input '{t.name}' (contents.{field})", shape, limit=max_elements,
+                  present=len(values), tensor=t.name)
     try:
         return np.array(values, dtype=dtype.numpy).reshape(shape)
     except OverflowError:

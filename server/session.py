@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from graphengine.engine import offline
+from graphengine.engine.bounds import MemoryBudget
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
+from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound
 from graphengine.engine.importers import load_model
 from graphengine.engine.ir import Dim, Graph, TensorMeta
 from graphengine.engine.model import CompiledModel
@@ -29,6 +30,7 @@ from graphengine.engine.report import CompileReport
 from graphengine.engine.runtime import NativeError, default_device, native_error
 
 from . import gears as gearing
+from .admission import Admission
 from .instances import POLL_SECONDS, InstancePool
 from .timing import StageTimes, stage
 from .types import (
@@ -82,8 +84,9 @@ class _GraphEntry:
     def symbolic(self) -> bool:
         return any(v.meta is None or not v.meta.is_static for v in self.graph.inputs)
 
-    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
-        return compile_graph(self.graph, options, input_shapes=shapes)
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
+                budget: MemoryBudget | None = None) -> CompiledModel:
+        return compile_graph(self.graph, options, input_shapes=shapes, budget=budget)
 
     def analyze(self, options) -> CompileReport:
         return analyze(self.graph, options)
@@ -158,14 +161,15 @@ class _OfflineEntry(_GraphEntry):
         super().__init__(graph_id, graph, tuple(sorted(gear.values)) if batched else ())
         self.offline = stored
 
-    def compile(self, options, shapes: Mapping[str, Sequence[Dim]]) -> CompiledModel:
+    def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
+                budget: MemoryBudget | None = None) -> CompiledModel:
         return self.offline.find(shapes)  # the stored model, or an error naming the gears
 
     def analyze(self, options) -> CompileReport:
         return self.offline.models[0].report
 
 
-class Session:
+class Session(Admission):
     """A context for graphs and their loaded models; thread-safe.
 
     `limits` are the server's (graphs, nodes, tensor sizes, device size); `on_compile` is
@@ -217,6 +221,8 @@ class Session:
                 _share_batch_symbol(graph)
             analyze(graph, self._compile_options)
             entry = _GraphEntry(0, graph, wanted)
+            for g in entry.gears:  # each gear's tensors, before any is compiled
+                self._gear_call(g, self._check_shapes, entry, entry.gear_shapes(g))
         else:
             entry = _OfflineEntry(0, stored, name)
             self._check_graph_size(entry.graph)
@@ -281,7 +287,7 @@ class Session:
         entry = self._entry(graph_id)
         with self._running():
             if entry.gears and not input_shapes:
-                pools = [self._pool_for(entry, entry.gear_shapes(g)) for g in entry.gears]
+                pools = [self._gear_pool(entry, g) for g in entry.gears]
                 return pools[-1].compiled.report
             if entry.symbolic and not input_shapes:
                 report = entry.analyze(self._compile_options)
@@ -362,7 +368,7 @@ class Session:
         rows = gearing.batch_rows(entry.graph.name, inputs, names)
         chunks = []
         for start, stop, gear in gearing.plan(rows, entry.gears):
-            pool = self._pool_for(entry, entry.gear_shapes(gear), control, times)
+            pool = self._gear_pool(entry, gear, control, times)
             with stage(times, "input_copy"):
                 feed = {k: gearing.pad(np.asarray(inputs[k])[start:stop], gear) for k in names}
             out = pool.execute(feed, output_names, control, times)
@@ -381,8 +387,7 @@ class Session:
             if isinstance(entry, _OfflineEntry) and not input_shapes:
                 return offline.save(entry.offline.models, gear=entry.offline.gear)
             if entry.gears and not input_shapes:
-                models = [self._pool_for(entry, entry.gear_shapes(g)).compiled
-                          for g in entry.gears]
+                models = [self._gear_pool(entry, g).compiled for g in entry.gears]
                 return offline.save(models, gear=offline.Gear(entry.batch_dim, entry.gears))
             if entry.symbolic and not input_shapes:
                 raise InvalidInput(f"graph {graph_id} has symbolic inputs and no gears: give "
@@ -396,6 +401,11 @@ class Session:
             shapes.setdefault(v.name, v.meta.shape)
         return shapes
 
+    def _gear_pool(self, entry: _GraphEntry, gear: int, control: RunControl | None = None,
+                   times: StageTimes | None = None) -> InstancePool:
+        return self._gear_call(gear, self._pool_for, entry, entry.gear_shapes(gear), control,
+                               times)
+
     def _pool_for(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]],
                   control: RunControl | None = None, times: StageTimes | None = None
                   ) -> InstancePool:
@@ -405,6 +415,7 @@ class Session:
             if pool is not None:
                 entry.models.move_to_end(key)
                 return pool
+        self._check_shapes(entry, shapes)
         t0 = time.perf_counter()
         while not entry.compile_lock.acquire(timeout=POLL_SECONDS):
             if control is not None:
@@ -416,7 +427,7 @@ class Session:
                 if times is not None:
                     times.add("queue", time.perf_counter() - t0)
                 return pool
-            compiled = entry.compile(self._compile_options, shapes)
+            compiled = entry.compile(self._compile_options, shapes, self._budget())
             nbytes = compiled.device_bytes * self.options.instances
             self._admit(nbytes, entry)
             try:
@@ -438,25 +449,6 @@ class Session:
         if self._on_compile is not None:
             self._on_compile(compiled.report, load_seconds)
         return pool
-
-    def _admit(self, nbytes: int, entry: _GraphEntry) -> None:
-        """Reserve `nbytes` of device memory for a load, or explain why not, before loading."""
-        device = self.limits.device_memory_bytes
-        if device and nbytes > device:
-            raise ResourceExhausted(
-                f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes "
-                f"of device memory; the device has {device}", graph=entry.graph.name,
-                stage="load")
-        limit = self.options.memory_limit_bytes
-        with self._lock:
-            used = self.device_bytes + self._reserved
-            if limit > 0 and used + nbytes > limit:
-                raise ResourceExhausted(
-                    f"loading graph {entry.graph_id} ('{entry.graph.name}') needs {nbytes} bytes "
-                    f"of device memory; session '{self.id}' uses {used} of its {limit} byte "
-                    f"limit, {max(0, limit - used)} left", graph=entry.graph.name,
-                    stage="load")
-            self._reserved += nbytes
 
     @property
     def device_bytes(self) -> int:
@@ -497,37 +489,6 @@ class Session:
         with self._lock:
             entries = list(self._graphs.values())
         return sum(len(e.models) for e in entries)
-
-    # ---- limits -----------------------------------------------------------------------
-    def _check_graph_count(self) -> None:
-        limit = self.limits.max_graphs
-        with self._lock:
-            self._check_open()
-            if limit and len(self._graphs) >= limit:
-                raise ResourceExhausted(f"session '{self.id}' holds its maximum of {limit} "
-                                        f"graphs; remove one first")
-
-    def _check_graph_size(self, graph: Graph) -> None:
-        limit = self.limits.max_nodes
-        if limit and len(graph.nodes) > limit:
-            raise ResourceExhausted(f"graph '{graph.name}' has {len(graph.nodes)} nodes; the "
-                                    f"server accepts at most {limit} per graph",
-                                    graph=graph.name)
-        limit = self.limits.max_tensor_elements
-        for v in graph.inputs:
-            shape = v.meta.shape if v.meta else None
-            if shape and any(not isinstance(d, str) and d < 0 for d in shape):
-                raise InvalidInput(f"input '{v.name}' declares a negative dimension: "
-                                   f"{v.meta}", graph=graph.name, tensor=v.name)
-            if not limit or not shape or any(isinstance(d, str) for d in shape):
-                continue
-            count = 1
-            for d in shape:
-                count *= int(d)
-            if count > limit:
-                raise ResourceExhausted(f"input '{v.name}' declares {v.meta} ({count} elements);"
-                                        f" the server accepts at most {limit} per tensor",
-                                        graph=graph.name, tensor=v.name)
 
     # ---- lifecycle --------------------------------------------------------------------
     def info(self) -> SessionInfo:

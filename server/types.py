@@ -7,6 +7,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 
+from graphengine.engine.bounds import MAX_DATA_PARALLEL, MAX_INSTANCES, MAX_STREAMS, check_int
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput
 from graphengine.engine.ir import Dim
@@ -26,8 +27,12 @@ class SessionOptions:
         if self.precision not in PRECISIONS:
             raise InvalidInput(f"session option precision '{self.precision}' is not supported; "
                                f"the host device compiles fp32 only")
-        if self.instances < 1:
-            raise InvalidInput(f"session option instances must be >= 1, got {self.instances}")
+        # Each sizes what a compile and a load allocate: bounded before either runs.
+        check_int("session option 'instances'", self.instances, 1, MAX_INSTANCES)
+        check_int("session option 'max_streams'", self.max_streams, 0, MAX_STREAMS)
+        if self.memory_limit_bytes < 0:
+            raise InvalidInput(f"session option 'memory_limit_bytes' must be >= 0, got "
+                               f"{self.memory_limit_bytes}")
 
     @classmethod
     def coerce(cls, value: SessionOptions | Mapping | None) -> SessionOptions:
@@ -50,8 +55,8 @@ class SessionOptions:
 
         opts = dict(self.options)
         opts.setdefault("max_streams", str(self.max_streams or 1))
-        if threads >= 2:
-            opts.setdefault("data_parallel", str(threads))
+        if threads >= 2:  # a machine may have more threads than chunks are worth
+            opts.setdefault("data_parallel", str(min(threads, MAX_DATA_PARALLEL)))
         return CompileOptions.from_mapping(opts)
 
 

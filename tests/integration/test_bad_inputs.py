@@ -3,6 +3,7 @@ culprit, and the server keeps serving afterwards."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -187,9 +188,12 @@ def test_malformed_protobuf(server: str, client: Client) -> None:
     assert "graphengine.v1.AddGraphRequest" in details
 
 
-def test_huge_declared_shape(session: RemoteSession) -> None:
-    err = _fails(lambda: session.add_graph(_graph_with_input([1 << 31, 1 << 31])),
-                 ce.ResourceExhausted)
+@pytest.mark.parametrize("shape, kind", [
+    ([1 << 31, 1 << 31], ce.InvalidArgument),  # beyond the hard bound (engine/bounds.py)
+    ([1 << 15, 1 << 15], ce.ResourceExhausted),  # beyond the server's element limit
+], ids=["absurd", "over_limit"])
+def test_huge_declared_shape(session: RemoteSession, shape, kind) -> None:
+    err = _fails(lambda: session.add_graph(_graph_with_input(shape)), kind)
     assert "'x'" in err.message and "elements" in err.message
 
 
@@ -349,3 +353,98 @@ def test_control_characters_in_names_are_escaped(session: RemoteSession) -> None
     err = _fails(lambda: session.add_graph(graph), ce.InvalidArgument)
     assert "\r" not in err.message and "\x00" not in err.message and "\x1b" not in err.message
     assert "\\r\\n" in err.message or "\\x1b" in err.message
+
+
+# ---- bounds: numbers that size work are checked before the work (engine/bounds.py) -----
+def _image_graph() -> graph_pb2.GraphDef:
+    """x[N, 3, 224, 224] -> Relu: a symbolic batch, 150528 elements a row."""
+    graph = _graph_with_input([0, 3, 224, 224])
+    graph.inputs[0].shape[0].symbol = "N"
+    return graph
+
+
+def test_huge_max_streams_option(client: Client) -> None:
+    err = _fails(lambda: client.session({"max_streams": 10**9}), ce.InvalidArgument)
+    assert "max_streams" in err.message and "1000000000" in err.message and "64" in err.message
+
+
+def test_huge_gear(session: RemoteSession) -> None:
+    err = _fails(lambda: session.add_graph(_image_graph(), gears=[1, 10**6]), ce.InvalidArgument)
+    assert "gear 1000000" in err.message
+    # Within the hard bound, beyond the server's element limit: refused before compiling.
+    err = _fails(lambda: session.add_graph(_image_graph(), gears=[1, 60000]),
+                 ce.ResourceExhausted)
+    assert "gear 60000" in err.message and "'x'" in err.message
+
+
+def test_huge_compile_shape(session: RemoteSession) -> None:
+    gid = session.add_graph(_image_graph())
+    err = _fails(lambda: session.compile_graph(gid, {"x": (10**6, 3, 224, 224)}),
+                 ce.ResourceExhausted)
+    assert "'x'" in err.message and "150528000000" in err.message
+
+
+def _offline_edit(session: RemoteSession, edit) -> bytes:
+    from tests.unit.test_offline import reseal
+
+    return reseal(session.export_model(session.add_graph(simple_graphdef())), edit)
+
+
+def test_tiny_offline_file_declaring_a_huge_array(session: RemoteSession) -> None:
+    def huge(desc: dict) -> dict:
+        program = desc["models"][0]["programs"][0]
+        spec = program["weights"][0] if program.get("weights") else None
+        assert spec and spec["$"] == "array", program.keys()
+        spec.update(dtype="uint8", shape=[1 << 36], nbytes=1 << 36, pieces=[[0, 64]] * 3)
+        spec.pop("offset", None)
+        return desc
+
+    err = _fails(lambda: session.import_model(_offline_edit(session, huge)), ce.InvalidArgument)
+    assert "68719476736" in err.message
+
+
+def test_deeply_nested_offline_file(session: RemoteSession) -> None:
+    def nest(desc: dict) -> dict:
+        deep: list = []
+        for _ in range(500):
+            deep = [deep]
+        desc["models"][0]["report"]["graph"] = deep
+        return desc
+
+    err = _fails(lambda: session.import_model(_offline_edit(session, nest)), ce.InvalidArgument)
+    assert "nested too deep" in err.message
+
+
+def test_kserve_shape_claiming_more_than_its_bytes(server_process, tmp_path) -> None:
+    from graphengine.kserve.v2 import grpc_service_pb2 as kpb
+    from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
+
+    from .ge_models import mlp_onnx
+
+    (tmp_path / "mlp").mkdir()
+    (tmp_path / "mlp" / "model.onnx").write_bytes(mlp_onnx(batch=2).SerializeToString())
+    proc = server_process("--model-repository", str(tmp_path))
+    x = np.ones((2, 16), np.float32)
+    with grpc.insecure_channel(proc.address) as channel:
+        stub = kgrpc.GRPCInferenceServiceStub(channel)
+        grpc.channel_ready_future(channel).result(timeout=60)
+
+        def infer(shape: list[int], data: bytes) -> kpb.ModelInferResponse:
+            request = kpb.ModelInferRequest(model_name="mlp")
+            request.inputs.add(name="x", datatype="FP32", shape=shape)
+            request.raw_input_contents.append(data)
+            return stub.ModelInfer(request, timeout=60)
+
+        for _ in range(120):  # the repository loads in the background
+            if stub.ModelReady(kpb.ModelReadyRequest(name="mlp"), timeout=30).ready:
+                break
+            time.sleep(0.5)
+        details = _raw_fails(lambda: infer([1 << 20, 1 << 20], x.tobytes()),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        assert "'x'" in details and "needs 4398046511104 bytes" in details
+        details = _raw_fails(lambda: infer([0, 1 << 40, 1 << 40], b""),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+        assert "bound" in details
+        out = infer([2, 16], x.tobytes())  # and it still serves
+        assert list(out.outputs[0].shape) == [2, 5]
+    assert proc.terminate() == 0

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import InvalidInput
+from graphengine.engine.errors import InvalidInput, ResourceExhausted
 from graphengine.engine.report import (
     CompileReport,
     MemoryRecord,
@@ -120,7 +120,7 @@ def test_tensors_round_trip_and_checks() -> None:
     t = convert.tensors_to_pb({"a": arrays["a"]})[0]
     with pytest.raises(InvalidInput, match="'a' is given twice"):
         convert.tensors_from_pb([t, t])
-    with pytest.raises(InvalidInput, match="limit of 5"):
+    with pytest.raises(ResourceExhausted, match="at most 5 per tensor"):
         convert.tensors_from_pb([t], max_elements=5)
     with pytest.raises(InvalidInput, match="no name"):
         convert.tensors_from_pb([graph_pb2.Tensor(dtype=graph_pb2.DT_FLOAT32)])

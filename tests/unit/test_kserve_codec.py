@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import InvalidInput
+from graphengine.engine.errors import InvalidInput, ResourceExhausted
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.server import kserve_codec as codec
 
@@ -65,8 +65,13 @@ def test_bad_inputs_name_the_problem() -> None:
     request = _raw_request(x=a)
     del request.inputs[0].shape[:]
     request.inputs[0].shape.extend([1 << 40, 1 << 40])
-    _fails(request, "elements; the limit is 1000", max_elements=1000)
-    _fails(request, "needs")  # no limit: still the byte count does not match
+    _fails(request, "bound of", max_elements=1000)  # beyond any configuration
+    request = _raw_request(x=a)
+    del request.inputs[0].shape[:]
+    request.inputs[0].shape.extend([1 << 20, 1 << 10])
+    _fails(request, "needs")  # the bytes do not match: malformed whatever the limit
+    with pytest.raises(ResourceExhausted, match="at most 3 per tensor"):
+        codec.decode_inputs(_raw_request(x=a), 3)  # well-formed but over the server's limit
     request = _raw_request(x=a, y=a)
     del request.raw_input_contents[1]
     _fails(request, "2 inputs")
