@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test lint bench zoo zoo-build sanitize clean
+.PHONY: all install run test lint bench zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -82,6 +82,12 @@ sanitize: install
 		$(ASAN_PY) -m pytest -q -p no:cacheprovider tests/unit/test_runtime*.py tests/unit/test_loaded_model.py \
 		tests/unit/test_fusion_conv_block.py tests/unit/test_fusion_conv_head.py \
 		tests/unit/test_ops_device_coverage.py tests/unit/test_ops_device_graphs.py
+
+# The fuzz harness (tests/fuzz/) with hypothesis's long profile: random seeds and
+# GE_FUZZ_SCALE (40) times the examples `make test` runs, ~10 minutes. To triage many
+# failures at once without shrinking each: GE_FUZZ_TRIAGE=1.
+fuzz: install
+	GE_FUZZ_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider tests/fuzz --hypothesis-show-statistics
 
 clean:
 	rm -rf build $(VENV) examples/models

@@ -121,6 +121,14 @@ class Unauthenticated(GraphEngineError):
     code = ErrorCode.UNAUTHENTICATED
 
 
+class CompilerError(GraphEngineError):
+    """A compiler pass failed on a graph that passed validation: GraphEngine's bug, not the
+    caller's, so INTERNAL (INVALID_ARGUMENT would tell the caller to fix a valid graph); the
+    message names the pass and the exception."""
+
+    code = ErrorCode.INTERNAL
+
+
 class ExecutionError(GraphEngineError):
     """A kernel failed while running; the message names the node."""
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import DType
+from .errors import InvalidGraph, bounded_text
 from .ir import Dim
 from .report import CompileReport
 
@@ -142,3 +143,43 @@ class CompiledModel:
         """Device memory a loaded instance holds: arenas plus weights."""
         return sum(p.arena_bytes + p.weight_bytes for p in self.programs
                    if isinstance(p, DeviceProgram))
+
+
+def check_dataflow(compiled: CompiledModel) -> None:
+    """Every name a program, step or output reads is made before it: by the signature, a
+    folded constant, an earlier program or step. The compiler builds models so; a model
+    read from a file is checked here, at load, so that an inconsistent one is refused
+    naming the tensor instead of failing a run with a KeyError (found by the fuzz harness)."""
+    made = {s.name for s in compiled.inputs} | set(compiled.constants)
+
+    def need(name: object, where: str, local: dict | None = None) -> None:
+        if name not in made and (local is None or name not in local):
+            raise InvalidGraph(f"{where} reads tensor '{bounded_text(name, 200)}', which "
+                               f"nothing before it makes", graph=compiled.name, stage="load")
+
+    indices = [p.index for p in compiled.programs]
+    if len(set(indices)) != len(indices):
+        raise InvalidGraph(f"program indices {indices[:16]} repeat", graph=compiled.name,
+                           stage="load")
+    for prog in compiled.programs:
+        if isinstance(prog, DeviceProgram):
+            count = len(prog.tensors)
+            for i in (*prog.inputs, *prog.outputs):
+                if not 0 <= i < count:
+                    raise InvalidGraph(f"device program {prog.index} names tensor slot {i} "
+                                       f"of {count}", graph=compiled.name, stage="load")
+            for name in prog.input_names:
+                need(name, f"device program {prog.index}")
+            made.update(prog.output_names)
+        else:  # a host program's constants are its own steps' alone
+            for step in prog.steps:
+                for name in step.inputs:
+                    if name is not None:
+                        need(name, f"host step '{bounded_text(step.name, 200)}'",
+                             prog.constants)
+                made.update(step.outputs)
+    if len(compiled.output_sources) != len(compiled.outputs):
+        raise InvalidGraph(f"{len(compiled.outputs)} outputs but {len(compiled.output_sources)} "
+                           f"output sources", graph=compiled.name, stage="load")
+    for name in compiled.output_sources:
+        need(name, "the model's outputs")

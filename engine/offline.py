@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 
 from .bounds import MAX_OFFLINE_MODELS
-from .errors import InvalidInput, InvalidModel
+from .errors import InvalidGraph, InvalidInput, InvalidModel
 from .ir import Graph, TensorMeta
-from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig
+from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 from .offline_codec import ALIGN, Reader, Writer, align, array_bytes, check_nesting, plain
 
 MAGIC = b"GEOM"
@@ -264,6 +264,11 @@ def load_all(data: bytes | bytearray | memoryview | np.ndarray) -> OfflineModel:
     if not models or not all(isinstance(m, CompiledModel) for m in models):
         raise InvalidModel("offline model description is malformed: 'models' must be a "
                            "non-empty list of CompiledModel")
+    for m in models:
+        try:
+            check_dataflow(m)
+        except InvalidGraph as exc:
+            raise InvalidModel(f"offline model is inconsistent: {exc.message}") from None
     return OfflineModel(name, models, gear)
 
 

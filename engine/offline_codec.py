@@ -25,20 +25,24 @@ types are looked up only inside graphengine.engine (a file cannot name other cod
 from __future__ import annotations
 
 import base64
+import collections.abc
 import dataclasses
 import enum
 import functools
 import hashlib
 import importlib
 import math
+import numbers
 import re
+import types
+import typing
 from typing import Any
 
 import numpy as np
 
 from .bounds import MAX_NESTING, PIECE_EXPANSION
 from .dtypes import DType
-from .errors import InvalidModel
+from .errors import InvalidModel, bounded_text
 from .ir import Graph
 
 ALIGN = 64
@@ -241,6 +245,12 @@ class Reader:
             elif f.init and f.default is dataclasses.MISSING \
                     and f.default_factory is dataclasses.MISSING:
                 raise InvalidModel(f"offline model lacks field '{cls.__name__}.{name}'")
+        hints = _field_types(cls)
+        for name, value in (*init.items(), *late.items()):
+            hint = hints.get(name, Any)
+            if not _conforms(value, hint):
+                raise InvalidModel(f"offline model field '{cls.__name__}.{name}' holds "
+                                   f"{_kind(value)}, where {_hint_name(hint)} belongs")
         obj = cls(**init)
         for name, value in late.items():
             object.__setattr__(obj, name, value)
@@ -323,6 +333,65 @@ class Reader:
             raise InvalidModel(f"offline model graph '{g.name}' is malformed: {exc}") from None
         return g
 
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a dataclass's fields ({} where they cannot be resolved:
+    then nothing is checked, as before)."""
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation naming something only a type checker imports
+        return {}
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a decoded value has the shape of a field's annotation: containers by kind and
+    element, dataclasses and enums by class, numbers by kind (a numpy scalar is a number);
+    what the annotation does not pin (Any, a type variable, a callable) passes. A file edited
+    to put a dict where a program belongs is refused here, not deep in the runtime."""
+    if hint is Any or hint is object:
+        return True
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_conforms(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is typing.Literal:
+        return value in args
+    if origin in (list, tuple, collections.abc.Sequence):
+        if not isinstance(value, (list, tuple)):  # the writer keeps tuples; lists are read
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(map(_conforms, value, args))
+        return not args or all(_conforms(v, args[0]) for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, dict):
+            return False
+        return not args or all(_conforms(k, args[0]) and _conforms(v, args[1])
+                               for k, v in value.items())
+    if origin is not None or not isinstance(hint, type):
+        return True
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, hint)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _hint_name(hint: Any) -> str:
+    text = getattr(hint, "__name__", None) if isinstance(hint, type) else None
+    return bounded_text(text or str(hint).replace("typing.", ""), 200)
 
 
 def check_nesting(x: Any, what: str) -> None:

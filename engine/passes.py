@@ -10,7 +10,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 
-from .errors import GraphEngineError, InvalidGraph
+from .errors import CompilerError, GraphEngineError, InvalidGraph
 from .ir import Graph
 from .report import PassRecord
 
@@ -84,8 +84,8 @@ class PassManager:
             exc.message = f"{exc.message} (in pass {name})"
             raise exc.with_context(graph=graph.name, stage=stage) from None
         except Exception as exc:  # a bug in a pass: still say where it happened
-            raise InvalidGraph(f"pass {name} failed: {type(exc).__name__}: {exc}",
-                               graph=graph.name, stage=stage) from exc
+            raise CompilerError(f"pass {name} failed: {type(exc).__name__}: {exc}",
+                                graph=graph.name, stage=stage) from exc
         self.record(PassRecord(stage, name, time.perf_counter() - start, result.changed,
                                result.detail))
         return result.graph, result.changed

@@ -7,12 +7,14 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from . import ops  # noqa: F401  (registers every op schema)
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .build import build_programs
 from .errors import InvalidGraph, InvalidInput
 from .flops import graph_flops
-from .ir import Graph, TensorMeta, ValueKind
+from .ir import Dim, Graph, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .optimize import assign_layouts, fuse
 from .optimize.batch_split import split_batch
@@ -108,6 +110,61 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None) -> list[
     ]
 
 
+def _given_shape(graph: Graph, name: str, shape: object) -> tuple[int, ...]:
+    """A shape from a request: a sequence of integers (numpy's included), else InvalidInput."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence | np.ndarray):
+        raise InvalidInput(f"input_shapes['{name}'] must be a list of dims, got "
+                           f"{type(shape).__name__}", graph=graph.name, tensor=name)
+    dims = []
+    for d in shape:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise InvalidInput(f"input_shapes['{name}']: dim {d!r} is not an integer",
+                               graph=graph.name, tensor=name)
+        dims.append(int(d))
+    return tuple(dims)
+
+
+def requested_shapes(graph: Graph, given: Mapping[str, Sequence[int]] | None
+                     ) -> dict[str, tuple[Dim, ...] | None]:
+    """Every input's shape for a compile asked for with `given` (some inputs' shapes): a
+    given shape as it is (checked by bind_shapes), an input left out takes its declared
+    shape with the symbols the given ones bind ({"x": (2, 3)} binds "b" in x[b,3] and so
+    y[b,3] becomes (2, 3)). An input left out whose shape still has a symbol no given input
+    binds is the caller's error, named (the CLI compiles for the shapes of an input file)."""
+    given = dict(given or {})
+    names = {v.name for v in graph.inputs}
+    for name in given:
+        if name not in names:
+            raise InvalidInput(f"input_shapes names '{name}', which is not an input of the "
+                               f"graph; inputs are {sorted(names)}", graph=graph.name,
+                               tensor=str(name))
+    bound: dict[str, int] = {}
+    for v in graph.inputs:
+        if v.name in given and v.meta.shape is not None:
+            shape = _given_shape(graph, v.name, given[v.name])
+            given[v.name] = shape
+            for d, s in zip(v.meta.shape, shape):
+                if isinstance(d, str):
+                    bound.setdefault(d, s)
+    shapes: dict[str, tuple[Dim, ...] | None] = dict(given)
+    for v in graph.inputs:
+        if v.name in given:
+            continue
+        declared = v.meta.shape
+        if not given:  # nothing asked: the declared signature, symbols and all
+            shapes[v.name] = declared
+            continue
+        filled = None if declared is None else tuple(
+            bound.get(d, d) if isinstance(d, str) else d for d in declared)
+        if filled is None or any(isinstance(d, str) for d in filled):
+            raise InvalidInput(f"input_shapes lacks input '{v.name}' (declared {v.meta}), "
+                               f"whose shape the given inputs do not fix; give a shape for "
+                               f"every input with symbolic dims", graph=graph.name,
+                               tensor=v.name)
+        shapes[v.name] = filled
+    return shapes
+
+
 def bind_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None) -> Graph:
     """A copy of the graph with concrete shapes for the named inputs."""
     g = graph.copy()
@@ -118,7 +175,7 @@ def bind_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None) -> Gra
                                f"graph; inputs are {[i.name for i in g.inputs]}",
                                graph=g.name, tensor=name)
         declared = v.meta.shape
-        shape = tuple(int(d) for d in shape)
+        shape = _given_shape(g, name, shape)
         if declared is not None and (len(declared) != len(shape) or any(
                 isinstance(d, int) and d != s for d, s in zip(declared, shape))):
             raise InvalidInput(f"input '{name}': shape {list(shape)} does not fit the declared "

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import itertools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from graphengine import _runtime
 
 from . import ops
 from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
-from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig
+from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 
 _device_lock = threading.Lock()
 _devices: dict[int, _runtime.Device] = {}
@@ -64,7 +65,12 @@ def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.n
         if sig.name not in inputs:
             raise InvalidInput(f"missing input '{sig.name}' (expected {sig})", graph=name,
                                tensor=sig.name)
-        arr = np.asarray(inputs[sig.name])
+        try:
+            arr = np.asarray(inputs[sig.name])
+        except (ValueError, TypeError) as exc:  # a ragged nested list, an object without
+            # an array interface: numpy's own words name what is wrong with it
+            raise InvalidInput(f"input '{sig.name}' is not an array: {exc}", graph=name,
+                               tensor=sig.name) from None
         if arr.dtype != sig.dtype.numpy and arr.dtype.newbyteorder("=") == sig.dtype.numpy:
             arr = arr.astype(sig.dtype.numpy)  # the same values in the other byte order
         if arr.dtype != sig.dtype.numpy:
@@ -110,6 +116,7 @@ class LoadedModel:
         if not isinstance(instances, int) or instances < 1:
             raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
                                graph=compiled.name, stage="load")
+        check_dataflow(compiled)
         self.compiled = compiled
         self.device = device or default_device()
         self.instances = instances
@@ -189,7 +196,11 @@ class LoadedModel:
                                graph=self.compiled.name)
         per_iteration = not isinstance(inputs, Mapping)
         if per_iteration:
-            feeds = list(inputs)
+            if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Iterable):
+                raise InvalidInput(f"inputs must be a mapping of input name to array (or one "
+                                   f"such mapping per iteration), got "
+                                   f"{type(inputs).__name__}", graph=self.compiled.name)
+            feeds = list(itertools.islice(inputs, iterations + 1))
             if len(feeds) != iterations or not all(isinstance(f, Mapping) for f in feeds):
                 raise InvalidInput(f"expected {iterations} input mappings (one per iteration) "
                                    f"or one mapping, got {type(inputs).__name__} of "

@@ -25,7 +25,7 @@ from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound
 from graphengine.engine.importers import load_model
 from graphengine.engine.ir import Dim, Graph, TensorMeta
 from graphengine.engine.model import CompiledModel
-from graphengine.engine.pipeline import analyze, compile_graph
+from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes
 from graphengine.engine.report import CompileReport
 from graphengine.engine.runtime import NativeError, default_device, native_error
 
@@ -316,6 +316,9 @@ class Session(Admission):
         entry = self._graphs.get(graph_id)
         if entry is None:
             raise NotFound(f"graph {graph_id} not found in session '{self.id}'")
+        if type(inputs) is not dict and not isinstance(inputs, Mapping):
+            raise InvalidInput(f"inputs must be a mapping of input name to array, got "
+                               f"{type(inputs).__name__}", graph=entry.graph.name)
         self._inflight.append(None)
         try:
             if output_names is None and control is None and times is None and not entry.gears:
@@ -396,10 +399,7 @@ class Session(Admission):
 
     @staticmethod
     def _shapes(entry: _GraphEntry, input_shapes: Mapping[str, Sequence[int]] | None) -> dict:
-        shapes = dict(input_shapes or {})
-        for v in entry.graph.inputs:
-            shapes.setdefault(v.name, v.meta.shape)
-        return shapes
+        return requested_shapes(entry.graph, input_shapes)
 
     def _gear_pool(self, entry: _GraphEntry, gear: int, control: RunControl | None = None,
                    times: StageTimes | None = None) -> InstancePool:

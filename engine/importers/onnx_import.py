@@ -359,7 +359,16 @@ class _Scope:
             inputs += [self._lookup(n, "", label) for n in outer]
         specs = [NodeSpec(op_type, inputs, outputs, attrs, name)]
         if node.domain in STANDARD_DOMAINS:
-            specs = upgrade(g, specs[0], self.opset)
+            try:
+                specs = upgrade(g, specs[0], self.opset)
+            except (TypeError, ValueError, KeyError, IndexError) as exc:
+                # An old-opset form rewritten before its schema checks it: a missing or
+                # mistyped attribute (Pad without pads, Clip min="abc", TopK without k).
+                what = (f"attribute {exc} is missing" if isinstance(exc, KeyError)
+                        else f"an attribute is malformed ({exc})")
+                raise InvalidGraph(f"node '{label}' ({node.op_type}): its opset-{self.opset} "
+                                   f"form cannot be read: {what}",
+                                   graph=g.name, node=label) from None
         for spec in specs:
             ins = [g.values[i] if isinstance(i, str) else i for i in spec.inputs]
             n = g.add_node(spec.op_type, ins, outputs=spec.outputs, attrs=spec.attrs,

@@ -115,6 +115,8 @@ def _clip(g: Graph, spec: NodeSpec, opset: int) -> list[NodeSpec]:
 @_rewrite("Pad", 11)
 def _pad(g: Graph, spec: NodeSpec, opset: int) -> list[NodeSpec]:
     pads = spec.attrs.pop("pads", spec.attrs.pop("paddings", None))
+    if pads is None:
+        raise KeyError("pads")
     value = float(spec.attrs.pop("value", 0.0))
     pre: list[NodeSpec] = []
     spec.inputs = [spec.inputs[0], _const(g, pads), _like(g, spec, value, pre)]

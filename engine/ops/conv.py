@@ -11,7 +11,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, optional_index, reject
-from .kernel_utils import widen
+from .kernel_utils import ints, widen
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
@@ -255,8 +255,8 @@ def _col2im_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _col2im(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
-    image = [int(v) for v in ins[1]]
-    block = [int(v) for v in ins[2]]
+    image = ints(ins[1])
+    block = ints(ins[2])
     nsp = len(image)
     win, outs = window(None, a, block, image)
     n, ck, _ = x.shape

@@ -12,7 +12,7 @@ from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
-from .kernel_utils import is_bfloat16, is_ml_dtype, np_dtype, onnx_dtype, to_low_precision
+from .kernel_utils import ints, is_bfloat16, is_ml_dtype, np_dtype, onnx_dtype, to_low_precision
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
@@ -145,7 +145,7 @@ def _cos_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 register(OpSchema("ConstantOfShape", 1, 1, _cos_infer, lambda ins, a: [
-    np.full(tuple(int(d) for d in ins[0]), _cos_value(a)[0], dtype=_cos_value(a).dtype)],
+    np.full(tuple(ints(ins[0])), _cos_value(a)[0], dtype=_cos_value(a).dtype)],
     attrs={"value": A.tensor()}))
 
 

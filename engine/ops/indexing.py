@@ -11,6 +11,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
+from .kernel_utils import ints
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
@@ -275,7 +276,7 @@ def _slice(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
     opt = [None if len(ins) <= i or ins[i] is None else [int(v) for v in ins[i]]
            for i in range(3, 5)]
-    params = slice_params(x.shape, [int(v) for v in ins[1]], [int(v) for v in ins[2]], *opt)
+    params = slice_params(x.shape, ints(ins[1]), ints(ins[2]), *opt)
     return [x[tuple(slice(s, e if e >= 0 else None, st) for s, e, st in params)]]
 
 
@@ -328,10 +329,10 @@ def _pad_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _pad(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
-    pads = [int(p) for p in ins[1]]
+    pads = ints(ins[1])
     value = ins[2] if len(ins) > 2 and ins[2] is not None and np.size(ins[2]) else 0
     axes = _pad_axes(x.ndim, None if len(ins) < 4 or ins[3] is None
-                     else [int(v) for v in ins[3]])
+                     else ints(ins[3]))
     n = len(axes)
     width = [[0, 0] for _ in range(x.ndim)]
     for k, ax in enumerate(axes):
@@ -493,7 +494,7 @@ def _center_crop_pad_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _center_crop_pad(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
-    target = [int(v) for v in ins[1]]
+    target = ints(ins[1])
     axes = _pad_axes(x.ndim, a.get("axes"))
     src = [slice(None)] * x.ndim
     dst = [slice(None)] * x.ndim

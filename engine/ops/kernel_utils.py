@@ -42,6 +42,13 @@ def widen(x: np.ndarray) -> np.ndarray:
     return x
 
 
+def ints(x: Any) -> list[int]:
+    """An int tensor input (axes, a shape, pads, sizes) as Python ints, read the way shape
+    inference reads it (`const_ints`: flattened), so a 0-d tensor is one entry here as there
+    instead of a TypeError the run turned into INTERNAL (found by the fuzz harness)."""
+    return [int(v) for v in np.asarray(x).reshape(-1)]
+
+
 def opt(ins: Sequence[Any], i: int, nonempty: bool = False) -> Any:
     """Input i of a kernel, or None when omitted (or empty, when `nonempty`)."""
     if i >= len(ins) or ins[i] is None:

@@ -11,7 +11,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject, reject_rank
-from .kernel_utils import widen
+from .kernel_utils import ints, widen
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, meta_in, out, shape_in, sym
 from .spatial import Window, pad_for_windows, window, window_slices
@@ -209,7 +209,7 @@ def _max_unpool(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     y[np.asarray(idx).reshape(-1)] = x.reshape(-1)
     y = y.reshape(inferred)
     if len(ins) > 2 and ins[2] is not None:  # indices address the inferred shape
-        res = np.zeros(tuple(int(v) for v in ins[2]), dtype=x.dtype)
+        res = np.zeros(tuple(ints(ins[2])), dtype=x.dtype)
         res[tuple(slice(0, d) for d in inferred)] = y
         y = res
     return [y]

@@ -11,7 +11,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
-from .kernel_utils import widen
+from .kernel_utils import ints, widen
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
@@ -68,7 +68,7 @@ def _axes_of(ins: list[Any], a: dict[str, Any], rank: int) -> tuple[int, ...] | 
     """Axes for numpy; None = all; () = identity."""
     if len(ins) < 2 or ins[1] is None or np.size(ins[1]) == 0:
         return () if a["noop_with_empty_axes"] else None
-    return tuple(sorted(int(v) + rank if v < 0 else int(v) for v in ins[1]))
+    return tuple(sorted(v + rank if v < 0 else v for v in ints(ins[1])))
 
 
 def _extreme(x: np.ndarray, largest: bool) -> Any:

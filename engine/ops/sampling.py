@@ -9,6 +9,7 @@ import numpy as np
 
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from .kernel_utils import ints
 from .registry import OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, out, shape_in, sym
 
@@ -144,5 +145,5 @@ def _affine_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 register(OpSchema("AffineGrid", 2, 2, _affine_infer, lambda ins, a: [affine_grid(
-    ins[0], [int(v) for v in ins[1]], bool(a["align_corners"]))],
+    ins[0], ints(ins[1]), bool(a["align_corners"]))],
     attrs={"align_corners": A.i(0)}))

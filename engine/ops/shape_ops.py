@@ -14,6 +14,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from . import symdims
 from .device_helpers import kernel, reject, view
+from .kernel_utils import ints
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     broadcast,
@@ -87,10 +88,23 @@ def _reshape_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _reshape(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
-    target = [int(t) for t in ins[1]]
+    target = ints(ins[1])
+    # ONNX's rules, checked here: numpy reads any negative entry as the one to infer and
+    # indexes past the rank for a 0, where ONNX refuses both.
+    for i, t in enumerate(target):
+        if t < -1:
+            raise ValueError(f"shape entry {t} is invalid (expected -1, 0 or a size)")
+        if t == 0 and not a["allowzero"] and i >= x.ndim:
+            raise ValueError(f"shape entry {i} is 0 (copy) but the input has rank {x.ndim}")
+    if target.count(-1) > 1:
+        raise ValueError(f"shape {target} has more than one -1")
     if not a["allowzero"]:
         target = [x.shape[i] if t == 0 else t for i, t in enumerate(target)]
-    return [x.reshape(target)]
+    try:
+        return [x.reshape(target)]
+    except ValueError:
+        raise ValueError(f"cannot reshape {list(x.shape)} ({x.size} elements) to "
+                         f"{target}") from None
 
 
 register(OpSchema("Reshape", 2, 2, _reshape_infer, _reshape, attrs={"allowzero": A.i(0)},
@@ -300,7 +314,7 @@ def _split(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = ins[0]
     axis = a["axis"] + x.ndim if a["axis"] < 0 else a["axis"]
     if len(ins) > 1 and ins[1] is not None:
-        sizes = [int(s) for s in ins[1]]
+        sizes = ints(ins[1])
     else:
         sizes = split_sizes(x.shape[axis], a.get("num_outputs") or a.get("_n_outputs", 1))
     bounds = np.cumsum(sizes)[:-1]
@@ -344,7 +358,7 @@ def _expand_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 
 register(OpSchema("Expand", 2, 2, _expand_infer, lambda ins, a: [np.broadcast_to(
-    ins[0], np.broadcast_shapes(ins[0].shape, tuple(int(d) for d in ins[1]))).copy()],
+    ins[0], np.broadcast_shapes(ins[0].shape, tuple(ints(ins[1])))).copy()],
     device=_expand_device))
 
 
@@ -363,7 +377,7 @@ def _tile_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 register(OpSchema("Tile", 2, 2, _tile_infer, lambda ins, a: [
-    np.tile(ins[0], tuple(int(r) for r in ins[1]))]))
+    np.tile(ins[0], tuple(ints(ins[1])))]))
 
 
 # ---- Shape / Size ------------------------------------------------------------------------

@@ -50,8 +50,9 @@ def _step(node: Node, running: Value | None = None) -> _Step | None:
         if len(node.inputs) != 2 or not all(_f32(v) for v in node.inputs):
             return None
         a, b = node.inputs
-        if running is None:  # the full-size input (a chain's first step)
-            running = b if op in _COMMUTATIVE and a.meta.numel < b.meta.numel else a
+        if running is None:  # the input of the output's shape (a chain's first step)
+            running = b if op in _COMMUTATIVE and tuple(a.meta.shape) != tuple(
+                out.meta.shape) else a
         if running is b and op in _COMMUTATIVE and running is not a:
             a, b = b, a
         if running is not a:
@@ -116,9 +117,10 @@ def match_chain(graph: Graph, node: Node):
         steps.insert(0, step)
         nodes.insert(0, prev)
         cur = prev
-    if len(nodes) < 2:
+    first = _step(nodes[0])
+    if len(nodes) < 2 or first is None:
         return None
-    steps.insert(0, _step(nodes[0]))
+    steps.insert(0, first)
     return nodes, steps
 
 

@@ -302,7 +302,14 @@ def test_a_reshape_the_data_does_not_fit_is_invalid_argument(session: RemoteSess
     np.testing.assert_array_equal(out["z"], x.reshape(3, 4))
     err = _fails(lambda: session.run_graph(gid, {"x": x, "s": np.array([5, 4], np.int64)}),
                  ce.InvalidArgument)
-    assert "reshape_from_request" in err.message and "(5,4)" in err.message
+    assert "reshape_from_request" in err.message and "[5, 4]" in err.message
+    # Entries below -1 and a second -1 break ONNX's rules even where numpy would infer a
+    # size from them (found by the fuzz harness: [-3, 2] ran as [-1, 2]).
+    for target, words in (([-3, 4], "shape entry -3 is invalid"),
+                          ([-1, -1], "more than one -1")):
+        feeds = {"x": x, "s": np.array(target, np.int64)}
+        err = _fails(lambda f=feeds: session.run_graph(gid, f), ce.InvalidArgument)
+        assert "reshape_from_request" in err.message and words in err.message, err.message
 
 
 # ---- user strings: bounded and escaped before they reach a message or metadata ----------

@@ -99,3 +99,27 @@ def test_run_against_no_server(tmp_path: pathlib.Path) -> None:
                    "--input", str(tmp_path / "in.npz"), "--output", str(tmp_path / "o.npz"))
     assert done.returncode == 1
     assert "UNAVAILABLE" in done.stderr
+
+
+def test_an_input_file_missing_an_input_is_invalid_argument(server: str,
+                                                            tmp_path: pathlib.Path) -> None:
+    """The CLI compiles for the shapes of the input file: an input it lacks whose symbols
+    no other input binds is the caller's error, named (it came back INTERNAL)."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Mul", ["s", "z"], ["o"])],
+        "two_batches",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                ir_version=8), tmp_path / "m.onnx")
+    x = np.ones((2, 3), np.float32)
+    np.savez(tmp_path / "in.npz", x=x, y=x)  # no z: its "n" is bound by nothing
+    done = run_cli("run", "--server", server, str(tmp_path / "m.onnx"), "--input",
+                   str(tmp_path / "in.npz"), "--output", str(tmp_path / "o.npz"))
+    assert done.returncode == 1, done.stderr
+    assert "INVALID_ARGUMENT" in done.stderr and "lacks input 'z'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr

@@ -166,6 +166,30 @@ def test_chunk_is_the_largest_divisor_that_fits(monkeypatch):
     assert batch_split.plan_chunk(g) is None  # 12 chunks would be too many
 
 
+def test_a_huge_batch_is_planned_from_its_divisors(monkeypatch):
+    """A batch of 2**31 - 1 (prime) rows: found by the fuzz harness, the plan counted down
+    from n one candidate at a time, minutes of a compile worker's time. Divisors are now
+    found in pairs up to sqrt(n); the range is counted to show it."""
+    from onnx import TensorProto, helper
+
+    n = (1 << 31) - 1
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["y"], axis=-1)],
+        "wide", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [n, 2])]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    g, largest = _largest_per_sample(model, n)
+    assert largest == 8
+    steps = []
+    real_range = range
+    monkeypatch.setattr(batch_split, "range", lambda *a: steps.append(a) or real_range(*a),
+                        raising=False)
+    assert batch_split.plan_chunk(g) is None  # 1 and n: n chunks of one row are too many
+    assert steps == [(1, 46341)]  # isqrt(n) + 1, not n - 1 candidates
+    monkeypatch.setattr(batch_split, "MAX_CHUNKS", 1 << 31)
+    assert batch_split.plan_chunk(g) == (n, 1)
+
+
 def test_leading_slices_are_views_others_are_tasks():
     """Task generation: a Slice of whole samples (axis 0, step 1) aliases its input at an
     offset; other slices (inner axis, step 2) stay kernels. Results match onnxruntime."""

@@ -88,6 +88,17 @@ def test_chain_stops_at_shared_values_graph_outputs_and_broadcasts():
     assert ops == ["Relu", "EltwiseChain", "Add", "Sigmoid"], ops
 
 
+def test_a_chain_that_starts_at_a_lower_rank_operand_of_equal_size():
+    """Found by the fuzz harness: Add(c[1], x[1,1,1]) starting a chain took the constant
+    (the first of two one-element inputs) as its running value, whose shape is not the
+    output's; the chain then had no first step and fusion crashed (INTERNAL)."""
+    nodes = [helper.make_node("Add", ["c", "x"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    fusions, ops = _run(_model(nodes, [1, 1, 1], {"c": [0.25]}), [1, 1, 1])
+    assert fusions and fusions[0].startswith("EltwiseChain(Add+Relu)"), fusions
+    assert ops[-1] == "EltwiseChain", ops
+
+
 def test_sub_with_the_running_value_on_the_right_is_not_a_step():
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Sub", ["one", "r"], ["y"])]  # 1 - r: not dst - src1

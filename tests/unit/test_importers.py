@@ -196,6 +196,59 @@ def test_model_local_functions_are_inlined() -> None:
     np.testing.assert_allclose(run_graph(g, {"x": x, "y": y})[0], x + 2 * y, rtol=1e-6)
 
 
+def _calling(names_and_bodies, main_call: str) -> onnx.ModelProto:
+    """A model whose main graph calls local function `main_call`; each function's body
+    is a chain of calls (or one Relu for an empty list)."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    funcs = []
+    for name, callees in names_and_bodies:
+        names = ["a", *(f"m{k}" for k in range(len(callees) - 1)), "b"]
+        body = ([helper.make_node(c, [names[k]], [names[k + 1]], domain="local")
+                 for k, c in enumerate(callees)] or [helper.make_node("Relu", ["a"], ["b"])])
+        funcs.append(helper.make_function("local", name, ["a"], ["b"], body, opsets))
+    graph = helper.make_graph([helper.make_node(main_call, ["x"], ["y"], domain="local")],
+                              "calls", [vi("x", shape=[2])], [vi("y")])
+    model = helper.make_model(graph, functions=funcs, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("funcs, call, words", [
+    ([("F", ["F"])], "F", r"function local.F -> local.F calls itself"),
+    ([("F", ["G"]), ("G", ["Relu2"]), ("Relu2", ["F"])], "F",
+     r"local.F -> local.G -> local.Relu2 -> local.F calls itself"),
+    # Each level calls the next twice: 2**40 nodes from a few hundred bytes, refused from
+    # the counts alone, before a node is copied.
+    ([("F0", [])] + [(f"F{k}", [f"F{k - 1}"] * 2) for k in range(1, 41)], "F40",
+     r"expand the graph to \d+ nodes; at most 1048576"),
+    ([("F0", [])] + [(f"F{k}", [f"F{k - 1}"]) for k in range(1, 80)], "F79",
+     r"call each other more than 64 deep"),
+])
+def test_local_functions_that_cannot_be_inlined_are_named(funcs, call, words) -> None:
+    """Found by the fuzz harness: a function calling itself raised a raw ValueError after
+    32 levels of copies (INTERNAL); an expansion bomb was not bounded at all."""
+    with pytest.raises(InvalidModel, match=words):
+        import_onnx(_calling(funcs, call))
+
+
+def test_local_functions_calling_functions_inline() -> None:
+    g = import_onnx(_calling([("F0", []), ("F1", ["F0", "F0"]), ("F2", ["F1", "F1"])], "F2"))
+    assert [n.op_type for n in g.nodes] == ["Relu"] * 4
+
+
+@pytest.mark.parametrize("node, opset, words", [
+    (helper.make_node("Pad", ["x"], ["y"]), 10, r"opset-10 form .*attribute 'pads' is missing"),
+    (helper.make_node("Clip", ["x"], ["y"], min="abc"), 6,
+     r"opset-6 form .*malformed \(could not convert string to float: 'abc'\)"),
+    (helper.make_node("TopK", ["x"], ["y", "i"]), 9, r"opset-9 form .*attribute 'k' is missing"),
+])
+def test_old_opset_forms_that_cannot_be_rewritten_are_named(node, opset, words) -> None:
+    """Found by the fuzz harness: the rewrite to the newest form raised TypeError/ValueError."""
+    node.name = "old_form"
+    with pytest.raises(InvalidGraph, match=rf"node 'old_form' \({node.op_type}\): its {words}"):
+        import_onnx(model_of([node], [vi("x", shape=[4])], [vi("y")], opset=opset))
+
+
 # ---- GraphDef ---------------------------------------------------------------------------
 def test_low_precision_inputs_and_initializers_keep_their_dtypes() -> None:
     w = helper.make_tensor("w", TensorProto.INT4, [3], [-8, 0, 7])

@@ -156,6 +156,9 @@ def test_sink_mode_on_a_device_only_model(mlp):
     assert lm.stats()["iterations"] == 11
     with pytest.raises(InvalidInput, match="one per iteration"):
         lm.execute(feeds[:2], iterations=3)
+    for wrong in (None, 7, "x"):  # a raw TypeError before (found by the fuzz harness)
+        with pytest.raises(InvalidInput, match="must be a mapping of input name to array"):
+            lm.execute(wrong, iterations=2)
 
 
 def test_host_partitions_run_between_device_launches_and_sink_loops():

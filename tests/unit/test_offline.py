@@ -18,7 +18,7 @@ from graphengine.engine import model as model_module
 from graphengine.engine import offline, runtime
 from graphengine.engine.errors import InvalidInput, InvalidModel
 from graphengine.engine.importers import load_model
-from graphengine.engine.model import CompiledModel, HostProgram, HostStep, Task
+from graphengine.engine.model import CompiledModel, HostProgram, HostStep, Task, TensorSig
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.report import CompileReport
 from tests import zoo
@@ -172,7 +172,8 @@ def test_host_programs_subgraphs_and_folded_outputs_round_trip() -> None:
 def hand_made(attrs: dict, constants: dict | None = None) -> CompiledModel:
     step = HostStep("s", "Identity", attrs, ["x"], ["y"])
     program = HostProgram(0, [step], dict(constants or {}), ["x"], ["y"])
-    return CompiledModel("hand", [], [], ["y"], [program], {}, CompileReport(graph="hand"))
+    x, y = (TensorSig(n, graphengine.engine.dtypes.DType.FLOAT32, (2,)) for n in "xy")
+    return CompiledModel("hand", [x], [y], ["y"], [program], {}, CompileReport(graph="hand"))
 
 
 def test_values_json_cannot_say_round_trip_exactly() -> None:
@@ -331,6 +332,26 @@ def with_edit(fn):
      "'float99', which is not a DType"),
     (with_edit(lambda d: d["models"][0]["inputs"][0].update({"$": "x"})), "tagged 'x'"),
     (with_edit(lambda d: d.pop("models")), "description is malformed: KeyError"),
+    # A value of the wrong kind where a field's annotation says what belongs (found by the
+    # fuzz harness: each of these reached the runtime as an AttributeError or TypeError).
+    (with_edit(lambda d: d["models"][0]["programs"].__setitem__(0, "x")),
+     r"'CompiledModel.programs' holds a list, where list\[.*DeviceProgram"),
+    (with_edit(lambda d: d["models"][0]["programs"][0].pop("$")),
+     r"'CompiledModel.programs' holds a list"),
+    (with_edit(lambda d: first_slot(d).update(shape={"a": 1})),
+     r"'TensorSlot.shape' holds a dict, where list\[int\] belongs"),
+    (with_edit(lambda d: first_slot(d).update(offset="0")),
+     r"'TensorSlot.offset' holds a str, where int belongs"),
+    (with_edit(lambda d: d["models"][0]["inputs"][0].update(name=7)),
+     r"'TensorSig.name' holds an int, where str belongs"),
+    (with_edit(lambda d: d["models"][0]["programs"][0]["tensors"].__setitem__(0, [1])),
+     r"'DeviceProgram.tensors' holds a list"),
+    # Consistent kinds, inconsistent data flow: refused at load naming the tensor, not a
+    # KeyError in the first run.
+    (with_edit(lambda d: d["models"][0]["inputs"][0].update(name="renamed")),
+     r"device program 0 reads tensor '.*', which nothing before it makes"),
+    (with_edit(lambda d: d["models"][0]["programs"][0]["inputs"].__setitem__(0, 999)),
+     r"device program 0 names tensor slot 999 of"),
 ])
 def test_unknown_or_inconsistent_descriptions_are_named(mlp_file: bytes, edit, message) -> None:
     with pytest.raises(InvalidModel, match=message):

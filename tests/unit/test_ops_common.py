@@ -235,3 +235,24 @@ def test_value_propagation_through_shape_chain() -> None:
         for value, meta in zip(node.outputs, ops.infer_node(node)):
             value.meta = meta
     assert reshape.outputs[0].meta == TensorMeta(DType.FLOAT32, ("batch", 20))
+
+
+@pytest.mark.parametrize("op, x, arg, attrs, want", [
+    ("ReduceL2", np.arange(6, dtype=np.float32).reshape(3, 2), np.int64(0), {"keepdims": 1},
+     lambda x: np.sqrt((x * x).sum(0, keepdims=True))),
+    ("ReduceSum", np.arange(6, dtype=np.float32).reshape(3, 2), np.int64(-1), {"keepdims": 0},
+     lambda x: x.sum(-1)),
+    ("Tile", np.arange(3, dtype=np.float32), np.int64(2), {}, lambda x: np.tile(x, 2)),
+    ("Expand", np.arange(1, dtype=np.float32), np.int64(4), {}, lambda x: np.repeat(x, 4)),
+    ("Reshape", np.arange(6, dtype=np.float32).reshape(2, 3), np.int64(-1), {},
+     lambda x: x.reshape(-1)),
+])
+def test_int_inputs_given_as_0d_tensors_run_as_one_entry(op, x, arg, attrs, want):
+    """A 0-d axes/repeats/shape tensor: shape inference reads it flattened (one entry), and
+    the kernels now do too; the kernels iterated it and failed with a TypeError that a run
+    reported as INTERNAL (found by the fuzz harness: a GraphDef constant with no shape)."""
+    g = import_onnx(make_model(op, [("x", x), ("k", np.asarray(arg))], attrs, consts=("k",)))
+    infer_graph(g)
+    (got,) = run_graph(g, {"x": x})
+    np.testing.assert_allclose(got, want(x), rtol=1e-6)
+    assert_matches_meta(g.outputs[0].meta, got)

@@ -97,6 +97,25 @@ def test_bad_runs_name_the_tensor_and_session_keeps_working():
         np.testing.assert_array_equal(sess.run_graph(gid, good)["y"], good["x"])
 
 
+@pytest.mark.parametrize("inputs, words", [
+    (None, "inputs must be a mapping of input name to array"),
+    (7, "got int"), ("x", "got str"),
+    ([np.ones((2, 3), np.float32)], "got list"),
+    ({"x": [[1.0, 2.0, 3.0], [4.0]]}, "input 'x' is not an array"),
+    ({"x": np.array([object()] * 6).reshape(2, 3)}, "input 'x': expected dtype float32"),
+])
+def test_requests_that_are_not_inputs_are_invalid_input(inputs, words):
+    """Found by the fuzz harness: None, an int, or a ragged nested list as the request
+    raised a raw TypeError/ValueError; they are the caller's error, before any run."""
+    model = tiny([helper.make_node("Relu", ["x"], ["y"])])
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model)
+        for _ in range(2):  # the second time after a good run: the fast path of its signature
+            with pytest.raises(InvalidInput, match=words):
+                sess.run_graph(gid, inputs)
+            sess.run_graph(gid, {"x": np.ones((2, 3), np.float32)})
+
+
 def test_gather_out_of_range_is_an_error_not_a_crash():
     data = helper.make_tensor("table", TensorProto.FLOAT, [4, 2], np.arange(8.0).tolist())
     graph = helper.make_graph(
@@ -136,3 +155,30 @@ def test_an_input_in_the_other_byte_order_runs_as_its_values():
         np.testing.assert_array_equal(sess.run_graph(gid, {"x": x})["y"], np.maximum(x, 0))
         with pytest.raises(InvalidInput, match="expected dtype float32, got float64"):
             sess.run_graph(gid, {"x": x.astype(">f8")})
+
+
+def test_compile_shapes_bind_the_symbols_of_inputs_left_out():
+    """compile_graph(gid, shapes) for some inputs: the others take their declared shapes with
+    the symbols the given ones bind; one whose symbols stay free is named (a raw ValueError
+    before: the CLI compiles for the shapes of an input file)."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "y"], ["s"]), helper.make_node("Mul", ["s", "z"], ["o"])],
+        "syms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3]),
+                 helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", 3]),
+                 helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 3])],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(model)
+        report = sess.compile_graph(gid, {"x": (2, 3), "z": (1, 3)})  # y bound to x's b
+        assert report.nodes_after == 2
+        with pytest.raises(InvalidInput, match="lacks input 'z' .*float32\\[n,3\\]"):
+            sess.compile_graph(gid, {"x": (2, 3)})
+        for shapes, words in (({"x": "23"}, "must be a list of dims"),
+                              ({"x": (2.5, 3)}, "dim 2.5 is not an integer"),
+                              ({"w": (1,)}, "names 'w', which is not an input")):
+            with pytest.raises(InvalidInput, match=words):
+                sess.compile_graph(gid, shapes)
+        x = np.ones((2, 3), np.float32)
+        out = sess.run_graph(gid, {"x": x, "y": x, "z": np.full((1, 3), 3, np.float32)})
+        np.testing.assert_array_equal(out["o"], np.full((2, 3), 6, np.float32))
