@@ -35,11 +35,11 @@ run: install examples/models/mlp.onnx
 	$(VENV)/bin/graphengine serve --port $(PORT) --model-repository examples/models
 
 test: install
-	$(PY) -m ruff check engine server clients runtime_ext/python runtime_ext/tools tests benchmarks examples
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests
 
 lint: install
-	$(PY) -m ruff check engine server clients runtime_ext/python runtime_ext/tools tests benchmarks examples
+	$(PY) -m ruff check .
 
 # Side by side with onnxruntime (same thread count); results in benchmarks/results/.
 # torch only builds missing benchmark models (a local CPU wheel; unpinned pulls CUDA).

@@ -58,7 +58,7 @@ class DeviceProgram:
     # The weight region: uint8 segments laid end to end, each starting 64-byte aligned; a
     # weight slot's offset is into that concatenation and inside one segment. Usually one
     # segment, or two when the weights of the imported file are used in place
-    # (build/tasks.py): that file's weight buffer, then the compiler's own constants.
+    # (codegen/tasks.py): that file's weight buffer, then the compiler's own constants.
     weights: list[np.ndarray]
     arena_bytes: int
     num_streams: int

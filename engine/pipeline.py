@@ -11,7 +11,7 @@ import numpy as np
 
 from . import ops  # noqa: F401  (registers every op schema)
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
-from .build import build_programs
+from .codegen import build_programs
 from .errors import InvalidGraph, InvalidInput
 from .flops import graph_flops
 from .ir import Dim, Graph, TensorMeta, ValueKind

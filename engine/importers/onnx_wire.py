@@ -9,7 +9,7 @@ file is walked at the protobuf wire level instead: every top-level initializer's
 aligned `WeightBuffer`, and everything else (nodes, types, small tensors) is re-encoded
 without those payloads and parsed by protobuf as usual. Initializers then become numpy
 views of the buffer, and the compiler can lay out the device weights in place
-(build/tasks.py), so a weight is copied once, from the page cache into the buffer.
+(codegen/tasks.py), so a weight is copied once, from the page cache into the buffer.
 
 Only the wire structure of ModelProto -> GraphProto (field 7) -> TensorProto (field 5)
 is walked; anything unexpected (a wire type that is not length-delimited where a message
@@ -37,7 +37,7 @@ _MIN_MOVED = 256
 
 
 # The arrays owning the memory of split_weights' buffers (what a numpy view's `base` is),
-# by id: build/tasks.py lays device weights out in them in place. A buffer is its owner
+# by id: codegen/tasks.py lays device weights out in them in place. A buffer is its owner
 # minus ALIGN bytes, starting at the owner's first 64-byte aligned address.
 _OWNERS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
 

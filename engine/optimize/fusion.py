@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..build.memory import aligned_empty
+from ..codegen.memory import aligned_empty
 from ..ir import Engine, Graph, Node, Value
 from ..passes import PassResult
 from .fusion_conv_block import match_conv_block, rewrite_conv_block

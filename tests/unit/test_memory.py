@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from graphengine.engine.build.memory import ALIGN, Buffer, check_plan, lower_bound, plan_memory
+from graphengine.engine.codegen.memory import ALIGN, Buffer, check_plan, lower_bound, plan_memory
 
 
 def test_disjoint_lifetimes_share_memory():

@@ -119,7 +119,7 @@ def test_folded_weights_are_weight_segments_in_place(monkeypatch):
     # the results, and an offline model's, are the bits of the packed layout.
     from graphengine import _runtime
     from graphengine.engine import offline
-    from graphengine.engine.build import tasks
+    from graphengine.engine.codegen import tasks
     from graphengine.engine.model import DeviceProgram
 
     model = zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10)

@@ -11,8 +11,8 @@ import random
 import numpy as np
 import pytest
 
-from graphengine.engine.build.memory import plan_storages
-from graphengine.engine.build.streams import START, StreamSchedule, assign_streams
+from graphengine.engine.codegen.memory import plan_storages
+from graphengine.engine.codegen.streams import START, StreamSchedule, assign_streams
 
 
 def random_dag(rng: random.Random, n: int):

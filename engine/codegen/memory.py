@@ -1,9 +1,10 @@
 """Memory planning: a pure function from buffer lifetimes to offsets in one arena.
 
 Lifetimes are inclusive step intervals of a schedule. Several greedy orders run and the
-smallest arena wins (it stops early once one reaches the lower bound); the result is reported next to the lower bound (peak bytes live at any step
-of the program order). With several streams, "may these two share bytes" is no longer
-interval overlap: the caller passes a `conflict` predicate built from the streams'
+smallest arena wins (it stops early once one reaches the lower bound); the result is
+reported next to the lower bound (peak bytes live at any step of the program order).
+With several streams, "may these two share bytes" is no longer interval overlap: the
+caller passes a `conflict` predicate built from the streams'
 happens-before relation, and the same placement runs with it.
 """
 

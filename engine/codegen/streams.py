@@ -3,9 +3,9 @@
 Input: the steps of a device partition in program order, each with the earlier steps it
 reads from, and a cost estimate. A step continues a chain (the stream whose last step is
 one of its producers, the least loaded if several) when it can, else it starts on the
-least loaded stream; at most `max_streams` streams are used. Every cross-stream data edge gets an event
-(record after the producer, wait before the consumer) unless the consumer's stream
-already knows the producer finished: vector clocks prune redundant waits.
+least loaded stream; at most `max_streams` streams are used. Every cross-stream data edge
+gets an event (record after the producer, wait before the consumer) unless the consumer's
+stream already knows the producer finished: vector clocks prune redundant waits.
 
 The same vector clocks answer `happens_before(u, v)`, which the memory planner uses to
 decide whether two buffers may share bytes when their steps run on different streams.

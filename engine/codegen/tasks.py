@@ -14,8 +14,8 @@ from ..flops import node_flops
 from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
 from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
-from ..partition import Partition, collect_partitions
 from ..optimize.layout import storage_nbytes
+from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
 from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
