@@ -95,7 +95,7 @@ class Server:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"ge-load-{os.getpid()}.log"
         self._log = open(self.log_path, "w")  # closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graphengine.clients.cli", "serve", "--host", "127.0.0.1",
+            [sys.executable, "-m", "graphengine.cli", "serve", "--host", "127.0.0.1",
              "--port", "0", "--grace-seconds", str(GRACE_SECONDS), "--worker-threads", "16",
              "--metrics-port", str(self.metrics_port), *args],
             stdout=subprocess.PIPE, stderr=self._log, text=True)

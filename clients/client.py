@@ -28,8 +28,8 @@ import grpc
 import numpy as np
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from graphengine.api import convert
 from graphengine.engine.report import CompileReport
-from graphengine.server import convert
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
 
 from .errors import ClientError, error_class, from_rpc_error
@@ -105,7 +105,7 @@ class Client:
         return RemoteSession(self, session_id)
 
     def list_sessions(self) -> list[Any]:
-        """This identity's open sessions, as `graphengine.server.types.SessionInfo`."""
+        """This identity's open sessions, as `graphengine.api.types.SessionInfo`."""
         response = self._call(self._stub.ListSessions, session_pb2.ListSessionsRequest())
         return [convert.session_info_from_pb(s) for s in response.sessions]
 
@@ -237,7 +237,7 @@ class RemoteSession:
                    session_pb2.RemoveGraphRequest(session_id=self.id, graph_id=graph_id))
 
     def graph_info(self, graph_id: int) -> Any:
-        """A `graphengine.server.types.GraphInfo`, as the in-process Session returns."""
+        """A `graphengine.api.types.GraphInfo`, as the in-process Session returns."""
         request = session_pb2.GetGraphInfoRequest(session_id=self.id, graph_id=graph_id)
         return convert.graph_info_from_pb(self._call(self._stub.GetGraphInfo, request).info)
 

@@ -29,6 +29,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from graphengine.api.types import SessionLimits
 from graphengine.engine.errors import GraphEngineError
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
 from graphengine.v1 import session_pb2_grpc
@@ -43,7 +44,6 @@ from .kserve_servicer import InferenceServicer
 from .lifecycle import Lifecycle
 from .metrics import Metrics
 from .servicer import SERVICE_NAME, GraphEngineServicer
-from .types import SessionLimits
 
 _log = logging.getLogger("graphengine.server")
 

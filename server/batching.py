@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from graphengine.api.types import RunControl
 from graphengine.engine.errors import Unavailable
 
 from . import gears as gearing
 from .timing import StageTimes
-from .types import RunControl
 
 POLL_SECONDS = 0.05
 

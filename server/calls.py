@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from graphengine.api.types import RunControl
+
 from . import auth, timing
-from .types import RunControl
 
 _NO_DEADLINE = 1e9  # gRPC reports "no deadline" as a time_remaining of ~2**63 seconds
 

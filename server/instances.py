@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from graphengine.api.types import RunControl
 from graphengine.engine.model import CompiledModel
 from graphengine.engine.runtime import LoadedModel
 
 from .timing import StageTimes
-from .types import RunControl
 
 POLL_SECONDS = 0.05  # how often a waiting run looks at its caller's cancel and deadline
 

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 import graphengine
+from graphengine.api.types import RunControl
 from graphengine.engine.errors import FailedPrecondition, InvalidInput, NotFound
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
@@ -26,7 +27,6 @@ from .repository import ModelRepository
 from .served_model import ServedModel
 from .streams import StreamRunner
 from .timing import StageTimes, stage
-from .types import RunControl
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")

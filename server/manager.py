@@ -13,11 +13,11 @@ import logging
 import threading
 import weakref
 
+from graphengine.api.types import SessionLimits, SessionOptions
 from graphengine.engine.errors import NotFound, ResourceExhausted
 
 from .logs import log_event
 from .session import CompileHook, Session
-from .types import SessionLimits, SessionOptions
 
 _log = logging.getLogger("graphengine.server.sessions")
 

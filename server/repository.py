@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from graphengine.api.types import SessionLimits
 from graphengine.engine.errors import InvalidInput, NotFound, Unavailable
 
 from . import model_config
@@ -32,7 +33,6 @@ from .logs import log_event
 from .served_model import VERSION, ModelState, ServedModel
 from .session import CompileHook
 from .timing import StageTimes
-from .types import SessionLimits
 
 _log = logging.getLogger("graphengine.server.repository")
 

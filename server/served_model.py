@@ -15,11 +15,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from graphengine.api.types import GraphInfo, RunControl, SessionLimits, SessionOptions
+
 from .batching import DynamicBatcher
 from .model_config import ModelConfig
 from .session import CompileHook, Session
 from .timing import StageTimes
-from .types import GraphInfo, RunControl, SessionLimits, SessionOptions
 
 REPOSITORY_OWNER = "<repository>"  # no identity can be this: names are [A-Za-z0-9_.@-]
 VERSION = "1"

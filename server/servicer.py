@@ -16,16 +16,17 @@ from typing import Any
 
 import grpc
 
+from graphengine.api import convert
+from graphengine.api.types import RunControl
 from graphengine.engine.errors import InvalidInput, InvalidModel
 from graphengine.v1 import session_pb2 as se
 from graphengine.v1 import session_pb2_grpc
 
-from . import calls, convert
+from . import calls
 from .lifecycle import Lifecycle
 from .logs import log_event
 from .streams import StreamRunner
 from .timing import StageTimes, stage
-from .types import RunControl
 
 _log = logging.getLogger("graphengine.server.servicer")
 

@@ -18,6 +18,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from graphengine.api.types import (
+    GraphInfo,
+    RunControl,
+    SessionInfo,
+    SessionLimits,
+    SessionOptions,
+    TensorInfo,
+)
 from graphengine.engine import offline
 from graphengine.engine.bounds import MemoryBudget
 from graphengine.engine.dtypes import DType
@@ -33,14 +41,6 @@ from . import gears as gearing
 from .admission import Admission
 from .instances import POLL_SECONDS, InstancePool
 from .timing import StageTimes, stage
-from .types import (
-    GraphInfo,
-    RunControl,
-    SessionInfo,
-    SessionLimits,
-    SessionOptions,
-    TensorInfo,
-)
 
 __all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 

@@ -41,7 +41,7 @@ class ServerProcess:
         self.log = tempfile.NamedTemporaryFile(
             prefix="graphengine-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graphengine.clients.cli", "serve", "--port", "0", *args],
+            [sys.executable, "-m", "graphengine.cli", "serve", "--port", "0", *args],
             stdout=subprocess.PIPE, stderr=self.log, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._lines: queue.Queue[str | None] = queue.Queue()

@@ -19,7 +19,7 @@ RTOL, ATOL = 1e-3, 1e-4
 def graphengine_command() -> list[str]:
     """The installed console script (what users type), or the module if it is missing."""
     script = pathlib.Path(sys.executable).with_name("graphengine")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "graphengine.clients.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "graphengine.cli"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -266,7 +266,7 @@ def test_data_parallel_needs_work_a_divisible_batch_and_separable_nodes(monkeypa
 
 
 def test_sessions_split_over_their_device_threads():
-    from graphengine.server.types import SessionOptions
+    from graphengine.api.types import SessionOptions
 
     assert SessionOptions().compile_options(2).data_parallel == 2
     assert SessionOptions().compile_options(1).data_parallel == 0

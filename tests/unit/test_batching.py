@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
+from graphengine.api.types import RunControl
 from graphengine.engine.errors import ExecutionError, Unavailable
 from graphengine.server.batching import DynamicBatcher
 from graphengine.server.timing import StageTimes
-from graphengine.server.types import RunControl
 
 
 class Recorder:

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphengine
+from graphengine.api.types import SessionLimits, SessionOptions
 from graphengine.engine import bounds, offline, pipeline
 from graphengine.engine.errors import InvalidInput, InvalidModel, ResourceExhausted
 from graphengine.engine.offline_codec import PIECE, Reader
@@ -21,7 +22,6 @@ from graphengine.kserve.v2 import grpc_service_pb2 as kpb
 from graphengine.server import kserve_codec
 from graphengine.server.config import ConfigError, ServerConfig
 from graphengine.server.session import Session
-from graphengine.server.types import SessionLimits, SessionOptions
 from tests.integration.ge_models import mlp_onnx
 from tests.unit.test_offline import reseal
 

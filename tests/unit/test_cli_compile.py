@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 import pytest
 
-from graphengine.clients import cli, cli_compile
+from graphengine.cli import compile as cli_compile
+from graphengine.cli import main as cli
 from graphengine.engine import offline, runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import compile_graph
@@ -174,9 +175,9 @@ def test_compile_refuses_an_offline_model_and_inspect_a_damaged_one(
 
 
 def test_the_real_command(models: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """`python -m graphengine.clients.cli`: cli.py runs as __main__ and still finds both."""
+    """`python -m graphengine.cli` (cli/__main__.py) runs both commands."""
     def command(*args: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "graphengine.clients.cli",
+        return subprocess.run([sys.executable, "-m", "graphengine.cli",
                                *map(str, args)], capture_output=True, text=True, timeout=300,
                               check=False)
 

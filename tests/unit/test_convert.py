@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from graphengine.api import convert
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput, ResourceExhausted
 from graphengine.engine.report import (
@@ -12,7 +13,6 @@ from graphengine.engine.report import (
     PassRecord,
     PlacementRecord,
 )
-from graphengine.server import convert
 from graphengine.v1 import graph_pb2, session_pb2
 
 

@@ -4,8 +4,8 @@ Used by the servicer (proto -> domain -> proto) and by the client SDK (the rever
 both sides of the wire agree by construction. Tensors and tensor descriptions go through
 graphengine.engine.wire, the one codec for those.
 
-The types of graphengine.server.session are imported inside the functions that build
-them: that keeps this module importable by the client SDK without loading the compiler.
+It imports the engine's plain modules only (report, wire, ir, errors): the client SDK loads
+it without the compiler, the runtime or anything of the server.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from graphengine.api.types import GraphInfo, SessionInfo, SessionOptions, TensorInfo
 from graphengine.engine import report as rp
 from graphengine.engine import wire
 from graphengine.engine.errors import InvalidInput
 from graphengine.engine.ir import TensorMeta
-from graphengine.server.types import GraphInfo, SessionInfo, SessionOptions, TensorInfo
 from graphengine.v1 import graph_pb2, session_pb2
 
 

@@ -12,9 +12,8 @@ Progress: the compile pipeline takes no progress callback, so each compile print
 it starts and its per-stage lines (pass runs, how many changed the graph, time) from the compile
 report as soon as it ends; the full compile report follows.
 
-This module does not import cli.py (cli.py imports it to register the commands; under
-`python -m graphengine.clients.cli` an import back would load a second copy of cli.py), so it
-reports its own errors. Exit codes as in cli.py: 0 success, 1 the compile failed, 2 bad usage
+This module does not import cli/main.py (which imports it to register the commands), so it
+reports its own errors. Exit codes as in cli/main.py: 0 success, 1 the compile failed, 2 bad usage
 or local files. The engine is imported inside the handlers, so `run` never pays for it.
 """
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from graphengine.clients import cli_compile
+from graphengine.cli import compile as cli_compile
 from graphengine.clients.errors import ClientError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -189,7 +189,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Point stdout at devnull so that the interpreter's final flush does not fail too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILED
-
-
-if __name__ == "__main__":
-    sys.exit(main())
