@@ -1,4 +1,4 @@
-"""EltwiseChain: elementwise ops the compiler fused into one kernel (optimize/fusion_eltwise).
+"""EltwiseChain: elementwise ops the compiler fused into one kernel (optimize/fusion/eltwise.py).
 
 Input 0 is the chain's start; `ops` lists the steps in order, `operands[i]` is the input
 index of step i's second operand (-1 for a unary step; the running value is always the

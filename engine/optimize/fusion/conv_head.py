@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
-from . import fusion as _fusion
-from .fusion_conv_block import _available, pointwise
+from ...ir import Graph, Node
+from .conv_block import _available, pointwise
+from .match import Fusion, absorb, on_device, sole_producer
 
 MAX_ROWS = 4  # block::HeadSpec::kMaxRows
 
@@ -65,14 +65,14 @@ def _gemm(node: Node) -> bool:
 def match_conv_head(graph: Graph, gemm: Node):
     if not _gemm(gemm):
         return None
-    flat = _fusion._sole_producer(graph, gemm.input(0), {"Flatten", "Reshape"})
+    flat = sole_producer(graph, gemm.input(0), {"Flatten", "Reshape"})
     if flat is None or not _flatten(flat):
         return None
-    gap = _fusion._sole_producer(graph, flat.input(0), {"GlobalAveragePool"})
+    gap = sole_producer(graph, flat.input(0), {"GlobalAveragePool"})
     if gap is None:
         return None
-    conv = _fusion._sole_producer(graph, gap.input(0), {"Conv"})
-    if conv is None or not _conv(conv) or not _fusion._on_device(conv, gap, flat, gemm):
+    conv = sole_producer(graph, gap.input(0), {"Conv"})
+    if conv is None or not _conv(conv) or not on_device(conv, gap, flat, gemm):
         return None
     fc_k = gemm.input(1).const.shape[1 if gemm.attrs.get("transB", 0) else 0]
     if fc_k != conv.input(1).const.shape[0]:
@@ -100,8 +100,11 @@ def rewrite_conv_head(graph: Graph, gemm: Node, ctx) -> str:
     conv.attrs.update({"_head": 1, "_head_input": 3,
                        "_head_trans_b": int(gemm.attrs.get("transB", 0))})
     for gone in (gap, flat, gemm):
-        _fusion._absorb(graph, conv, gone)
+        absorb(graph, conv, gone)
     return f"Conv head: {conv.name} absorbed {gap.name}, {flat.name}, {gemm.name}"
 
 
 __all__ = ["match_conv_head", "rewrite_conv_head"]
+
+
+ROW = Fusion("conv_head", match_conv_head, rewrite_conv_head)

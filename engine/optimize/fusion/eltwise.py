@@ -16,10 +16,10 @@ import dataclasses
 
 import numpy as np
 
-from ..dtypes import DType
-from ..ir import Graph, Node, Value
-from ..ops.chain import BINARY_STEPS, STEP_OPS
-from .fusion import Fusion, _on_device, _rename_output, _sole_producer
+from ...dtypes import DType
+from ...ir import Graph, Node, Value
+from ...ops.chain import BINARY_STEPS, STEP_OPS
+from .match import Fusion, on_device, rename_output, sole_producer
 
 _COMMUTATIVE = {"Add", "Mul"}
 _OPS = STEP_OPS - {"GeluTanh"}  # ONNX op types that can be a step
@@ -90,8 +90,8 @@ def _link(graph: Graph, node: Node) -> tuple[Node, _Step] | None:
     """The chainable node `node` continues, and node's step with that node's output as
     its running value; None when node starts a chain."""
     for running in dict.fromkeys(v for v in node.inputs if v is not None):
-        prev = _sole_producer(graph, running, _OPS)
-        if prev is None or not _on_device(prev, node) or not any(
+        prev = sole_producer(graph, running, _OPS)
+        if prev is None or not on_device(prev, node) or not any(
                 _step(prev, r) is not None for r in prev.inputs if r is not None):
             continue
         step = _step(node, running)
@@ -147,8 +147,8 @@ def rewrite_chain(graph: Graph, node: Node, ctx) -> str:
     graph.replace_all_uses(final, chain.outputs[0])
     for n in reversed(nodes):
         graph.remove_node(n)
-    _rename_output(graph, chain.outputs[0], final.name)
+    rename_output(graph, chain.outputs[0], final.name)
     return f"EltwiseChain({'+'.join(s.op for s in steps)}): {len(nodes)} nodes -> {chain.name}"
 
 
-ELTWISE_CHAIN = Fusion("eltwise_chain", match_chain, rewrite_chain)
+ROW = Fusion("eltwise_chain", match_chain, rewrite_chain)

@@ -29,10 +29,10 @@ import math
 
 import numpy as np
 
-from ..dtypes import DType
-from ..ir import Graph, Node, Value
-from ..ops.attention import IDENTITY4
-from .fusion import Fusion, _on_device, _rename_output, _sole_producer
+from ...dtypes import DType
+from ...ir import Graph, Node, Value
+from ...ops.attention import IDENTITY4
+from .match import Fusion, on_device, rename_output, sole_producer
 
 _FLOAT32_MAX = 3.4e38
 
@@ -88,8 +88,8 @@ def _peel(graph: Graph, v: Value | None, matmul: Node, scalars: bool) -> _Operan
     op = _Operand(v)
     kinds = {"Transpose", "Mul", "Div"} if scalars else {"Transpose"}
     while True:
-        node = _sole_producer(graph, op.source, kinds)
-        if node is None or not _on_device(matmul, node):
+        node = sole_producer(graph, op.source, kinds)
+        if node is None or not on_device(matmul, node):
             return op
         if node.op_type == "Transpose":
             perm = tuple(int(x) for x in node.attrs.get("perm", (3, 2, 1, 0)))
@@ -112,7 +112,7 @@ def _scores(graph: Graph, v: Value | None) -> tuple[Node, float, list[Node]] | N
     """MatMul(Q, K) under scalar Mul/Div nodes: (the MatMul, their factor, those nodes)."""
     factor, nodes = 1.0, []
     while True:
-        node = _sole_producer(graph, v, {"MatMul", "Mul", "Div"})
+        node = sole_producer(graph, v, {"MatMul", "Mul", "Div"})
         if node is None:
             return None
         if node.op_type == "MatMul":
@@ -136,14 +136,14 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
 
     if "FusedAttention" not in device_kernel_ops():
         return None
-    softmax = _sole_producer(graph, mm2.input(0), {"Softmax"})
+    softmax = sole_producer(graph, mm2.input(0), {"Softmax"})
     if softmax is None or int(softmax.attrs.get("axis", -1)) not in (-1, 3):
         return None
     scores_v = softmax.input(0)
     if not _f32_4d(scores_v):
         return None
     mask: Value | None = None
-    add = _sole_producer(graph, scores_v, {"Add"})
+    add = sole_producer(graph, scores_v, {"Add"})
     found = None
     if add is not None:
         for i in (0, 1):
@@ -180,14 +180,14 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     if len(out.users) == 1 and out not in graph.outputs:
         t = out.users[0]
         if t.op_type == "Transpose" and len(t.attrs.get("perm", ())) == 4 and \
-                _on_device(mm2, t):
+                on_device(mm2, t):
             out_perm, tail = tuple(int(x) for x in t.attrs["perm"]), [t]
     scale = factor * q.factor * k.factor
     if not math.isfinite(scale) or abs(scale) > _FLOAT32_MAX:
         return None
     nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + ([add] if add else []) + \
         [softmax, mm2] + tail
-    if len(set(nodes)) != len(nodes) or not _on_device(*nodes):
+    if len(set(nodes)) != len(nodes) or not on_device(*nodes):
         return None
     order = {n: i for i, n in enumerate(graph.nodes)}
     return _Match(q, k, v, mask, out_perm, scale, sorted(nodes, key=order.__getitem__))
@@ -206,7 +206,7 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
     graph.replace_all_uses(final, node.outputs[0])
     for n in reversed(m.nodes):
         graph.remove_node(n)
-    _rename_output(graph, node.outputs[0], final.name)
+    rename_output(graph, node.outputs[0], final.name)
     node.meta.fused = tuple(name for n in m.nodes for name in (n.name, *n.meta.fused))
     core = [n.op_type for n in m.nodes if n.op_type != "Transpose"]
     transposes = len(m.nodes) - len(core)
@@ -217,4 +217,4 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
             f"(scale {m.scale:.6g}{mask})")
 
 
-ATTENTION = Fusion("attention", match_attention, rewrite_attention)
+ROW = Fusion("attention", match_attention, rewrite_attention)

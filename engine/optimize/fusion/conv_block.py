@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
-from ..ir import Graph, Node
-from . import fusion as _fusion
-from .fusion_conv_dw import _EPILOGUE, _attrs, _depthwise_stride
+from ...dtypes import DType
+from ...ir import Graph, Node
+from .conv_dw import _EPILOGUE, _attrs, _depthwise_stride
+from .match import Fusion, absorb, on_device, sole_producer
 
 _ACTS = (None, "Relu", "Clip")
 
@@ -91,8 +91,8 @@ def _start(node: Node) -> bool:
 def match_conv_block(graph: Graph, proj: Node):
     if not _projection(proj):
         return None
-    start = _fusion._sole_producer(graph, proj.input(0), {"Conv"})
-    if start is None or not _fusion._on_device(start, proj) or not _start(start):
+    start = sole_producer(graph, proj.input(0), {"Conv"})
+    if start is None or not on_device(start, proj) or not _start(start):
         return None
     if proj.attrs.get("_sum"):  # the fused node reads the residual: it must exist by then
         made = proj.input(proj.attrs["_sum_input"]).producer
@@ -121,8 +121,11 @@ def rewrite_conv_block(graph: Graph, proj: Node, start: Node) -> str:
         start.attrs.update({"_sum": 1, "_sum_input": len(inputs)})
         inputs.append(proj.input(proj.attrs["_sum_input"]))
     start.set_inputs(inputs)
-    _fusion._absorb(graph, start, proj)
+    absorb(graph, start, proj)
     return f"Conv block: {start.name} absorbed {proj.name}"
 
 
 __all__ = ["match_conv_block", "rewrite_conv_block"]
+
+
+ROW = Fusion("conv_block", match_conv_block, rewrite_conv_block)

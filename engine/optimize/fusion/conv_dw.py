@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops
-from ..dtypes import DType
-from ..ir import Graph, Node
-from . import fusion as _fusion
+from ... import ops
+from ...dtypes import DType
+from ...ir import Graph, Node
+from .match import Fusion, absorb, on_device, sole_producer
 
 _EPILOGUE = ("_activation", "_activation_alpha", "_activation_beta")
 
@@ -84,8 +84,8 @@ def match_conv_dw(graph: Graph, dw: Node):
     stride = _depthwise_stride(dw)
     if stride is None:
         return None
-    pw = _fusion._sole_producer(graph, dw.input(0), {"Conv"})
-    if pw is None or not _fusion._on_device(pw, dw) or not _is_pointwise(pw):
+    pw = sole_producer(graph, dw.input(0), {"Conv"})
+    if pw is None or not on_device(pw, dw) or not _is_pointwise(pw):
         return None
     if pw.input(1).const.shape[0] != dw.input(1).const.shape[0]:
         return None
@@ -104,8 +104,11 @@ def rewrite_conv_dw(graph: Graph, dw: Node, ctx) -> str:
     for key in _EPILOGUE:
         if key in dw.attrs:
             pw.attrs["_dw" + key] = dw.attrs[key]
-    _fusion._absorb(graph, pw, dw)
+    absorb(graph, pw, dw)
     return f"Conv+Conv(depthwise): {pw.name} absorbed {dw.name}"
 
 
 __all__ = ["match_conv_dw", "rewrite_conv_dw"]
+
+
+ROW = Fusion("conv_dw", match_conv_dw, rewrite_conv_dw)

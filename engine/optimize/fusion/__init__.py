@@ -1,0 +1,97 @@
+"""Operator fusion: a table of rows, one module each, run in order by one driver.
+
+Fusions act only inside one device partition: both ends of every fused edge must be on the
+device engine and in the same partition, and the intermediate value must have no other
+reader (match.py). Fused nodes record the names of what they absorbed in `meta.fused`; the
+driver returns one line per fusion for the compile report.
+
+The order of the table is a contract: each row names the rows that must run before it
+(`Fusion.after`), and `check_order` refuses a table that breaks one (after torch.fx's
+`this_before_that_pass_constraint`). Rows import match.py and, for shared pieces of the
+Conv epilogues, each other downwards (conv_head -> conv_block -> conv_dw); nothing imports
+this module but its callers, so there is no cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ...ir import Graph
+from ...passes import PassResult
+from . import (
+    activation,
+    attention,
+    conv_block,
+    conv_bn,
+    conv_dw,
+    conv_head,
+    eltwise,
+    erf_gelu,
+    layernorm,
+    matmul_bias,
+    residual_add,
+)
+from .match import Fusion
+
+__all__ = ["FUSIONS", "Fusion", "check_order", "fuse"]
+
+_EPILOGUES = ("matmul_bias", "residual_add", "activation")
+FUSIONS: list[Fusion] = [
+    conv_bn.ROW,
+    erf_gelu.ROW,
+    layernorm.ROW,
+    dataclasses.replace(attention.ROW, after=("layernorm",)),
+    # The epilogues of a Conv/MatMul/Gemm: bias, then the residual sum, then the activation
+    # (oneDNN applies post-ops in that order); a Conv's BatchNormalization is folded first,
+    # and the Erf form of GELU must be one Gelu node before it can be an activation.
+    dataclasses.replace(matmul_bias.ROW, after=("attention",)),
+    dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
+    dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "matmul_bias",
+                                               "residual_add")),
+    # Depthwise, block and head fusions merge Conv nodes that already carry their epilogues.
+    dataclasses.replace(conv_dw.ROW, after=("activation",)),
+    dataclasses.replace(conv_block.ROW, after=("conv_dw",)),
+    dataclasses.replace(conv_head.ROW, after=("activation", "conv_block")),
+    # Last: the epilogues of Conv/MatMul take their activations first.
+    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "conv_dw", "conv_block", "conv_head")),
+]
+
+
+def check_order(table: Sequence[Fusion], complete: bool = True) -> None:
+    """Raise ValueError when a row runs before a row it names in `after`, a name repeats,
+    or (`complete`: the full table) a row names one the table does not have."""
+    names = [row.name for row in table]
+    if len(set(names)) != len(names):
+        raise ValueError(f"fusion table repeats a row: {names}")
+    seen: set[str] = set()
+    for row in table:
+        for before in row.after:
+            if before not in names and not complete:
+                continue  # a part of the table (tests, experiments): only its own order
+            if before not in names:
+                raise ValueError(f"fusion row '{row.name}' must run after '{before}', which "
+                                 f"the table does not have")
+            if before not in seen:
+                raise ValueError(f"fusion row '{row.name}' must run after '{before}', but the "
+                                 f"table has it later")
+        seen.add(row.name)
+
+
+check_order(FUSIONS)
+
+
+def fuse(graph: Graph, table: Sequence[Fusion] | None = None) -> PassResult:
+    rows = FUSIONS if table is None else table
+    if table is not None:
+        check_order(rows, complete=False)
+    applied: list[str] = []
+    for row in rows:
+        for node in list(graph.nodes):
+            if node.graph is not graph:  # removed by an earlier rewrite
+                continue
+            ctx = row.match(graph, node)
+            if ctx is not None:
+                applied.append(row.rewrite(graph, node, ctx))
+    graph.fusions += applied
+    return PassResult(graph, bool(applied), f"{len(applied)} fusions")

@@ -1,0 +1,51 @@
+"""Conv + BatchNormalization: the normalization folded into the weights and bias."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...codegen.memory import aligned_empty
+from ...ir import Graph, Node
+from .match import Fusion, absorb, on_device, sole_producer
+
+
+def _match_conv_bn(graph: Graph, bn: Node):
+    if bn.op_type != "BatchNormalization" or len(bn.outputs) != 1:
+        return None
+    conv = sole_producer(graph, bn.input(0), {"Conv"})
+    if conv is None or not on_device(conv, bn) or conv.attrs.get("_activation") \
+            or conv.attrs.get("_dw"):
+        return None
+    params = [bn.input(i) for i in range(1, 5)]
+    if not all(p is not None and p.is_constant for p in params):
+        return None
+    w, b = conv.input(1), conv.input(2)
+    if w is None or not w.is_constant or (b is not None and not b.is_constant):
+        return None
+    return conv
+
+
+def _rewrite_conv_bn(graph: Graph, bn: Node, conv: Node) -> str:
+    scale, bias, mean, var = (bn.input(i).const.astype(np.float64) for i in range(1, 5))
+    eps = float(bn.attrs.get("epsilon", 1e-5))
+    w = conv.input(1).const
+    factor = scale / np.sqrt(var + eps)
+    # The per-channel factor in float64, the product in float32 for float32 weights (one
+    # rounding, like the unfused Conv then BatchNormalization; a float64 pass over every
+    # weight took a fifth of resnet18's compile).
+    wide = np.float32 if w.dtype == np.float32 else np.float64
+    shape = (-1, *([1] * (w.ndim - 1)))
+    # Written into an aligned array the runtime takes in place (one copy of the weights
+    # fewer at load: resnet18's 47 MB).
+    new_w = aligned_empty(w.shape, w.dtype)
+    np.multiply(w.astype(wide, copy=False), factor.astype(wide).reshape(shape), out=new_w,
+                casting="same_kind")
+    old_b = conv.input(2).const.astype(np.float64) if conv.input(2) is not None else 0.0
+    new_b = ((old_b - mean) * factor + bias).astype(w.dtype)
+    inputs = [conv.input(0), graph.add_constant(None, new_w), graph.add_constant(None, new_b)]
+    conv.set_inputs(inputs)
+    absorb(graph, conv, bn)
+    return f"Conv+BatchNormalization: {conv.name} absorbed {bn.name}"
+
+
+ROW = Fusion("conv_bn", _match_conv_bn, _rewrite_conv_bn)

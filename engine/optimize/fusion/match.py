@@ -1,0 +1,71 @@
+"""What every fusion row shares: the row type and the matching helpers.
+
+A row matches at a pattern's last node and rewrites in place. Fusions act only inside one
+device partition (`on_device`), on values nothing else reads (`sole_producer`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from ...ir import Engine, Graph, Node, Value
+
+
+@dataclasses.dataclass(frozen=True)
+class Fusion:
+    name: str
+    # match(graph, node) -> a context for rewrite, or None; `node` is the pattern's last node.
+    match: Callable[[Graph, Node], object | None]
+    rewrite: Callable[[Graph, Node, object], str]  # returns a description
+    # Rows that must run before this one (checked by the driver, fusion/__init__.py): the
+    # table's order is a contract, not a comment.
+    after: tuple[str, ...] = ()
+
+
+def on_device(*nodes: Node) -> bool:
+    part = nodes[0].meta.partition
+    return all(n.meta.engine is Engine.DEVICE and n.meta.partition == part for n in nodes)
+
+
+def sole_producer(graph: Graph, v: Value | None, op_types: set[str]) -> Node | None:
+    """The producer of v when it is one of op_types and v has no other reader."""
+    if v is None or v.producer is None or v.producer.op_type not in op_types:
+        return None
+    if len(v.users) != 1 or v in graph.outputs or len(v.producer.outputs) != 1:
+        return None
+    return v.producer
+
+
+def absorb(graph: Graph, keep: Node, gone: Node) -> None:
+    """`gone` read only keep's output; keep now produces gone's output value."""
+    out = gone.outputs[0]
+    old = keep.outputs[0]
+    gone.set_inputs([])
+    # keep takes over gone's output so names of graph outputs and readers stay stable.
+    graph.nodes.remove(gone)
+    graph._node_names.discard(gone.name)
+    gone.graph = None  # type: ignore[assignment]
+    out.producer, out.index = keep, 0
+    keep.outputs[0] = out
+    if old.name in graph.values and old is not out:
+        del graph.values[old.name]
+    keep.meta.fused = keep.meta.fused + (gone.name,) + gone.meta.fused
+
+
+def rename_output(graph: Graph, v: Value, name: str) -> None:
+    if name in graph.values:
+        return
+    del graph.values[v.name]
+    v.name = name
+    graph.values[name] = v
+
+
+def const_close(v: Value | None, target: float) -> bool:
+    return (v is not None and v.is_constant and v.const.size == 1
+            and abs(float(v.const.reshape(())) - target) < 1e-4 * max(1.0, abs(target)))
+
+
+def other(node: Node, v: Value) -> Value | None:
+    a, b = node.input(0), node.input(1)
+    return b if a is v else a if b is v else None

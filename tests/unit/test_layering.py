@@ -1,0 +1,135 @@
+"""The project's module structure: no import cycles, the client apart from the server, the
+fusion table's order checked. Read from the sources (ast), so nothing is imported to test."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from graphengine.engine.optimize.fusion import FUSIONS, Fusion, check_order
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# Source folder -> package, as pyproject.toml maps them into the wheel.
+PACKAGES = {"engine": "graphengine.engine", "server": "graphengine.server",
+            "clients": "graphengine.clients", "api": "graphengine.api",
+            "cli": "graphengine.cli", "runtime_ext/python/graphengine": "graphengine"}
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    mods = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            mods[".".join([package, *parts])] = path
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: pathlib.Path, top_level: bool) -> set[str]:
+    """Project modules `name` imports: at import time only (`top_level`), or anywhere."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level else list(ast.walk(tree))
+    found: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".")
+                if path.name != "__init__.py":
+                    parts.pop()
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in MODULES]
+            found.update(subs)
+            if len(subs) < len(node.names):  # names the module itself defines
+                found.add(base)
+    return {m for m in found if m in MODULES and m != name}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_module_imports_itself_back_at_import_time():
+    graph = {m: _imports(m, p, top_level=True) for m, p in MODULES.items()}
+    assert len(graph) > 150  # the walk found the project
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_one():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_client_never_imports_the_server():
+    """Anywhere in clients/, also inside functions: the SDK installs and runs without the
+    server (what both need is in graphengine.api)."""
+    for name, path in MODULES.items():
+        if name.startswith("graphengine.clients"):
+            server = sorted(m for m in _imports(name, path, top_level=False)
+                            if m.startswith("graphengine.server"))
+            assert server == [], f"{name} imports {server}"
+
+
+def test_the_fusion_table_order_is_checked():
+    names = [row.name for row in FUSIONS]
+    assert names[-1] == "eltwise_chain" and names.index("activation") < names.index("conv_dw")
+    check_order(FUSIONS)
+    swapped = list(FUSIONS)
+    i, j = names.index("activation"), names.index("conv_dw")
+    swapped[i], swapped[j] = swapped[j], swapped[i]
+    with pytest.raises(ValueError, match="'conv_dw' must run after 'activation', but the "
+                                         "table has it later"):
+        check_order(swapped)
+    lone = Fusion("x", FUSIONS[0].match, FUSIONS[0].rewrite, after=("nope",))
+    with pytest.raises(ValueError, match="'x' must run after 'nope', which the table does "
+                                         "not have"):
+        check_order([lone])
+    check_order([lone], complete=False)  # a part of the table: only its own order
+    with pytest.raises(ValueError, match="repeats"):
+        check_order([FUSIONS[0], FUSIONS[0]])
