@@ -224,9 +224,8 @@ class RemoteSession:
                     stream, timeout=timeout if timeout is not None else self._client.timeout,
                     metadata=self._client._metadata):
                 if response.HasField("error"):
-                    code = grpc.StatusCode[response.error.code]
-                    yield StreamResult(response.request_id, error=error_class(code)(
-                        code, response.error.message))
+                    yield StreamResult(response.request_id, error=error_class(
+                        response.error.code).received(response.error.message))
                 else:
                     yield StreamResult(response.request_id, _arrays(response.outputs))
         except grpc.RpcError as err:

@@ -4,8 +4,8 @@ Servicers raise domain exceptions (graphengine.engine.errors) and never touch st
 codes; `ErrorInterceptor` wraps every RPC handler of the server and turns:
 
 - a `GraphEngineError` into the status named by its `ErrorCode` (the names are the gRPC
-  status names), with the exception's message as details and its context (graph, node,
-  tensor, stage, exception type) as trailing metadata the client SDK reads back;
+  status names), with the exception's message as details and its kind and context (graph,
+  node, tensor, stage) as the standard google.rpc.Status details the client SDK reads back;
 - a few built-in exceptions with an unambiguous meaning into their status (table below);
 - anything else into INTERNAL with a short message, after logging the method name and
   the traceback, since it is a bug in the server rather than a fault of the request.
@@ -28,7 +28,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import grpc
+from google.protobuf import any_pb2
 from google.protobuf.message import DecodeError
+from google.rpc import error_details_pb2, status_pb2
 
 from graphengine.engine.errors import (
     NAME_CHARS,
@@ -38,6 +40,7 @@ from graphengine.engine.errors import (
     bounded_text,
     decode_problem,
 )
+from graphengine.errors import CONTEXT, DOMAIN
 
 from .logs import log_event
 
@@ -54,11 +57,11 @@ _BUILTIN_STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),
 )
 
-# Trailing-metadata keys carrying an error's context. Binary ("-bin") keys, because node
-# and tensor names come from user graphs and may hold any Unicode.
-META_TYPE = "graphengine-error-type-bin"
-META_FIELDS = {"graph": "graphengine-graph-bin", "node": "graphengine-node-bin",
-               "tensor": "graphengine-tensor-bin", "stage": "graphengine-stage-bin"}
+# An error's kind and context travel as the standard google.rpc.Status details, in the
+# trailer gRPC defines for them: one google.rpc.ErrorInfo (reason: the kind, domain:
+# "graphengine", metadata: graph, node, tensor, stage), so clients in any language decode
+# them with their gRPC library alone (graphengine.errors).
+STATUS_DETAILS = "grpc-status-details-bin"
 
 
 def status_for(exc: BaseException) -> grpc.StatusCode | None:
@@ -91,13 +94,19 @@ def _fit(text: str, chars: int, max_bytes: int) -> str:
     return out
 
 
-def error_metadata(exc: BaseException) -> tuple[tuple[str, bytes], ...]:
-    items = [(META_TYPE, type(exc).__name__.encode())]
-    for attr, key in META_FIELDS.items():
-        value = getattr(exc, attr, None)
+def status_details(exc: BaseException, status: grpc.StatusCode, message: str) -> bytes:
+    """The serialized google.rpc.Status for a domain error: its code and message as sent,
+    with one ErrorInfo naming its kind and context (each value cut to META_BYTES)."""
+    info = error_details_pb2.ErrorInfo(reason=getattr(exc, "error_type", type(exc).__name__),
+                                       domain=DOMAIN)
+    for key in CONTEXT:
+        value = getattr(exc, key, None)
         if value:
-            items.append((key, _fit(value, NAME_CHARS, META_BYTES).encode("utf-8")))
-    return tuple(items)
+            info.metadata[key] = _fit(value, NAME_CHARS, META_BYTES)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    return status_pb2.Status(code=status.value[0], message=message,
+                             details=[detail]).SerializeToString()
 
 
 def _already_aborted(context: grpc.ServicerContext) -> bool:
@@ -140,7 +149,7 @@ def failure_for(exc: Exception, context: grpc.ServicerContext, method: str
     """
     status, message = describe(exc, method)
     if status_for(exc) is not None:
-        context.set_trailing_metadata(error_metadata(exc))
+        context.set_trailing_metadata(((STATUS_DETAILS, status_details(exc, status, message)),))
     return status, message
 
 

@@ -58,7 +58,7 @@ def _fails(fn: Callable[[], object], kind: type[ce.ClientError]) -> ce.ClientErr
 ], ids=["cycle", "unknown_op", "dangling_input"])
 def test_malformed_graph_is_invalid_argument(session: RemoteSession, build, culprits) -> None:
     err = _fails(lambda: session.add_graph(build()), ce.InvalidArgument)
-    assert err.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code.name == "INVALID_ARGUMENT"
     assert any(name in err.message for name in culprits), err.message
 
 
@@ -76,7 +76,7 @@ def test_unknown_op_message_names_the_op(session: RemoteSession) -> None:
                          ids=["text", "garbage"])
 def test_bytes_that_are_not_a_model(session: RemoteSession, blob: bytes) -> None:
     err = _fails(lambda: session.add_graph(blob), ce.InvalidArgument)
-    assert err.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert err.code.name == "INVALID_ARGUMENT"
 
 
 def test_run_with_missing_input(session: RemoteSession) -> None:

@@ -10,6 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import graphengine.errors
 from graphengine.clients import Client, ClientError
 from graphengine.clients import errors as ce
 from graphengine.clients.client import model_fields
@@ -70,13 +71,14 @@ class FakeRpcError(grpc.RpcError):
     (grpc.StatusCode.UNAVAILABLE, ce.Unavailable),
     (grpc.StatusCode.DEADLINE_EXCEEDED, ce.DeadlineExceeded),
     (grpc.StatusCode.INTERNAL, ce.Internal),
-    (grpc.StatusCode.DATA_LOSS, ce.ClientError),
+    (grpc.StatusCode.DATA_LOSS, ce.DataLoss),
 ])
 def test_status_codes_pick_the_subclass(code: grpc.StatusCode, kind: type) -> None:
     err = ce.from_rpc_error(FakeRpcError(code, "the message"))
     assert type(err) is kind
-    assert err.code is code and err.message == "the message"
-    assert str(err) == f"{code.name}: the message"
+    assert err.code.name == code.name and err.message == "the message"
+    assert str(err) == "the message"  # the server's text, its context prefix included
+    assert isinstance(err, graphengine.errors.GraphEngineError)
 
 
 def test_error_context_from_trailing_metadata() -> None:
@@ -125,7 +127,7 @@ def test_errors_keep_code_and_message(fake_server) -> None:
     with Client(fake_server.address, timeout=10) as client, client.session() as sess:
         with pytest.raises(ce.NotFound, match="graph 5 not found") as info:
             sess.run_graph(5, {"input": np.ones(1, np.float32)})
-        assert info.value.code is grpc.StatusCode.NOT_FOUND
+        assert info.value.code is graphengine.errors.ErrorCode.NOT_FOUND
         fake_server.core.raise_on["add_graph"] = InvalidGraph(
             "node 'n1' reads 'ghost', which nothing produces", node="n1", tensor="ghost")
         with pytest.raises(ce.InvalidArgument) as info:

@@ -89,11 +89,16 @@ def test_domain_error_becomes_its_status_with_message_and_context(raising_server
     err = raising_server(exc)
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.details() == str(exc)
-    meta = dict(err.trailing_metadata())
-    assert meta["graphengine-tensor-bin"] == b"x"
-    assert meta["graphengine-graph-bin"] == b"g"
-    assert meta["graphengine-error-type-bin"] == b"InvalidInput"
-    assert "graphengine-node-bin" not in meta
+    # The kind and context as the standard google.rpc.Status details, decoded here with the
+    # googleapis protos alone (what a client in another language does).
+    from google.rpc import error_details_pb2, status_pb2
+
+    status = status_pb2.Status.FromString(dict(err.trailing_metadata())["grpc-status-details-bin"])
+    assert (status.code, status.message) == (grpc.StatusCode.INVALID_ARGUMENT.value[0], str(exc))
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert (info.reason, info.domain) == ("InvalidInput", "graphengine")
+    assert dict(info.metadata) == {"tensor": "x", "graph": "g", "stage": "execute"}
 
 
 def test_unknown_error_is_internal_short_and_logged(raising_server, caplog) -> None:
