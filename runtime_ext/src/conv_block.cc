@@ -34,11 +34,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "device.h"
+
 namespace ge::block {
 
 bool available() {
-  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return yes;
+  static const bool vl = __builtin_cpu_supports("avx512vl");
+  return vl && cpu_has_avx512();
 }
 
 // Everything below runs only where available() holds (ConvKernel checks it first).

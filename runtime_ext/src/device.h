@@ -14,9 +14,16 @@
 
 namespace ge {
 
-// Whether the host CPU has AVX-512F: the runtime's own vector kernels (softmax.h, gelu.h,
-// the panel GEMV) need it; without it the oneDNN primitives run instead.
+// Whether the runtime's own AVX-512 kernels (softmax.h, gelu.h, the panel GEMV, transposes,
+// conv blocks and heads) may run: the CPU has AVX-512F and they are allowed. Without them
+// the oneDNN primitives or the plain kernels run instead. Kernel choices are made when a
+// model is built, so a change applies to models built after it.
 bool cpu_has_avx512();
+// Whether the CPU has AVX-512F, allowed or not.
+bool cpu_supports_avx512();
+// Allow or forbid the AVX-512 kernels (tests run both paths; GE_NO_AVX512 starts with them
+// off). Forbidding them is always possible; allowing them changes nothing on a CPU without.
+void set_avx512_allowed(bool allowed);
 
 class Device {
  public:

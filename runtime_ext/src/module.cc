@@ -630,8 +630,13 @@ NB_MODULE(_runtime, m) {
       "The arithmetic ceiling that benchmarks compare a model's rate with; run it on an idle machine.");
   m.attr("MAX_WEIGHT_SEGMENTS") = ge::kMaxWeightSegments;
   m.def("cpu_has_avx512", &ge::cpu_has_avx512,
-        "Whether the host CPU has AVX-512F, which the runtime's own vector kernels need (the GELU, "
-        "softmax rows, matrix-vector products, transposes); without it oneDNN's kernels run instead.");
+        "Whether the runtime's own AVX-512 kernels may run (the GELU, softmax rows, matrix-vector "
+        "products, transposes, conv blocks and heads): the CPU has AVX-512F and they are allowed; "
+        "without them oneDNN's or the plain kernels run instead.");
+  m.def("cpu_supports_avx512", &ge::cpu_supports_avx512, "Whether the CPU has AVX-512F.");
+  m.def("set_avx512_allowed", &ge::set_avx512_allowed, "allowed"_a,
+        "Allow or forbid the AVX-512 kernels for models built (and compiles planned) from now on: "
+        "tests run both paths. GE_NO_AVX512 in the environment starts with them forbidden.");
   m.def(
       "conv_block_available", [] { return ge::block::available(); },
       "Whether Conv nodes with a fused projection (pw=1, the conv_block fusion) run here (AVX-512).");
