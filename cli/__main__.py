@@ -2,6 +2,6 @@
 
 import sys
 
-from graphengine.cli.main import main
+from graphengine.cli.commands import main
 
 sys.exit(main())

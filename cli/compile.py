@@ -12,9 +12,9 @@ Progress: the compile pipeline takes no progress callback, so each compile print
 it starts and its per-stage lines (pass runs, how many changed the graph, time) from the compile
 report as soon as it ends; the full compile report follows.
 
-This module does not import cli/main.py (which imports it to register the commands), so it
-reports its own errors. Exit codes as in cli/main.py: 0 success, 1 the compile failed, 2 bad usage
-or local files. The engine is imported inside the handlers, so `run` never pays for it.
+This module does not import cli/commands.py (which imports it to register the commands), so
+it reports its own errors. Exit codes as in cli/commands.py: 0 success, 1 the compile failed,
+2 bad usage or local files. The engine is imported inside the handlers, so `run` never pays for it.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from graphengine.cli import main as cli
+from graphengine.cli import commands as cli
 from graphengine.engine.errors import InvalidInput
 
 

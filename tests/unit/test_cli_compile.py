@@ -13,8 +13,8 @@ import numpy as np
 import onnx
 import pytest
 
+from graphengine.cli import commands as cli
 from graphengine.cli import compile as cli_compile
-from graphengine.cli import main as cli
 from graphengine.engine import offline, runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import compile_graph

@@ -78,6 +78,6 @@ def test_each_path_matches_onnxruntime_and_is_the_one_that_ran(isa: str, case: s
     for g, w in zip(got.values(), want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(w).max()))
     ran = [t["impl"] for native in loaded.natives.values() for t in native.profile()]
-    assert (own in ran) == (isa == "avx512"), ran
-    if isa == "fallback":
-        assert not any("avx512" in impl for impl in ran), ran
+    assert any(own in impl for impl in ran) == (isa == "avx512"), ran
+    if isa == "fallback":  # none of ours ("<kernel> avx512"; oneDNN picks its own ISA)
+        assert not any(impl.endswith(" avx512") for impl in ran), ran

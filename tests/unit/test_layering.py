@@ -98,7 +98,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_itself_back_at_import_time():
     graph = {m: _imports(m, p, top_level=True) for m, p in MODULES.items()}
-    assert len(graph) > 150  # the walk found the project
+    assert len(graph) > 100  # the walk found the project
     assert _cycles(graph) == []
 
 

@@ -132,7 +132,7 @@ def _plain_matmul(node: Node) -> bool:
 def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     if mm2.op_type != "MatMul" or not _plain_matmul(mm2) or not _f32_4d(mm2.outputs[0]):
         return None
-    from ..runtime import device_kernel_ops
+    from ...runtime import device_kernel_ops
 
     if "FusedAttention" not in device_kernel_ops():
         return None
