@@ -1,10 +1,12 @@
 """The pass manager: order after every pass, timing records, failures named."""
 
+import functools
+
 import numpy as np
 import pytest
 
 from graphengine.engine.dtypes import DType
-from graphengine.engine.errors import InvalidGraph
+from graphengine.engine.errors import CompilerError, ErrorCode, InvalidGraph
 from graphengine.engine.ir import Graph, TensorMeta
 from graphengine.engine.passes import PassManager, PassResult, Stage
 
@@ -62,3 +64,54 @@ def test_constants_do_not_count_as_producers():
     out = PassManager(lint=True).run_stage(Stage("s", [_read_later_value]), g)
     names = [n.name for n in out.nodes]
     assert names.index("b") < names.index("a") < names.index("c")
+
+
+def test_a_stage_repeats_while_a_pass_changes_the_graph_and_stops_at_its_bound():
+    calls = []
+
+    def shrinks_three_times(g: Graph) -> PassResult:
+        calls.append(len(calls))
+        return PassResult(g, len(calls) <= 3, f"round {len(calls)}")
+
+    seen = []
+    pm = PassManager(on_pass=lambda stage, record: seen.append((stage, record)))
+    pm.run_stage(Stage("fold", [shrinks_three_times], repeat_until_stable=True), _graph())
+    assert len(calls) == 4  # three that changed, one that confirmed
+    assert [r.changed for r in pm.records] == [True, True, True, False]
+    assert seen[0] == ("fold", None)  # the stage's start, then one record per run
+    assert [r.detail for _, r in seen[1:]] == ["round 1", "round 2", "round 3", "round 4"]
+    calls.clear()
+    forever = PassManager()
+    forever.run_stage(Stage("loop", [lambda g: PassResult(g, True)], repeat_until_stable=True,
+                            max_rounds=5), _graph())
+    assert len(forever.records) == 5  # bounded, never endless
+
+
+def test_a_crashing_pass_is_an_internal_error_naming_the_pass_and_stage():
+    def buggy(g: Graph) -> PassResult:
+        raise KeyError("oops")
+
+    with pytest.raises(CompilerError, match=r"\[stage opt, graph 'g'\] pass buggy failed: "
+                                            r"KeyError: 'oops'") as info:
+        PassManager().run_stage(Stage("opt", [buggy]), _graph())
+    assert info.value.code is ErrorCode.INTERNAL  # a bug of ours, not the caller's graph
+
+
+def test_a_domain_error_gets_the_pass_node_and_stage():
+    def refuses(g: Graph) -> PassResult:
+        raise InvalidGraph("bad shape", node="a")
+
+    with pytest.raises(InvalidGraph, match=r"\[stage prep, graph 'g'\] node 'a': bad shape "
+                                           r"\(in pass refuses\)") as info:
+        PassManager().run_stage(Stage("prep", [functools.partial(refuses)]), _graph())
+    assert info.value.code is ErrorCode.INVALID_ARGUMENT and info.value.stage == "prep"
+
+
+def test_lint_after_each_pass_catches_a_broken_graph():
+    def dangling(g: Graph) -> PassResult:
+        g.outputs = [*g.outputs, Graph("other").add_input("z", TensorMeta(F32, (1,)))]
+        return PassResult(g, False)
+
+    PassManager(lint=False).run_stage(Stage("s", [dangling]), _graph())  # unchecked
+    with pytest.raises(InvalidGraph, match="in pass dangling"):
+        PassManager(lint=True).run_stage(Stage("s", [dangling]), _graph())
