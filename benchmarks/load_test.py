@@ -182,7 +182,7 @@ def _kserve_call(address: str, model: str, inputs: dict):
 
     from graphengine.kserve.v2 import grpc_service_pb2 as pb
     from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
-    from graphengine.server import kserve_codec
+    from graphengine.server.rpc import kserve_codec
 
     channel = grpc.insecure_channel(address, options=[
         ("grpc.max_receive_message_length", 1 << 28), ("grpc.max_send_message_length", 1 << 28)])

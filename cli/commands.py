@@ -58,8 +58,8 @@ def add_serve_parser(sub: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     # Server modules are imported only here: `run` and the other client commands must not
     # pay for (or depend on) loading the compiler and the runtime.
-    from graphengine.server.app import serve
     from graphengine.server.config import ConfigError, load_config
+    from graphengine.server.rpc.app import serve
 
     try:
         config = load_config(args.config, host=args.host, port=args.port,

@@ -8,7 +8,7 @@
         outputs = sess.run_graph(gid, {"input": x})
 
 `RemoteSession` has the method names and signatures of the in-process
-`graphengine.server.session.Session`, so code written against one runs against the other;
+`graphengine.server.core.session.Session`, so code written against one runs against the other;
 it adds what only makes sense over the wire: `run_graph_async` (a future) and
 `run_graph_stream` (many runs in flight on one bidirectional stream). Failed calls raise
 `graphengine.clients.errors.ClientError` subclasses that keep the status code and the

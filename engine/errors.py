@@ -3,7 +3,7 @@
 `graphengine.errors` is the one hierarchy (a class per gRPC status code, shared by the
 in-process Session and the remote client); the engine raises these kinds of its own under
 it, each a subclass of its code's class: `InvalidGraph` is an `InvalidArgument`. The server
-maps codes to statuses in one place (graphengine.server.errors). Messages name the graph,
+maps codes to statuses in one place (graphengine.server.rpc.errors). Messages name the graph,
 node or tensor, what was expected and what was found, and the stage that failed.
 """
 

@@ -251,8 +251,8 @@ class FakeServer:
 
 @pytest.fixture
 def fake_server() -> Iterator[FakeServer]:
-    from graphengine.server.app import create_server
     from graphengine.server.config import ServerConfig
+    from graphengine.server.rpc.app import create_server
 
     core = FakeSessionManager()
     grpc_server, port = create_server(ServerConfig(port=0, max_tensor_elements=1000), core)

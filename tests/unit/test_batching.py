@@ -12,7 +12,7 @@ import pytest
 
 from graphengine.api.types import RunControl
 from graphengine.engine.errors import ExecutionError, Unavailable
-from graphengine.server.batching import DynamicBatcher
+from graphengine.server.core.batching import DynamicBatcher
 from graphengine.server.timing import StageTimes
 
 

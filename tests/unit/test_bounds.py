@@ -19,9 +19,9 @@ from graphengine.engine.errors import InvalidInput, InvalidModel, ResourceExhaus
 from graphengine.engine.offline_codec import PIECE, Reader
 from graphengine.engine.pipeline import CompileOptions
 from graphengine.kserve.v2 import grpc_service_pb2 as kpb
-from graphengine.server import kserve_codec
 from graphengine.server.config import ConfigError, ServerConfig
-from graphengine.server.session import Session
+from graphengine.server.core.session import Session
+from graphengine.server.rpc import kserve_codec
 from tests.integration.ge_models import mlp_onnx
 from tests.unit.test_offline import reseal
 

@@ -98,7 +98,7 @@ def test_serve_with_bad_config_exits_2(tmp_path, capsys) -> None:
 
 
 def test_serve_flags_reach_the_config(monkeypatch, tmp_path: pathlib.Path) -> None:
-    import graphengine.server.app as app
+    import graphengine.server.rpc.app as app
 
     seen = {}
     monkeypatch.setattr(app, "serve", lambda config: seen.setdefault("config", config) and 0)

@@ -67,7 +67,7 @@ def test_graph_info_to_pb() -> None:
 
 
 def test_graph_info_from_pb_uses_the_core_types() -> None:
-    from graphengine.server import session
+    from graphengine.server.core import session
     info = convert.graph_info_from_pb(convert.graph_info_to_pb(_Info()))
     assert isinstance(info, session.GraphInfo)
     assert info.inputs[0] == session.TensorInfo("x", DType.FLOAT32, ("batch", 3, 224, 224))
@@ -89,7 +89,7 @@ def test_session_options_to_pb_from_mapping_object_and_none() -> None:
 
 
 def test_session_options_from_pb() -> None:
-    from graphengine.server import session
+    from graphengine.server.core import session
     default = convert.session_options_from_pb(session_pb2.SessionOptions())
     assert default == session.SessionOptions()  # 0 on the wire: the server's defaults
     opts = convert.session_options_from_pb(session_pb2.SessionOptions(

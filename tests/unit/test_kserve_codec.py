@@ -8,7 +8,7 @@ import pytest
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput, ResourceExhausted
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
-from graphengine.server import kserve_codec as codec
+from graphengine.server.rpc import kserve_codec as codec
 
 
 def _raw_request(**arrays: np.ndarray) -> pb.ModelInferRequest:

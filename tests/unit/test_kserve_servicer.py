@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
-from graphengine.server.app import build_server, start_background
 from graphengine.server.config import ServerConfig
+from graphengine.server.rpc.app import build_server, start_background
 from tests.integration.ge_models import mlp_onnx, ort_run
 
 MODEL = mlp_onnx(batch="batch", seed=6)

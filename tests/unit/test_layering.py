@@ -133,3 +133,14 @@ def test_the_fusion_table_order_is_checked():
     check_order([lone], complete=False)  # a part of the table: only its own order
     with pytest.raises(ValueError, match="repeats"):
         check_order([FUSIONS[0], FUSIONS[0]])
+
+
+def test_the_server_core_speaks_no_grpc():
+    """server/core/ is the in-process service: gRPC (and the rpc layer) stay in server/rpc/."""
+    for name, path in MODULES.items():
+        if name.startswith("graphengine.server.core"):
+            text = path.read_text()
+            assert "import grpc" not in text and "from grpc" not in text, name
+            rpc = sorted(m for m in _imports(name, path, top_level=False)
+                         if m.startswith("graphengine.server.rpc"))
+            assert rpc == [], f"{name} imports {rpc}"

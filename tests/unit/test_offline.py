@@ -412,8 +412,8 @@ def test_session_runs_offline_bytes_and_paths_without_compiling(tmp_path, monkey
     def refuse(*args, **kwargs):
         raise AssertionError("an offline model must not be compiled")
 
-    monkeypatch.setattr("graphengine.server.session.compile_graph", refuse)
-    monkeypatch.setattr("graphengine.server.session.analyze", refuse)
+    monkeypatch.setattr("graphengine.server.core.session.compile_graph", refuse)
+    monkeypatch.setattr("graphengine.server.core.session.analyze", refuse)
     with graphengine.Session() as sess:
         for source in ((tmp_path / "m.om").read_bytes(), str(tmp_path / "m.om"),
                        tmp_path / "m.om"):
@@ -432,7 +432,7 @@ def test_session_runs_offline_bytes_and_paths_without_compiling(tmp_path, monkey
 def test_session_serves_stored_gears_without_compiling(monkeypatch) -> None:
     model, models = gear_models((1, 4))
     data = offline.save(models, gear=offline.Gear("batch", (1, 4)))
-    monkeypatch.setattr("graphengine.server.session.compile_graph", None)  # never called
+    monkeypatch.setattr("graphengine.server.core.session.compile_graph", None)  # never called
     with graphengine.Session() as sess:
         gid = sess.add_graph(data)
         info = sess.graph_info(gid)

@@ -11,8 +11,8 @@ import onnx
 import pytest
 
 from graphengine.engine.errors import InvalidInput, NotFound, Unavailable
-from graphengine.server import model_config
-from graphengine.server.repository import ModelRepository, ModelState, scan
+from graphengine.server.core import model_config
+from graphengine.server.core.repository import ModelRepository, ModelState, scan
 from graphengine.server.timing import StageTimes
 from tests.integration.ge_models import mlp_onnx, ort_run
 

@@ -13,9 +13,9 @@ from graphengine.clients import errors as ce
 from graphengine.engine.errors import Unauthenticated
 from graphengine.kserve.v2 import grpc_service_pb2 as kpb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
-from graphengine.server.app import build_server, start_background
-from graphengine.server.auth import TokenAuth
 from graphengine.server.config import ServerConfig
+from graphengine.server.rpc.app import build_server, start_background
+from graphengine.server.rpc.auth import TokenAuth
 from tests.integration.ge_models import simple_graphdef
 
 TOKENS = {"alice": "alice-secret-1", "bob": "bob-secret-22"}

@@ -13,9 +13,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from graphengine.clients import Client
 from graphengine.clients import errors as ce
-from graphengine.server.app import _shutdown, build_server
 from graphengine.server.config import ServerConfig
 from graphengine.server.lifecycle import Lifecycle
+from graphengine.server.rpc.app import _shutdown, build_server
 from tests.conftest import FakeSessionManager
 
 

@@ -15,9 +15,9 @@ import pytest
 
 from graphengine.api.types import RunControl, SessionLimits
 from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
-from graphengine.server import gears
-from graphengine.server.manager import SessionManager
-from graphengine.server.session import Session
+from graphengine.server.core import gears
+from graphengine.server.core.manager import SessionManager
+from graphengine.server.core.session import Session
 from tests.integration.ge_models import mlp_onnx, ort_run, simple_graphdef
 
 RTOL, ATOL = 1e-4, 1e-5

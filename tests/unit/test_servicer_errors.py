@@ -13,7 +13,7 @@ import pytest
 
 from graphengine.engine import errors as ge
 from graphengine.engine import wire
-from graphengine.server.errors import STATUS_BY_CODE, ErrorInterceptor, status_for
+from graphengine.server.rpc.errors import STATUS_BY_CODE, ErrorInterceptor, status_for
 from graphengine.v1 import session_pb2 as se
 from graphengine.v1 import session_pb2_grpc
 

@@ -12,7 +12,7 @@ __all__ = ["Session", "SessionOptions", "Client", "__version__"]
 def __getattr__(name: str):
     # Lazy: importing graphengine must not pull in the compiler, the runtime or gRPC.
     if name in ("Session", "SessionOptions"):
-        from graphengine.server import session
+        from graphengine.server.core import session
 
         return getattr(session, name)
     if name == "Client":

@@ -1,7 +1,7 @@
 """The KServe v2 `inference.GRPCInferenceService` servicer over the model repository.
 
 Thin like the session servicer: proto -> numpy (kserve_codec) -> the repository's served
-model -> proto. Errors are domain exceptions mapped in graphengine.server.errors; inside
+model -> proto. Errors are domain exceptions mapped in graphengine.server.rpc.errors; inside
 ModelStreamInfer a failed request is answered with `error_message` and the stream goes on.
 """
 
@@ -20,13 +20,13 @@ from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
 from graphengine.kserve.v2 import model_config_pb2 as mc
 
+from ..core.repository import ModelRepository
+from ..core.served_model import ServedModel
+from ..lifecycle import Lifecycle
+from ..timing import StageTimes, stage
 from . import calls
 from . import kserve_codec as codec
-from .lifecycle import Lifecycle
-from .repository import ModelRepository
-from .served_model import ServedModel
 from .streams import StreamRunner
-from .timing import StageTimes, stage
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")

@@ -19,7 +19,7 @@ from graphengine.api.types import RunControl
 from graphengine.engine.model import CompiledModel
 from graphengine.engine.runtime import LoadedModel
 
-from .timing import StageTimes
+from ..timing import StageTimes
 
 POLL_SECONDS = 0.05  # how often a waiting run looks at its caller's cancel and deadline
 

@@ -42,7 +42,7 @@ from graphengine.engine.errors import (
 )
 from graphengine.errors import CONTEXT, DOMAIN
 
-from .logs import log_event
+from ..logs import log_event
 
 _log = logging.getLogger("graphengine.server.rpc")
 

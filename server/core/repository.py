@@ -28,13 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from graphengine.api.types import SessionLimits
 from graphengine.engine.errors import InvalidInput, NotFound, Unavailable
 
+from ..logs import log_event
+from ..timing import StageTimes
 from . import model_config
-from .logs import log_event
 from .served_model import VERSION, ModelState, ServedModel
 from .session import CompileHook
-from .timing import StageTimes
 
-_log = logging.getLogger("graphengine.server.repository")
+_log = logging.getLogger("graphengine.server.core.repository")
 
 MODEL_SUFFIXES = (".onnx", ".om", ".geom")
 CONFIG_NAMES = ("config.yaml", "config.yml")

@@ -1,11 +1,11 @@
-"""Server interceptors other than error mapping (graphengine.server.errors):
+"""Server interceptors other than error mapping (graphengine.server.rpc.errors):
 
 - `RequestInterceptor` (outermost): notes when a call arrived, refuses new work with
   UNAVAILABLE while the server drains, counts the call in flight until it ends, gives it a
   `StageTimes` for the layers below to fill, and reports its latency by stage and its
   final status code to the metrics.
 - `AuthInterceptor`: checks the bearer token and binds the caller's identity for the
-  handler (graphengine.server.auth).
+  handler (graphengine.server.rpc.auth).
 
 Health checking stays outside both (always answered, never authenticated), so probes keep
 working during a drain and without a token. Each interceptor wraps the handler gRPC found;
@@ -23,9 +23,10 @@ import grpc
 
 from graphengine.engine.errors import Unauthenticated
 
-from . import auth, timing
-from .lifecycle import Lifecycle
-from .logs import log_event
+from .. import timing
+from ..lifecycle import Lifecycle
+from ..logs import log_event
+from . import auth
 
 _log = logging.getLogger("graphengine.server.rpc")
 

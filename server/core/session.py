@@ -37,10 +37,10 @@ from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes
 from graphengine.engine.report import CompileReport
 from graphengine.engine.runtime import NativeError, default_device, native_error
 
+from ..timing import StageTimes, stage
 from . import gears as gearing
 from .admission import Admission
 from .instances import POLL_SECONDS, InstancePool
-from .timing import StageTimes, stage
 
 __all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 
@@ -545,7 +545,7 @@ class Session(Admission):
 
 
 def __getattr__(name: str):
-    # SessionManager moved to graphengine.server.manager; old imports keep working.
+    # SessionManager moved to graphengine.server.core.manager; old imports keep working.
     if name == "SessionManager":
         from .manager import SessionManager
 

@@ -1,9 +1,9 @@
 """The graphengine.v1.GraphEngine servicer: proto -> domain types -> core -> proto.
 
 Thin on purpose. Sessions, graphs, compilation and execution belong to the in-process
-core (graphengine.server.session / .manager), which knows nothing of gRPC; errors are
-domain exceptions that the ErrorInterceptor (graphengine.server.errors) maps to statuses,
-so no method here touches a status code. The caller's identity (graphengine.server.auth)
+core (graphengine.server.core.session / .manager), which knows nothing of gRPC; errors are
+domain exceptions that the ErrorInterceptor (graphengine.server.rpc.errors) maps to statuses,
+so no method here touches a status code. The caller's identity (graphengine.server.rpc.auth)
 owns the sessions it creates.
 """
 
@@ -22,13 +22,13 @@ from graphengine.engine.errors import InvalidInput, InvalidModel
 from graphengine.v1 import session_pb2 as se
 from graphengine.v1 import session_pb2_grpc
 
+from ..lifecycle import Lifecycle
+from ..logs import log_event
+from ..timing import StageTimes, stage
 from . import calls
-from .lifecycle import Lifecycle
-from .logs import log_event
 from .streams import StreamRunner
-from .timing import StageTimes, stage
 
-_log = logging.getLogger("graphengine.server.servicer")
+_log = logging.getLogger("graphengine.server.rpc.servicer")
 
 SERVICE_NAME = se.DESCRIPTOR.services_by_name["GraphEngine"].full_name
 

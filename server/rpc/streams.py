@@ -22,8 +22,9 @@ import grpc
 
 from graphengine.engine.errors import Unavailable
 
-from . import errors, timing
-from .lifecycle import Lifecycle
+from .. import timing
+from ..lifecycle import Lifecycle
+from . import errors
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")

@@ -8,7 +8,8 @@ from typing import Any
 
 from graphengine.api.types import RunControl
 
-from . import auth, timing
+from .. import timing
+from . import auth
 
 _NO_DEADLINE = 1e9  # gRPC reports "no deadline" as a time_remaining of ~2**63 seconds
 

@@ -16,7 +16,7 @@ import weakref
 from graphengine.api.types import SessionLimits, SessionOptions
 from graphengine.engine.errors import NotFound, ResourceExhausted
 
-from .logs import log_event
+from ..logs import log_event
 from .session import CompileHook, Session
 
 _log = logging.getLogger("graphengine.server.sessions")

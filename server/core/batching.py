@@ -24,8 +24,8 @@ import numpy as np
 from graphengine.api.types import RunControl
 from graphengine.engine.errors import Unavailable
 
+from ..timing import StageTimes
 from . import gears as gearing
-from .timing import StageTimes
 
 POLL_SECONDS = 0.05
 

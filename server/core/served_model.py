@@ -17,10 +17,10 @@ import numpy as np
 
 from graphengine.api.types import GraphInfo, RunControl, SessionLimits, SessionOptions
 
+from ..timing import StageTimes
 from .batching import DynamicBatcher
 from .model_config import ModelConfig
 from .session import CompileHook, Session
-from .timing import StageTimes
 
 REPOSITORY_OWNER = "<repository>"  # no identity can be this: names are [A-Za-z0-9_.@-]
 VERSION = "1"

@@ -34,15 +34,15 @@ from graphengine.engine.errors import GraphEngineError
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
 from graphengine.v1 import session_pb2_grpc
 
-from . import logs
+from .. import logs
+from ..config import ServerConfig, format_address
+from ..lifecycle import Lifecycle
+from ..metrics import Metrics
 from .auth import TokenAuth
-from .config import ServerConfig, format_address
 from .errors import ErrorInterceptor
 from .interceptors import AuthInterceptor, RequestInterceptor
 from .kserve_servicer import SERVICE_NAME as KSERVE_SERVICE
 from .kserve_servicer import InferenceServicer
-from .lifecycle import Lifecycle
-from .metrics import Metrics
 from .servicer import SERVICE_NAME, GraphEngineServicer
 
 _log = logging.getLogger("graphengine.server")
@@ -107,7 +107,7 @@ def _limits(config: ServerConfig) -> SessionLimits:
 
 
 def make_session_manager(config: ServerConfig, metrics: Metrics | None = None) -> Any:
-    from graphengine.server.manager import SessionManager
+    from graphengine.server.core.manager import SessionManager
 
     return SessionManager(device=make_device(config), max_sessions=config.max_sessions,
                           limits=_limits(config),
@@ -136,7 +136,7 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
                 else make_session_manager(config, metrics))
     repository = None
     if config.model_repository:
-        from graphengine.server.repository import ModelRepository
+        from graphengine.server.core.repository import ModelRepository
 
         repository = ModelRepository(config.model_repository, device=make_device(config),
                                      limits=_limits(config),

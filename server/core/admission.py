@@ -2,7 +2,7 @@
 asked for, and device memory (the quota, the device's size), so that a refusal comes
 before the work it would have cost. The bounds themselves live in engine/bounds.py.
 
-`Admission` is a part of `Session` (server/session.py), kept apart to keep that file's
+`Admission` is a part of `Session` (server/core/session.py), kept apart to keep that file's
 job the graphs' life; it reads the session's `limits`, `options`, `id`, `_lock`,
 `_graphs`, `_reserved` and `device_bytes`.
 """
