@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         "rounds_p50_ms": {name: [x * 1e3 for x in v] for name, v in medians.items()},
         "streams": streams,
         "speedup_2_streams": one / two,
-        "stream_seconds": variants["2 streams, 1 thread each"].stats()["stream_seconds"],
+        "stream_seconds": variants["2 streams, 1 thread each"].stats().stream_seconds,
     }
     if args.json:
         print(json.dumps(result))

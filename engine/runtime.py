@@ -8,12 +8,13 @@ between device launches, exchanging tensors through the cut edges.
 
 Inputs that are C-contiguous arrays of the right dtype are read by the kernels in place,
 and outputs are the arrays the last kernels wrote; anything else costs one copy, counted
-in `stats()["bytes_copied"]`.
+in `stats().bytes_copied`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import functools
 import itertools
 import threading
@@ -344,33 +345,73 @@ class LoadedModel:
             env.update(zip(step.outputs, (np.asarray(o) for o in outs)))
 
     # ---- statistics ---------------------------------------------------------------------
-    def stats(self) -> dict:
-        """Runs and time of this model, plus its device programs' native statistics.
-
-        Totals over the device programs: bytes copied / bound zero-copy, arena (all
-        instances), weight and prepared-weight bytes, busy seconds per stream; `programs`
-        has each native model's own statistics.
-        """
+    def stats(self) -> RuntimeStats:
+        """Runs and time of this model, plus totals over its device programs' native
+        statistics (`programs` keeps each native model's own)."""
         programs = {idx: m.stats() for idx, m in self.natives.items()}
         if self._fast is not None and programs:  # each call is one launch of its native model
             (only,) = programs.values()
-            out: dict = {"runs": only["runs"], "iterations": only["iterations"],
-                         "seconds": only["seconds"], "instances": self.instances}
+            runs, iterations, seconds = only["runs"], only["iterations"], only["seconds"]
         else:
             with self._lock:
-                out = {"runs": self._runs, "iterations": self._iterations,
-                       "seconds": self._seconds, "instances": self.instances}
-        for key in ("bytes_copied", "bytes_zero_copy", "arena_bytes", "weight_bytes",
-                    "prepared_bytes", "workspace_bytes", "failures", "tasks"):
-            out[key] = sum(s[key] for s in programs.values())
-        out["device_seconds"] = sum(s["seconds"] for s in programs.values())
-        out["stream_seconds"] = [sum(s["stream_seconds"][i] for s in programs.values()
-                                     if i < len(s["stream_seconds"]))
-                                 for i in range(max((s["streams"] for s in programs.values()),
-                                                    default=0))]
-        out["streams"] = max((s["streams"] for s in programs.values()), default=0)
-        out["programs"] = programs
-        return out
+                runs, iterations, seconds = self._runs, self._iterations, self._seconds
+        native = programs.values()
+        streams = max((p["streams"] for p in native), default=0)
+        return RuntimeStats(
+            runs=runs, iterations=iterations, seconds=seconds, instances=self.instances,
+            device_seconds=sum(p["seconds"] for p in native),
+            stream_seconds=tuple(sum(p["stream_seconds"][i] for p in native
+                                     if i < len(p["stream_seconds"])) for i in range(streams)),
+            streams=streams,
+            **{key: sum(p[key] for p in native) for key in _NATIVE_TOTALS},
+            programs=programs)
+
+
+_NATIVE_TOTALS = ("bytes_copied", "bytes_zero_copy", "arena_bytes", "weight_bytes",
+                  "prepared_bytes", "workspace_bytes", "failures", "tasks")
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeStats:
+    """What a loaded model (or a session's models, added up) did and holds.
+
+    runs / iterations / seconds: calls, sink iterations and their wall time; device_seconds:
+    the native launches' time; stream_seconds: busy time per stream index; bytes_copied /
+    bytes_zero_copy: input and output bytes copied vs bound in place; arena / weight /
+    prepared / workspace bytes: device memory by kind (arenas of every instance); failures
+    and tasks of the native models; `programs`: each native model's own statistics, by
+    program index (empty in a sum)."""
+
+    runs: int = 0
+    iterations: int = 0
+    seconds: float = 0.0
+    instances: int = 0
+    device_seconds: float = 0.0
+    stream_seconds: tuple[float, ...] = ()
+    streams: int = 0
+    bytes_copied: int = 0
+    bytes_zero_copy: int = 0
+    arena_bytes: int = 0
+    weight_bytes: int = 0
+    prepared_bytes: int = 0
+    workspace_bytes: int = 0
+    failures: int = 0
+    tasks: int = 0
+    programs: Mapping[int, dict] = dataclasses.field(default_factory=dict)
+
+    def __add__(self, other: RuntimeStats) -> RuntimeStats:
+        """The two added up (stream by stream for stream_seconds; programs dropped)."""
+        if not isinstance(other, RuntimeStats):
+            return NotImplemented
+        a, b = self.stream_seconds, other.stream_seconds
+        longest = max(len(a), len(b))
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name)
+                  for f in dataclasses.fields(self)
+                  if f.name not in ("stream_seconds", "streams", "programs")}
+        return RuntimeStats(**summed, streams=max(self.streams, other.streams),
+                            stream_seconds=tuple((a[i] if i < len(a) else 0.0)
+                                                 + (b[i] if i < len(b) else 0.0)
+                                                 for i in range(longest)))
 
 
 def load(compiled: CompiledModel, device: _runtime.Device | None = None,

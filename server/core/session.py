@@ -35,7 +35,7 @@ from graphengine.engine.ir import Dim, Graph, TensorMeta
 from graphengine.engine.model import CompiledModel
 from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes
 from graphengine.engine.report import CompileReport
-from graphengine.engine.runtime import NativeError, default_device, native_error
+from graphengine.engine.runtime import NativeError, RuntimeStats, default_device, native_error
 
 from ..timing import StageTimes, stage
 from . import gears as gearing
@@ -460,28 +460,17 @@ class Session(Admission):
                 total += sum(p.device_bytes for p in e.models.values())
         return total
 
-    def runtime_stats(self) -> dict:
-        """The runtime's statistics summed over every loaded model of the session (each
-        graph, signature and gear): runs, device_seconds, stream_seconds (per stream index),
-        bytes_copied, bytes_zero_copy, arena_bytes, weight_bytes, prepared_bytes."""
+    def runtime_stats(self) -> RuntimeStats:
+        """The runtime's statistics (engine.runtime.RuntimeStats) summed over every loaded
+        model of the session: each graph, signature and gear."""
         with self._lock:
             entries = list(self._graphs.values())
-        keys = ("runs", "device_seconds", "bytes_copied", "bytes_zero_copy", "arena_bytes",
-                "weight_bytes", "prepared_bytes")
-        total: dict = dict.fromkeys(keys, 0)
-        streams: list[float] = []
+        total = RuntimeStats()
         for e in entries:
             with e.lock:
                 pools = list(e.models.values())
             for model in (m for p in pools for m in p.models):
-                s = model.stats()
-                for k in keys:
-                    total[k] += s[k]
-                for i, secs in enumerate(s["stream_seconds"]):
-                    if i == len(streams):
-                        streams.append(0.0)
-                    streams[i] += secs
-        total["stream_seconds"] = streams
+                total += model.stats()
         return total
 
     @property

@@ -225,19 +225,19 @@ def _register_model_stats(m, repo, safe) -> None:
     def families() -> dict[str, dict]:
         stats = {sm.name: sm.session.runtime_stats() for sm in repo.models()}
         return {
-            "graphengine_model_runs": {(n,): s["runs"] for n, s in stats.items()},
-            "graphengine_model_device_seconds": {(n,): s["device_seconds"]
+            "graphengine_model_runs": {(n,): s.runs for n, s in stats.items()},
+            "graphengine_model_device_seconds": {(n,): s.device_seconds
                                                  for n, s in stats.items()},
             "graphengine_model_stream_busy_seconds": {
                 (n, str(i)): v for n, s in stats.items()
-                for i, v in enumerate(s["stream_seconds"])},
+                for i, v in enumerate(s.stream_seconds)},
             "graphengine_model_io_bytes": {
                 key: v for n, s in stats.items() for key, v in
-                (((n, "in_place"), s["bytes_zero_copy"]), ((n, "copied"), s["bytes_copied"]))},
+                (((n, "in_place"), s.bytes_zero_copy), ((n, "copied"), s.bytes_copied))},
             "graphengine_model_memory_bytes": {
                 key: v for n, s in stats.items() for key, v in
-                (((n, "arena"), s["arena_bytes"]), ((n, "weights"), s["weight_bytes"]),
-                 ((n, "prepared"), s["prepared_bytes"]))},
+                (((n, "arena"), s.arena_bytes), ((n, "weights"), s.weight_bytes),
+                 ((n, "prepared"), s.prepared_bytes))},
         }
 
     m.gauges(families, ["graphengine_model_runs", "graphengine_model_device_seconds",

@@ -17,7 +17,7 @@ from graphengine.engine.errors import InvalidInput
 from graphengine.engine.importers import load_model
 from graphengine.engine.model import DeviceProgram, HostProgram
 from graphengine.engine.pipeline import compile_graph
-from graphengine.engine.runtime import LoadedModel, kernel_info
+from graphengine.engine.runtime import LoadedModel, RuntimeStats, kernel_info
 from tests import zoo
 
 DEVICE = _runtime.Device(2)
@@ -65,8 +65,8 @@ def test_instances_share_weights(mlp):
     assert one.instances == 1 and three.instances == 3
     assert three.device_bytes == 3 * prog.arena_bytes + prog.weight_bytes
     s1, s3 = one.stats(), three.stats()
-    assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
-    assert s3["weight_bytes"] == s1["weight_bytes"] > 0
+    assert s3.arena_bytes == 3 * s1.arena_bytes
+    assert s3.weight_bytes == s1.weight_bytes > 0
     ref = _mlp_ref(model, feeds["input"])
     np.testing.assert_allclose(three.execute(feeds)["output"], ref, rtol=1e-4, atol=1e-5)
     with pytest.raises(InvalidInput, match="instances"):
@@ -94,7 +94,7 @@ def test_concurrent_callers_get_their_own_results(mlp):
     for t in threads:
         t.join()
     assert not errors, errors[0]
-    assert lm.stats()["runs"] == 150
+    assert lm.stats().runs == 150
 
 
 def test_one_call_path_and_constant_outputs(mlp):
@@ -151,9 +151,9 @@ def test_sink_mode_on_a_device_only_model(mlp):
     same = lm.execute(feeds[1], iterations=3, return_all=True)
     assert len(same) == 3
     np.testing.assert_allclose(same[2]["output"], refs[1], rtol=1e-4, atol=1e-5)
-    native = lm.stats()["programs"]
+    native = lm.stats().programs
     assert sum(s["runs"] for s in native.values()) == 3  # one launch per call
-    assert lm.stats()["iterations"] == 11
+    assert lm.stats().iterations == 11
     with pytest.raises(InvalidInput, match="one per iteration"):
         lm.execute(feeds[:2], iterations=3)
     for wrong in (None, 7, "x"):  # a raw TypeError before (found by the fuzz harness)
@@ -181,11 +181,11 @@ def test_zero_copy_and_copies_are_counted(mlp):
     lm = LoadedModel(compiled, DEVICE)
     x = feeds["input"]
     lm.execute({"input": x})
-    assert lm.stats()["bytes_copied"] == 0 and lm.stats()["bytes_zero_copy"] > 0
+    assert lm.stats().bytes_copied == 0 and lm.stats().bytes_zero_copy > 0
     xt = np.asfortranarray(x)  # not C-contiguous: one copy, counted
     np.testing.assert_allclose(lm.execute({"input": xt})["output"], _mlp_ref(model, x),
                                rtol=1e-4, atol=1e-5)
-    assert lm.stats()["bytes_copied"] == x.nbytes
+    assert lm.stats().bytes_copied == x.nbytes
 
 
 def test_stats_shape(mlp):
@@ -193,11 +193,13 @@ def test_stats_shape(mlp):
     lm = LoadedModel(compiled, DEVICE)
     lm.execute(feeds)
     s = lm.stats()
-    for key in ("runs", "iterations", "seconds", "instances", "bytes_copied", "bytes_zero_copy",
-                "arena_bytes", "weight_bytes", "prepared_bytes", "device_seconds",
-                "stream_seconds", "streams", "programs"):
-        assert key in s, key
-    assert s["runs"] == 1 and s["seconds"] > 0 and len(s["stream_seconds"]) == s["streams"]
+    assert isinstance(s, RuntimeStats)
+    assert s.instances == 1 and s.weight_bytes > 0 and s.tasks >= 1 and s.programs
+    assert s.runs == 1 and s.seconds > 0 and len(s.stream_seconds) == s.streams
+    both = s + s  # a session adds its models' statistics up
+    assert (both.runs, both.arena_bytes, both.streams, both.programs) == (
+        2, 2 * s.arena_bytes, s.streams, {})
+    assert both.stream_seconds == tuple(2 * v for v in s.stream_seconds)
 
 
 def test_branchy_on_two_streams_with_instances():
