@@ -32,6 +32,9 @@ from .prepare import (
     validate,
 )
 from .report import CompileReport, PartitionRecord, PassRecord, PlacementRecord
+from .target import Target
+from .target import get as get_target
+from .target import names as target_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,12 +50,18 @@ class CompileOptions:
     # >= 2: split a compute-heavy separable batch into that many chunks run at once, each on
     # its own stream with one share of the threads (a session sets its device's threads)
     data_parallel: int = 0
+    # the backend compiled for (engine/target.py): what placement, layout, fusion and task
+    # generation may use
+    target: str = "host"
 
     def __post_init__(self) -> None:
         # Both size work before any pass runs (a stream is a worker thread and a column of
         # every vector clock; a chunk clones the graph): refused here, not after gigabytes.
         check_int("compile option 'max_streams'", self.max_streams, 1, MAX_STREAMS)
         check_int("compile option 'data_parallel'", self.data_parallel, 0, MAX_DATA_PARALLEL)
+        if self.target not in target_names():
+            raise InvalidInput(f"compile option 'target' must be one of {target_names()}, got "
+                               f"{self.target!r}")
         if self.layout_format not in REGION_FORMATS:
             raise InvalidInput(f"compile option 'layout_format' must be one of "
                                f"{list(REGION_FORMATS)}, got {self.layout_format!r}")
@@ -97,16 +106,20 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None) -
     return Stage("prepare", passes, repeat_until_stable=True)
 
 
-def stages(options: CompileOptions, budget: MemoryBudget | None = None) -> list[Stage]:
+def stages(options: CompileOptions, budget: MemoryBudget | None = None,
+           target: Target | None = None) -> list[Stage]:
+    """Stages 1-3; `target` (default: the one `options.target` names) is what placement,
+    fusion and layout may use."""
+    target = target or get_target(options.target)
     return [
         Stage("validate", [validate]),
         prepare_stage(options, budget),
-        Stage("partition", [place_nodes, partition_graph]),
-        Stage("optimize", ([fuse] if options.fuse else [])
+        Stage("partition", [functools.partial(place_nodes, target=target), partition_graph]),
+        Stage("optimize", ([functools.partial(fuse, target=target)] if options.fuse else [])
               + [functools.partial(split_batch, enabled=options.batch_split,
                                    parallel=options.data_parallel),
                  functools.partial(assign_layouts, enabled=options.layouts,
-                                   fmt=options.layout_format)]),
+                                   fmt=options.layout_format, target=target)]),
     ]
 
 
@@ -233,14 +246,15 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
                                f"shape to compile", graph=g.name, tensor=v.name)
     pm = PassManager(lint=options.lint, on_pass=on_pass)
     flops = 0.0
-    for stage in stages(options, budget):
+    target = get_target(options.target)
+    for stage in stages(options, budget, target):
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)
     if on_pass:
         on_pass("build", None)
     t0 = time.perf_counter()
-    programs, memory, ntasks = build_programs(g, options.max_streams)
+    programs, memory, ntasks = build_programs(g, options.max_streams, target)
     pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
     report = CompileReport(
         graph=graph.name, passes=pm.records, fusions=list(g.fusions),

@@ -6,8 +6,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphengine import _runtime
-
 from .. import ops
 from ..errors import InvalidGraph
 from ..flops import node_flops
@@ -17,19 +15,24 @@ from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorS
 from ..optimize.layout import storage_nbytes
 from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
+from ..target import Target
+from ..target import get as get_target
 from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
 
 
-def build_programs(graph: Graph, max_streams: int = 1
+def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = None
                    ) -> tuple[list[Program], MemoryRecord, int]:
-    """Compile every partition; returns the programs, the memory summary and task count."""
+    """Compile every partition for `target` (default: the host); returns the programs, the
+    memory summary and task count."""
+    target = target or get_target()
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
     tasks = 0
     for part in collect_partitions(graph):
         if part.engine is Engine.DEVICE:
-            prog, plan_bound, strategy = _build_device(graph, part, max_streams)
+            prog, plan_bound, strategy = _build_device(graph, part, max_streams,
+                                                       target.max_weight_segments)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
             memory.weight_bytes += prog.weight_bytes
@@ -63,8 +66,9 @@ IN_PLACE_BYTES = 1 << 20
 class _Layout:
     """Assigns tensor slots: activations share storages (views alias), weights pack."""
 
-    def __init__(self, formats: bool = False) -> None:
+    def __init__(self, formats: bool = False, max_segments: int = 1) -> None:
         self.formats = formats  # layout assignment ran: every slot states its format
+        self.max_segments = max_segments  # weight segments the target's model may take
         self.slots: list[TensorSlot] = []
         self.index: dict[Value, int] = {}
         self.storage: dict[Value, int] = {}  # value -> storage id (activations only)
@@ -133,7 +137,7 @@ class _Layout:
         region = [shared] if shared is not None else []
         base = align(shared.nbytes) if shared is not None else 0
         # In place: the largest aligned arrays, one segment each (the own segment last).
-        room = _runtime.MAX_WEIGHT_SEGMENTS - len(region) - 1
+        room = self.max_segments - len(region) - 1
         movable = [(slot, arr) for slot, arr in self.weights if slot not in inside
                    and arr.flags.c_contiguous and arr.nbytes >= IN_PLACE_BYTES
                    and arr.ctypes.data % ALIGN == 0]
@@ -255,9 +259,9 @@ class _Step:
         self.deps: set[int] = set()
 
 
-def _build_device(graph: Graph, part: Partition, max_streams: int = 1
-                  ) -> tuple[DeviceProgram, int, str]:
-    layout = _Layout(formats=graph.layouts_assigned)
+def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
+                  max_segments: int = 1) -> tuple[DeviceProgram, int, str]:
+    layout = _Layout(formats=graph.layouts_assigned, max_segments=max_segments)
     for v in part.inputs:
         layout.activation(v)
     steps: list[_Step] = []

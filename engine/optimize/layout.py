@@ -11,7 +11,7 @@ format name, which the memory planner aliases and which runs no task. The runtim
 exactly the formats chosen here (tensor slots carry them).
 
 The region's format (`region_format`): NHWC, or oneDNN's blocked format for the CPU
-(nChw16c with AVX-512, nChw8c with AVX2; `_runtime.blocked_format()`). oneDNN's brgemm
+(nChw16c with AVX-512, nChw8c with AVX2; the target's `blocked_format`). oneDNN's brgemm
 convolutions (NHWC) are its default choice, but its direct 1x1 and depthwise kernels on
 blocked data are clearly faster on small images and channel counts (MobileNetV2 on two
 AVX-512 cores: the convolutions take ~25% less time blocked at batch 1 and 32), and only
@@ -40,6 +40,8 @@ from ..dtypes import DType
 from ..ir import Engine, Graph, Node, Value
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
+from ..target import Target
+from ..target import get as get_target
 
 NCHW, NHWC = "nchw", "nhwc"
 BLOCKS = {"nChw8c": 8, "nChw16c": 16}
@@ -157,16 +159,14 @@ def storage_nbytes(v: Value) -> int:
     return meta.nbytes // max(c, 1) * ((c + block - 1) // block * block) if c else 0
 
 
-def region_format(graph: Graph, requested: str = "auto") -> str:
-    """The format of the layout region: `requested`, or for "auto" the CPU's blocked format
-    when the graph has a depthwise convolution (else NHWC)."""
+def region_format(graph: Graph, requested: str = "auto", target: Target | None = None) -> str:
+    """The format of the layout region: `requested`, or for "auto" the target's blocked
+    format when the graph has a depthwise convolution (else NHWC)."""
     if requested not in REGION_FORMATS:
         raise ValueError(f"unknown layout format {requested!r}; known: {list(REGION_FORMATS)}")
     if requested != "auto":
         return requested
-    from graphengine import _runtime
-
-    blocked = _runtime.blocked_format()
+    blocked = (target or get_target()).blocked_format
     return blocked if blocked and any(_is_depthwise(n) for n in graph.nodes) else NHWC
 
 
@@ -203,14 +203,16 @@ def _output_format(node: Node, region: str, graph_outputs: set[Value]) -> str:
     return NHWC
 
 
-def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto") -> PassResult:
-    if not enabled or not _runtime_has_transdata():
+def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
+                   target: Target | None = None) -> PassResult:
+    target = target or get_target()
+    if not enabled or not _has_transdata(target):
         return PassResult(graph, False, "layout assignment off")
     outputs = set(graph.outputs)
     region_nodes = [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)]
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, False, "no convolution: layouts stay plain")
-    region = region_format(graph, fmt)
+    region = region_format(graph, fmt, target)
     own = {n: region if _is_head(n) else _output_format(n, region, outputs) for n in region_nodes}
     for node, f in own.items():
         if not _is_head(node):
@@ -315,10 +317,8 @@ def _split_output(graph: Graph, node: Node, out: Value) -> int:
     return 1
 
 
-def _runtime_has_transdata() -> bool:
-    from ..runtime import device_kernel_ops
-
-    return "TransData" in device_kernel_ops()
+def _has_transdata(target: Target) -> bool:
+    return target.runs("TransData")
 
 
 __all__ = ["BLOCKS", "NCHW", "NHWC", "REGION_FORMATS", "assign_layouts", "region_format",

@@ -3,23 +3,26 @@
 Policy lives in the per-engine predicates; this pass only records the first engine that
 accepts and every rejection's reason (the report shows them). The device predicate lowers
 the node to a runtime kernel (the op schema's `device` rule) and then asks the runtime's
-kernel info store (`_runtime.kernel_info`) whether that kernel runs these dtypes and
-shapes; the runtime's reason is kept when it declines.
+kernel info store (the target's `kernel_info`, engine/target.py) whether that kernel runs
+these dtypes and shapes; the device's reason is kept when it declines.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from .. import ops
 from ..ir import Engine, Graph, Node
 from ..passes import PassResult
+from ..target import Target
+from ..target import get as get_target
 
 # A predicate returns None when the engine accepts the node, else the reason it declines.
 Predicate = Callable[[Node], "str | None"]
 
 
-def device_accepts(node: Node) -> str | None:
+def device_accepts(node: Node, target: Target | None = None) -> str | None:
     schema = ops.get(node.op_type, node)
     if schema.device is None:
         return f"no device kernel for {node.op_type}"
@@ -34,17 +37,16 @@ def device_accepts(node: Node) -> str | None:
         return verdict
     if verdict.op == "Copy":  # a task kind, not a kernel: any dtype and shape
         return None
-    # GE's kernel info store: the runtime itself says whether it runs this kernel on these
+    # GE's kernel info store: the device itself says whether it runs this kernel on these
     # dtypes and shapes (and which layout it prefers, for optimize/layout.py).
-    from ..runtime import kernel_info
-
+    target = target or get_target()
     dtypes, shapes = [], []
     for i in verdict.inputs:
         v = node.inputs[i] if 0 <= i < len(node.inputs) else None
         dtypes.append(v.meta.dtype.value if v is not None else "")
         shapes.append(list(v.meta.shape) if v is not None else [])
     try:
-        info = kernel_info(verdict.op, dtypes, shapes, verdict.attrs)
+        info = target.kernel_info(verdict.op, dtypes, shapes, verdict.attrs)
     except Exception as exc:  # attrs the runtime cannot even read: it declines the node
         return f"runtime kernel info for '{verdict.op}' failed: {exc}"
     if not info["supported"]:
@@ -62,12 +64,16 @@ ENGINES: list[tuple[Engine, Predicate]] = [
 ]
 
 
-def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = None
-                ) -> PassResult:
+def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = None,
+                target: Target | None = None) -> PassResult:
+    if engines is None:
+        engines = [(Engine.DEVICE, functools.partial(device_accepts, target=target))
+                   if e is Engine.DEVICE and accepts is device_accepts else (e, accepts)
+                   for e, accepts in ENGINES]
     counts: dict[Engine, int] = {}
     for node in graph.nodes:
         rejections = []
-        for engine, accepts in engines or ENGINES:
+        for engine, accepts in engines:
             reason = accepts(node)
             if reason is None:
                 node.meta.engine = engine

@@ -15,7 +15,7 @@ from tests import zoo
 
 
 def optimized(model, monkeypatch):
-    monkeypatch.setattr(layout, "_runtime_has_transdata", lambda: True)
+    monkeypatch.setattr(layout, "_has_transdata", lambda target: True)
     g = bind_shapes(load_model(model), None)
     pm = PassManager(lint=True)
     for stage in stages(CompileOptions(lint=True, layout_format="nhwc")):

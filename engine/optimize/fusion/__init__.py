@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 from ...ir import Graph
 from ...passes import PassResult
+from ...target import Target
+from ...target import get as get_target
 from . import (
     activation,
     attention,
@@ -81,12 +83,18 @@ def check_order(table: Sequence[Fusion], complete: bool = True) -> None:
 check_order(FUSIONS)
 
 
-def fuse(graph: Graph, table: Sequence[Fusion] | None = None) -> PassResult:
+def fuse(graph: Graph, table: Sequence[Fusion] | None = None,
+         target: Target | None = None) -> PassResult:
+    """Run the rows in order; a row whose `requires` the target (default: the host) does not
+    meet is skipped."""
     rows = FUSIONS if table is None else table
     if table is not None:
         check_order(rows, complete=False)
+    target = target or get_target()
     applied: list[str] = []
     for row in rows:
+        if row.requires is not None and not row.requires(target):
+            continue
         for node in list(graph.nodes):
             if node.graph is not graph:  # removed by an earlier rewrite
                 continue

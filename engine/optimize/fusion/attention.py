@@ -132,10 +132,6 @@ def _plain_matmul(node: Node) -> bool:
 def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     if mm2.op_type != "MatMul" or not _plain_matmul(mm2) or not _f32_4d(mm2.outputs[0]):
         return None
-    from ...runtime import device_kernel_ops
-
-    if "FusedAttention" not in device_kernel_ops():
-        return None
     softmax = sole_producer(graph, mm2.input(0), {"Softmax"})
     if softmax is None or int(softmax.attrs.get("axis", -1)) not in (-1, 3):
         return None
@@ -217,4 +213,5 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
             f"(scale {m.scale:.6g}{mask})")
 
 
-ROW = Fusion("attention", match_attention, rewrite_attention)
+ROW = Fusion("attention", match_attention, rewrite_attention,
+             requires=lambda target: target.runs("FusedAttention"))

@@ -13,7 +13,7 @@ blocks of MobileNetV2 at batch 1 took 3.5 ms as oneDNN primitives (two or three 
 The first block of MobileNetV2 has no expansion: a depthwise Conv then the projection; the
 row takes that pair too (the node's own W is then the depthwise weight).
 
-It fires only where the block kernel runs (`_runtime.conv_block_available()`: AVX-512) and
+It fires only where the block kernel runs (the target's `conv_blocks`: AVX-512 here) and
 for what it computes: activations Relu or Clip on every stage; a projection with stride 1,
 no padding, group 1 and constant float32 weights; a residual of the output's shape; a
 depthwise-only start needs channels in whole blocks of 16.
@@ -29,12 +29,6 @@ from .conv_dw import _EPILOGUE, _attrs, _depthwise_stride
 from .match import Fusion, absorb, on_device, sole_producer
 
 _ACTS = (None, "Relu", "Clip")
-
-
-def _available() -> bool:
-    from graphengine import _runtime
-
-    return _runtime.conv_block_available()
 
 
 def pointwise(node: Node) -> bool:
@@ -98,8 +92,6 @@ def match_conv_block(graph: Graph, proj: Node):
         made = proj.input(proj.attrs["_sum_input"]).producer
         if made is not None and graph.nodes.index(made) > graph.nodes.index(start):
             return None
-    if not _available():
-        return None
     return start
 
 
@@ -128,4 +120,5 @@ def rewrite_conv_block(graph: Graph, proj: Node, start: Node) -> str:
 __all__ = ["match_conv_block", "rewrite_conv_block"]
 
 
-ROW = Fusion("conv_block", match_conv_block, rewrite_conv_block)
+ROW = Fusion("conv_block", match_conv_block, rewrite_conv_block,
+             requires=lambda target: target.conv_blocks)

@@ -12,7 +12,7 @@ prefetch the next chunk's weights, so the DRAM reads hide under the FMAs.
 The Conv node keeps X, W and B (zeros when absent) and appends the Gemm's weight and bias
 (zeros when absent) at `_head_input`, with `_head_trans_b`; its output is the Gemm's.
 
-It fires only where the kernel runs (`_runtime.conv_block_available()`: AVX-512) and for
+It fires only where the kernel runs (the target's `conv_blocks`: AVX-512 here) and for
 what it computes: a 1x1 Conv (stride 1, no padding, group 1, constant float32 weights, no
 other fused stage, Relu or Clip or no activation); a Gemm with alpha 1, beta 1, no
 transposed A, a constant float32 weight and a constant bias of one value per class; a
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Graph, Node
-from .conv_block import _available, pointwise
+from .conv_block import pointwise
 from .match import Fusion, absorb, on_device, sole_producer
 
 MAX_ROWS = 4  # block::HeadSpec::kMaxRows
@@ -77,8 +77,6 @@ def match_conv_head(graph: Graph, gemm: Node):
     fc_k = gemm.input(1).const.shape[1 if gemm.attrs.get("transB", 0) else 0]
     if fc_k != conv.input(1).const.shape[0]:
         return None
-    if not _available():
-        return None
     return conv, gap, flat
 
 
@@ -107,4 +105,5 @@ def rewrite_conv_head(graph: Graph, gemm: Node, ctx) -> str:
 __all__ = ["match_conv_head", "rewrite_conv_head"]
 
 
-ROW = Fusion("conv_head", match_conv_head, rewrite_conv_head)
+ROW = Fusion("conv_head", match_conv_head, rewrite_conv_head,
+             requires=lambda target: target.conv_blocks)

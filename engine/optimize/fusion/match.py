@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 
 from ...ir import Engine, Graph, Node, Value
+from ...target import Target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +22,8 @@ class Fusion:
     # Rows that must run before this one (checked by the driver, fusion/__init__.py): the
     # table's order is a contract, not a comment.
     after: tuple[str, ...] = ()
+    # What the row needs of the target (engine/target.py), e.g. a fused kernel; None: nothing.
+    requires: Callable[[Target], bool] | None = None
 
 
 def on_device(*nodes: Node) -> bool:
