@@ -37,16 +37,20 @@ class TensorSlot:
     format: str = ""  # "" = let the runtime choose; else "nchw" (plain) / "nhwc" ...
 
 
+# TensorSlot and Task are the schema of a device program's tensors and tasks on both sides:
+# runtime_ext/tools/gen_spec.py generates the native structs and their readers from them
+# (runtime_ext/src/spec_gen.h, spec_read_gen.inc); a test fails when they are stale.
 @dataclasses.dataclass
 class Task:
     kind: str  # "kernel" | "record" | "wait" | "copy"
     name: str
     stream: int = 0
-    op: str = ""
-    inputs: list[int] = dataclasses.field(default_factory=list)
+    op: str = dataclasses.field(default="", metadata={"required_when": ("kind", ("kernel",))})
+    inputs: list[int] = dataclasses.field(default_factory=list)  # tensor indices; -1: omitted
     outputs: list[int] = dataclasses.field(default_factory=list)
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    event: int = -1
+    event: int = dataclasses.field(default=-1,
+                                   metadata={"required_when": ("kind", ("record", "wait"))})
 
 
 @dataclasses.dataclass

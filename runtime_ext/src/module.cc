@@ -147,43 +147,8 @@ ge::AttrValue to_attr(nb::handle h, const std::string& what) {
   return to_float(h, what);
 }
 
-ge::TaskSpec to_task(nb::handle h, size_t index) {
-  const std::string where = "tasks[" + std::to_string(index) + "]: ";
-  nb::dict d = to_dict(h, where.substr(0, where.size() - 2));
-  ge::TaskSpec t;
-  t.kind = to_str(get(d, "kind", where, true), where + "kind");
-  t.name = to_str(get(d, "name", where, true), where + "name");
-  if (nb::handle v = get(d, "stream", where, false)) t.stream = to_int(v, where + "stream");
-  if (nb::handle v = get(d, "op", where, t.kind == "kernel")) t.op = to_str(v, where + "op");
-  if (nb::handle v = get(d, "inputs", where, false)) t.inputs = to_ints(v, where + "inputs");
-  if (nb::handle v = get(d, "outputs", where, false)) t.outputs = to_ints(v, where + "outputs");
-  if (nb::handle v = get(d, "event", where, t.kind == "record" || t.kind == "wait")) {
-    t.event = to_int(v, where + "event");
-  }
-  if (nb::handle v = get(d, "attrs", where, false)) {
-    nb::dict attrs = to_dict(v, where + "attrs");
-    for (auto [k, val] : attrs) {
-      std::string key = to_str(k, where + "attr name");
-      t.attrs[key] = to_attr(val, where + "attr '" + key + "'");
-    }
-  }
-  return t;
-}
-
-ge::TensorSpec to_tensor(nb::handle h, size_t index) {
-  const std::string where = "tensors[" + std::to_string(index) + "]: ";
-  nb::dict d = to_dict(h, where.substr(0, where.size() - 2));
-  ge::TensorSpec t;
-  t.name = to_str(get(d, "name", where, true), where + "name");
-  t.dtype = to_str(get(d, "dtype", where, true), where + "dtype");
-  t.shape = to_ints(get(d, "shape", where, true), where + "shape");
-  t.region = to_str(get(d, "region", where, true), where + "region");
-  t.offset = to_int(get(d, "offset", where, true), where + "offset");
-  if (nb::handle v = get(d, "format", where, false); v.is_valid() && !v.is_none()) {
-    t.format = to_str(v, where + "format");
-  }
-  return t;
-}
+// to_tensor and to_task: generated from engine/model.py (runtime_ext/tools/gen_spec.py).
+#include "spec_read_gen.inc"
 
 // ---- numpy conversion -------------------------------------------------------------------
 

@@ -11,29 +11,10 @@
 #include <vector>
 
 #include "kernel.h"
+#include "spec_gen.h"  // TensorSpec, TaskSpec: generated from engine/model.py
 #include "tensor.h"
 
 namespace ge {
-
-struct TensorSpec {
-  std::string name;
-  std::string dtype;
-  Shape shape;
-  std::string region;  // "arena" | "weight"
-  int64_t offset = 0;
-  std::string format;  // "" (not given) | "nchw" | "nhwc" | "nChw8c" | "nChw16c"
-};
-
-struct TaskSpec {
-  std::string kind;  // "kernel" | "record" | "wait" | "copy"
-  std::string name;
-  std::string op;  // kernel only
-  int64_t stream = 0;
-  std::vector<int64_t> inputs;  // tensor indices, -1 = omitted optional input
-  std::vector<int64_t> outputs;
-  Attrs attrs;
-  int64_t event = -1;  // record / wait only
-};
 
 struct ModelSpec {
   std::string name;

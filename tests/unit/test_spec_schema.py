@@ -1,0 +1,56 @@
+"""The device-program schema is written once: engine/model.py's TensorSlot and Task, from
+which runtime_ext/tools/gen_spec.py generates the native structs and readers."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import pathlib
+
+import pytest
+
+from graphengine import _runtime
+from graphengine.engine.model import Task, TensorSlot
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("gen_spec",
+                                                  ROOT / "runtime_ext/tools/gen_spec.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_native_side_is_up_to_date():
+    gen = _generator()
+    assert gen.main(["--check"]) == 0, "run python runtime_ext/tools/gen_spec.py"
+    header = (ROOT / "runtime_ext/src/spec_gen.h").read_text()
+    for cls in (TensorSlot, Task):
+        for field in dataclasses.fields(cls):
+            assert f" {field.name}" in header, (cls.__name__, field.name)
+
+
+def _spec(**task) -> dict:
+    slot = {"name": "x", "dtype": "float32", "shape": [2], "region": "arena", "offset": 0}
+    out = dict(slot, name="y", offset=64)
+    return {"name": "m", "arena_bytes": 128, "tensors": [slot, out], "num_streams": 1,
+            "num_events": 0, "tasks": [task], "inputs": [0], "outputs": [1]}
+
+
+def test_the_readers_follow_the_dataclasses_rules():
+    """Required fields (no default) and `required_when` are enforced by the generated
+    readers, naming the element and the field; defaults fill what is absent or None."""
+    device = _runtime.Device(1)
+    kernel = {"kind": "kernel", "name": "relu", "op": "Relu", "inputs": [0], "outputs": [1]}
+    _runtime.Model(device, _spec(**kernel), 1)
+    _runtime.Model(device, _spec(**kernel, stream=None, attrs=None), 1)
+    with pytest.raises(_runtime.InvalidArgument, match=r"tasks\[0\].*op"):
+        _runtime.Model(device, _spec(**{k: v for k, v in kernel.items() if k != "op"}), 1)
+    with pytest.raises(_runtime.InvalidArgument, match=r"tasks\[0\].*name"):
+        _runtime.Model(device, _spec(**{k: v for k, v in kernel.items() if k != "name"}), 1)
+    bad = _spec(**kernel)
+    del bad["tensors"][1]["offset"]
+    with pytest.raises(_runtime.InvalidArgument, match=r"tensors\[1\].*offset"):
+        _runtime.Model(device, bad, 1)
