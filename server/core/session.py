@@ -531,12 +531,3 @@ class Session(Admission):
         if entry is None:
             raise NotFound(f"graph {graph_id} not found in session '{self.id}'")
         return entry
-
-
-def __getattr__(name: str):
-    # SessionManager moved to graphengine.server.core.manager; old imports keep working.
-    if name == "SessionManager":
-        from .manager import SessionManager
-
-        return SessionManager
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
