@@ -205,3 +205,30 @@ def test_streams_async_gears_and_offline_models(server: str) -> None:
         (listed,) = [s for s in client.list_sessions() if s.session_id == sess.id]
         assert set(listed.graph_ids) == {gid, copy} and listed.options.instances == 2
         assert listed.device_bytes > 0
+
+
+def test_in_process_and_remote_errors_are_the_same_classes(server: str) -> None:
+    """graphengine.errors is one hierarchy: an unknown graph is NotFound and a wrong input an
+    InvalidArgument (kind InvalidInput, naming the tensor) in process and from a real server;
+    the kind and context come over the wire as google.rpc.Status details."""
+    import graphengine
+    import graphengine.errors as ge
+
+    model = mlp_onnx(batch=2, seed=1)
+    wrong = {"x": np.ones((3, 16), np.float32)}
+    caught = []
+    with graphengine.Session() as local, Client(server, timeout=30) as client, \
+            client.session() as remote:
+        for sess in (local, remote):
+            gid = sess.add_graph(model.SerializeToString())
+            with pytest.raises(ge.NotFound) as missing:
+                sess.run_graph(gid + 99, wrong)
+            with pytest.raises(ge.InvalidArgument) as bad:
+                sess.run_graph(gid, wrong)
+            caught.append((missing.value, bad.value))
+    (l_missing, l_bad), (r_missing, r_bad) = caught
+    assert type(r_missing) is ge.NotFound and isinstance(l_missing, ge.NotFound)
+    assert l_missing.code is r_missing.code is ge.ErrorCode.NOT_FOUND
+    assert l_bad.error_type == r_bad.error_type == "InvalidInput"
+    assert l_bad.tensor == r_bad.tensor == "x" and r_bad.stage == l_bad.stage
+    assert r_bad.message == str(l_bad)  # the server's text is the in-process error's
