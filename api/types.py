@@ -76,6 +76,9 @@ class RunControl:
 
     deadline: float | None = None  # a time.monotonic() value
     cancelled: Callable[[], bool] | None = None
+    # A native cancel flag (graphengine._runtime.CancelToken) set when the caller goes away
+    # (server/rpc/calls.py): with it the runtime's own queue stops the wait for an instance.
+    token: object | None = None
 
     def check(self, waiting_for: str) -> None:
         """Raise if the caller is gone (CancelledError) or out of time (TimeoutError)."""

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from graphengine import _runtime
+from graphengine.errors import Cancelled, DeadlineExceeded
 
 from . import ops
 from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
@@ -100,6 +101,10 @@ def native_error(exc: Exception, graph: str) -> GraphEngineError:
     """The engine's error for a native runtime exception raised running `graph`."""
     if isinstance(exc, _runtime.InvalidArgument):
         return InvalidInput(str(exc), graph=graph, stage="execute")
+    if isinstance(exc, _runtime.DeadlineExceeded):
+        return DeadlineExceeded(str(exc), graph=graph, stage="queue")
+    if isinstance(exc, _runtime.Cancelled):
+        return Cancelled(str(exc), graph=graph, stage="queue")
     return ExecutionError(str(exc), graph=graph, stage="execute")
 
 
@@ -247,7 +252,39 @@ class LoadedModel:
         self.natives = {}
         self._fast = self.direct = None  # they hold a native model too
 
-    def _execute_fast(self, inputs: Mapping[str, np.ndarray]) -> dict | None:
+    def execute_controlled(self, inputs: Mapping[str, np.ndarray],
+                           output_names: Sequence[str] | None = None, control=None,
+                           times=None) -> dict[str, np.ndarray]:
+        """One run whose wait for a free instance honours the caller inside the runtime's
+        own queue: `control.deadline` and `control.token` (a `_runtime.CancelToken` set when
+        the caller goes away) end the wait with DeadlineExceeded / Cancelled, and nothing
+        runs; `times` (StageTimes) receives the queue and execute seconds."""
+        limits = {"queue": 0.0, "deadline": getattr(control, "deadline", None),
+                  "token": getattr(control, "token", None)}
+        start = time.perf_counter()
+        try:
+            result = None
+            if self._fast is not None and output_names is None and \
+                    isinstance(inputs, Mapping):
+                result = self._execute_fast(inputs, limits)
+            if result is None:
+                if not isinstance(inputs, Mapping):
+                    raise InvalidInput(f"inputs must be a mapping of input name to array, got "
+                                       f"{type(inputs).__name__}", graph=self.compiled.name)
+                result = self._execute_once(inputs, output_names, limits)
+                if self._fast is None:  # else the native model counted the launch
+                    with self._lock:
+                        self._runs += 1
+                        self._iterations += 1
+                        self._seconds += time.perf_counter() - start
+            return result
+        finally:
+            if times is not None:
+                times.add("queue", limits["queue"])
+                times.add("execute", time.perf_counter() - start - limits["queue"])
+
+    def _execute_fast(self, inputs: Mapping[str, np.ndarray],
+                      limits: dict | None = None) -> dict | None:
         """The one-device-program path; None sends anything unusual to the general path
         (which converts what it can and words the errors)."""
         native, feed, n_inputs, outs = self._fast
@@ -259,17 +296,18 @@ class LoadedModel:
             if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
                 return None
             args.append(a)
-        res = self._call(native, args)
+        res = self._call(native, args, limits)
         # a folded constant output is handed out as a copy: callers may write into it
         return {name: res[i] if i >= 0 else const.copy() for name, i, const in outs}
 
     def _execute_once(self, inputs: Mapping[str, np.ndarray],
-                      output_names: Sequence[str] | None) -> dict[str, np.ndarray]:
+                      output_names: Sequence[str] | None,
+                      limits: dict | None = None) -> dict[str, np.ndarray]:
         c = self.compiled
         env: dict[str, np.ndarray] = dict(check_inputs(c.name, c.inputs, inputs))
         for prog in c.programs:
             if isinstance(prog, DeviceProgram):
-                self._run_device(prog, env)
+                self._run_device(prog, env, limits)
             else:
                 self._run_host(prog, env)
         return self._pick_outputs(env, output_names)
@@ -318,16 +356,29 @@ class LoadedModel:
                    for o in per_iter]
         return results if return_all else results[0]
 
-    def _call(self, native: _runtime.Model, args: list, **kw):
+    def _call(self, native: _runtime.Model, args: list, limits: dict | None = None, **kw):
+        """native.execute; `limits` (execute_controlled's) adds the caller's deadline and
+        cancel token, and collects the time spent waiting for an instance."""
+        timing: dict = {}
+        if limits is not None:
+            if limits["deadline"] is not None:
+                kw["deadline"] = max(0.0, limits["deadline"] - time.monotonic())
+            kw["cancel"] = limits["token"]
+            kw["timing"] = timing
         try:
             return native.execute(args, **kw)
         except _runtime.Error as exc:
             raise native_error(exc, self.compiled.name) from None
+        finally:
+            if limits is not None:
+                limits["queue"] += timing.get("queue_seconds", 0.0)
 
-    def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray]) -> None:
+    def _run_device(self, prog: DeviceProgram, env: dict[str, np.ndarray],
+                    limits: dict | None = None) -> None:
         # Arrays go to the runtime as they are: it reads usable ones in place and converts
         # (and counts) the rest once.
-        outs = self._call(self.natives[prog.index], [env[n] for n in prog.input_names])
+        outs = self._call(self.natives[prog.index], [env[n] for n in prog.input_names],
+                          limits)
         env.update(zip(prog.output_names, outs))
 
     def _run_host(self, prog: HostProgram, env: dict[str, np.ndarray]) -> None:

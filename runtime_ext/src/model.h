@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <cstdint>
@@ -65,6 +66,14 @@ struct ExecRequest {
   bool return_all = false;
   // Bytes the caller already copied to make the inputs usable (counted in the stats).
   uint64_t converted_bytes = 0;
+  // The caller's limits while the launch waits for a free instance (a launch that has
+  // started runs to its end): its deadline, and a flag it sets to cancel. Either ends the
+  // wait with DeadlineExceeded / Cancelled, and nothing of the launch runs.
+  bool has_deadline = false;
+  std::chrono::steady_clock::time_point deadline{};
+  const std::atomic<bool>* cancel = nullptr;
+  // Out: nanoseconds the launch waited for an instance (the request's queue time).
+  uint64_t* queue_ns = nullptr;
 };
 
 struct ModelStats {
@@ -167,6 +176,10 @@ class Model {
   void begin(Launch& l, Instance& in);
   // Hands `in` to the next queued launch (begin) or returns it to the free list.
   void release(Instance& in);
+  // Caller side, for a queued launch with a deadline or a cancel flag: waits until it has
+  // started (Ok: it then runs to its end) or leaves the queue when the deadline passes or
+  // the flag is set (DeadlineExceeded / Cancelled: nothing of it ran).
+  Status wait_in_queue(Launch& l, const ExecRequest& req);
   // Lane side. Makes the launch fail with `status` (first failure wins), wakes waiters.
   void fail(Instance& in, const Status& status);
   // Lane side: the last stream of an iteration (other than the last) finished it.

@@ -229,6 +229,30 @@ void Model::begin(Launch& l, Instance& in) {
 
 // ---- caller side --------------------------------------------------------------------------
 
+Status Model::wait_in_queue(Launch& launch, const ExecRequest& req) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kPoll = std::chrono::milliseconds(10);  // how often the cancel flag is read
+  for (;;) {
+    Clock::time_point until = Clock::now() + kPoll;
+    if (req.has_deadline) until = std::min(until, req.deadline);
+    {
+      std::unique_lock<std::mutex> lock(launch.mu);
+      if (launch.cv.wait_until(lock, until, [&] { return launch.done; })) return Status::Ok();
+    }
+    const bool cancelled = req.cancel && req.cancel->load(std::memory_order_relaxed);
+    const bool late = req.has_deadline && Clock::now() >= req.deadline;
+    if (!cancelled && !late) continue;
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto it = std::find(queued_.begin(), queued_.end(), &launch);
+    if (it == queued_.end()) return Status::Ok();  // started meanwhile: it runs to its end
+    queued_.erase(it);
+    return cancelled ? Status::Cancelled(cat("the caller cancelled while model '", name_,
+                                             "' waited for a free instance"))
+                     : Status::DeadlineExceeded(cat("the caller's deadline passed while model '", name_,
+                                                    "' waited for a free instance"));
+  }
+}
+
 Status Model::check_inputs(const std::vector<HostTensor>& inputs) const {
   if (inputs.size() != inputs_.size()) {
     return Status::InvalidArgument(cat("model '", name_, "' expects ", inputs_.size(), " inputs, got ", inputs.size()));
@@ -290,7 +314,15 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
       stats_.peak_waiting = std::max<uint64_t>(stats_.peak_waiting, queued_.size());
     }
   }
+  const uint64_t enqueued_ns = now_ns();
   if (in) begin(launch, *in);
+  if (!in && (req.has_deadline || req.cancel)) {
+    Status st = wait_in_queue(launch, req);
+    if (!st.ok()) {
+      if (req.queue_ns) *req.queue_ns = now_ns() - enqueued_ns;
+      return st;
+    }
+  }
 
   // Poll for completion when the lanes leave this thread a core, or when launches are
   // short (a wake-up costs ~10 us here, a good part of a 70 us run) and no other launch of
@@ -320,6 +352,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
     std::unique_lock<std::mutex> lock(launch.mu);
     launch.cv.wait(lock, [&] { return launch.done; });
   }
+  if (req.queue_ns) *req.queue_ns = launch.started_ns > enqueued_ns ? launch.started_ns - enqueued_ns : 0;
   // A moving average of launch times (per iteration, from leaving the queue) decides the
   // next wait.
   const uint64_t took = (now_ns() - launch.started_ns) / n_iter;

@@ -9,6 +9,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -41,11 +44,22 @@ PyObject* g_error = nullptr;
 PyObject* g_invalid = nullptr;
 
 // The one status-to-exception helper.
+PyObject* g_deadline = nullptr;
+PyObject* g_cancelled = nullptr;
+
 [[noreturn]] void raise_status(const ge::Status& s) {
-  PyErr_SetString(s.code() == ge::Code::kInvalidArgument ? g_invalid : g_error,
-                  s.message().c_str());
+  PyObject* type = g_error;
+  if (s.code() == ge::Code::kInvalidArgument) type = g_invalid;
+  if (s.code() == ge::Code::kDeadlineExceeded) type = g_deadline;
+  if (s.code() == ge::Code::kCancelled) type = g_cancelled;
+  PyErr_SetString(type, s.message().c_str());
   throw nb::python_error();
 }
+
+// A flag a caller sets (from any thread) to cancel a launch that waits for an instance.
+struct CancelToken {
+  std::atomic<bool> flag{false};
+};
 
 [[noreturn]] void spec_error(const std::string& msg) {
   raise_status(ge::Status::InvalidArgument("spec: " + msg));
@@ -371,7 +385,8 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
 
 bool is_list_like(nb::handle h) { return PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()); }
 
-nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, bool return_all) {
+nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, bool return_all,
+                         nb::handle deadline, nb::handle cancel, nb::handle timing) {
   if (!is_sequence(inputs)) {
     raise_status(ge::Status::InvalidArgument("execute() takes a list of numpy arrays"));
   }
@@ -388,6 +403,17 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
   ge::ExecRequest req;
   req.iterations = iterations;
   req.return_all = return_all;
+  if (deadline.is_valid() && !deadline.is_none()) {
+    // Seconds from now, bounded: a day at most (a larger number is no deadline at all).
+    const double seconds = std::clamp(nb::cast<double>(deadline), 0.0, 86400.0);
+    req.has_deadline = true;
+    req.deadline = std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                       std::chrono::duration<double>(seconds));
+  }
+  if (cancel.is_valid() && !cancel.is_none()) req.cancel = &nb::cast<CancelToken&>(cancel).flag;
+  uint64_t queue_ns = 0;
+  req.queue_ns = &queue_ns;
   std::vector<std::vector<nb::object>> keep(lists.size());
   for (size_t i = 0; i < lists.size(); ++i) {
     keep[i].resize(lists[i].size());
@@ -401,6 +427,9 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
   {
     nb::gil_scoped_release release;
     st = self.model->execute(req, &results);
+  }
+  if (timing.is_valid() && !timing.is_none()) {
+    nb::cast<nb::dict>(timing)["queue_seconds"] = static_cast<double>(queue_ns) * 1e-9;
   }
   if (!st.ok()) raise_status(st);
   auto as_list = [](std::vector<ge::HostResult>& rs) {
@@ -545,8 +574,20 @@ NB_MODULE(_runtime, m) {
 
   g_error = PyErr_NewException("graphengine._runtime.Error", PyExc_RuntimeError, nullptr);
   g_invalid = PyErr_NewException("graphengine._runtime.InvalidArgument", g_error, nullptr);
+  g_deadline = PyErr_NewException("graphengine._runtime.DeadlineExceeded", g_error, nullptr);
+  g_cancelled = PyErr_NewException("graphengine._runtime.Cancelled", g_error, nullptr);
   m.attr("Error") = nb::steal(g_error);
   m.attr("InvalidArgument") = nb::steal(g_invalid);
+  m.attr("DeadlineExceeded") = nb::steal(g_deadline);
+  m.attr("Cancelled") = nb::steal(g_cancelled);
+
+  nb::class_<CancelToken>(m, "CancelToken",
+                          "A flag that cancels the execute() calls given it while they wait for a "
+                          "free instance (a launch that has started runs to its end).")
+      .def(nb::init<>())
+      .def("cancel", [](CancelToken& t) { t.flag.store(true, std::memory_order_relaxed); },
+           "Cancel: callable from any thread, e.g. gRPC's callback when a call ends.")
+      .def_prop_ro("cancelled", [](const CancelToken& t) { return t.flag.load(std::memory_order_relaxed); });
 
   m.def("supported_ops", &ge::supported_ops, "Op names the device kernels implement.");
   m.def("dnnl_version", &onednn_version, "Version of the oneDNN library in use.");
@@ -615,11 +656,14 @@ NB_MODULE(_runtime, m) {
            "Validates the spec, takes the weights, prepares kernels once and creates `instances` "
            "arenas. Raises InvalidArgument for an invalid spec.")
       .def("execute", &model_execute, "inputs"_a, "iterations"_a = 1, "return_all"_a = false,
+           "deadline"_a = nb::none(), "cancel"_a = nb::none(), "timing"_a = nb::none(),
            "Runs the model and returns its outputs (numpy arrays). Releases the GIL; thread-safe: up to "
            "`instances` calls run at once, more wait. With iterations=N (sink mode) one launch runs N "
            "iterations over `inputs` (one list of arrays per iteration, or one list for all) and returns "
-           "the last outputs, or every iteration's with return_all=True. Raises InvalidArgument for bad "
-           "inputs, Error for other failures.")
+           "the last outputs, or every iteration's with return_all=True. While the call waits for a free "
+           "instance, `deadline` (seconds from now) and `cancel` (a CancelToken) end the wait with "
+           "DeadlineExceeded / Cancelled; `timing`, a dict, receives 'queue_seconds'. Raises "
+           "InvalidArgument for bad inputs, Error for other failures.")
       .def("bind_names", &model_bind_names, "inputs"_a, "outputs"_a,
            "Names for run_named(): the dict key of each input, in input order, and (name, output "
            "index) per output to return.")

@@ -18,6 +18,8 @@ enum class Code {
   kOk,
   kInvalidArgument,  // bad input from a request or a graph: shapes, dtypes, indices, spec
   kInternal,         // everything else (oneDNN failure, out of memory)
+  kDeadlineExceeded,  // the caller's deadline passed while its launch waited for an instance
+  kCancelled,         // the caller cancelled while its launch waited for an instance
 };
 
 class Status {
@@ -28,6 +30,8 @@ class Status {
   static Status Ok() { return {}; }
   static Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) { return {Code::kDeadlineExceeded, std::move(m)}; }
+  static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -1,10 +1,13 @@
 """Model instances: N arenas of one compiled model that execute concurrently.
 
-The runtime's LoadedModel holds N instances sharing one copy of the weights; a run takes a
-free instance and gives it back. The wait for one happens here, in front of the runtime,
-so that it is the `queue` stage of a request and stops as soon as the caller's deadline
-passes or it cancels (a wait inside the runtime could not be interrupted). A runtime
-without multi-instance models gets N separate LoadedModels instead.
+The runtime's LoadedModel holds N instances sharing one copy of the weights and queues
+runs natively when all are busy. A run with a deadline or a native cancel token (what the
+gRPC layer gives, server/rpc/calls.py) waits in that native queue, which stops the wait
+when the deadline passes or the token is set and reports the queue time
+(`LoadedModel.execute_controlled`). Only a caller whose cancellation is a Python callable
+alone still waits for a permit here, in front of the runtime (issue 18 item 1 removes this
+path with its last users). A runtime without multi-instance models gets N separate
+LoadedModels instead.
 """
 
 from __future__ import annotations
@@ -74,8 +77,12 @@ class InstancePool:
     def execute(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
                 control: RunControl | None = None, times: StageTimes | None = None
                 ) -> dict[str, np.ndarray]:
-        if times is None and control is None and self.shared is not None:
-            return self.shared.execute(inputs, output_names)  # waits natively if it must
+        if self.shared is not None:
+            if times is None and control is None:
+                return self.shared.execute(inputs, output_names)  # waits natively if it must
+            if control is None or control.token is not None or control.cancelled is None:
+                # The caller's deadline and cancel token are watched by the runtime's queue.
+                return self.shared.execute_controlled(inputs, output_names, control, times)
         t0 = time.perf_counter()
         model = self._acquire(control)
         t1 = time.perf_counter()

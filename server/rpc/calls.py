@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from graphengine import _runtime
 from graphengine.api.types import RunControl
 
 from .. import timing
@@ -20,7 +21,10 @@ def run_control(context: Any) -> RunControl:
     deadline = None
     if remaining is not None and remaining < _NO_DEADLINE:
         deadline = time.monotonic() + remaining
-    return RunControl(deadline=deadline, cancelled=lambda: not context.is_active())
+    token = _runtime.CancelToken()
+    if not context.add_callback(token.cancel):  # the call has already ended
+        token.cancel()
+    return RunControl(deadline=deadline, cancelled=lambda: not context.is_active(), token=token)
 
 
 def identity() -> str | None:

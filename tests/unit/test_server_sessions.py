@@ -163,6 +163,8 @@ def test_closing_frees_the_loaded_models() -> None:
 
 # ---- waiting work stops ----------------------------------------------------------------
 def test_a_run_waiting_for_an_instance_stops_on_deadline_and_cancel() -> None:
+    """A caller with only a Python cancel callable waits for a permit in front of the
+    runtime (InstancePool), and stops there."""
     with Session() as sess:
         gid = sess.add_graph(mlp_onnx(batch=2))
         sess.compile_graph(gid)
@@ -171,16 +173,54 @@ def test_a_run_waiting_for_an_instance_stops_on_deadline_and_cancel() -> None:
         x = {"x": np.ones((2, 16), np.float32)}
         try:
             start = time.monotonic()
+            gone = threading.Event()
             with pytest.raises(TimeoutError, match="deadline"):
-                sess.run_graph(gid, x, control=RunControl(deadline=time.monotonic() + 0.2))
+                sess.run_graph(gid, x, control=RunControl(deadline=time.monotonic() + 0.2,
+                                                          cancelled=gone.is_set))
             assert time.monotonic() - start < 2
-            cancelled = threading.Event()
-            threading.Timer(0.1, cancelled.set).start()
+            threading.Timer(0.1, gone.set).start()
             with pytest.raises(concurrent.futures.CancelledError, match="cancelled"):
-                sess.run_graph(gid, x, control=RunControl(cancelled=cancelled.is_set))
+                sess.run_graph(gid, x, control=RunControl(cancelled=gone.is_set))
         finally:
             pool._release(held)
         assert sess.run_graph(gid, x, control=RunControl(deadline=time.monotonic() + 5))
+
+
+def test_the_runtime_queue_stops_a_waiting_run_on_deadline_and_cancel_token() -> None:
+    """A deadline alone, or a native cancel token (what the gRPC layer gives), is watched
+    by the runtime's own queue: the run ends as DeadlineExceeded / Cancelled while the only
+    instance is busy, the busy run is not disturbed, and stage times are recorded."""
+    from graphengine import _runtime
+    from graphengine.errors import Cancelled, DeadlineExceeded
+    from graphengine.server.timing import StageTimes
+
+    with Session() as sess:
+        gid = sess.add_graph(mlp_onnx(batch=2))
+        sess.compile_graph(gid)
+        (pool,) = sess._graphs[gid].models.values()
+        x = {"x": np.ones((2, 16), np.float32)}
+        want = sess.run_graph(gid, x)["y"]
+        busy = threading.Thread(target=lambda: pool.shared.execute(x, iterations=200_000))
+        busy.start()  # holds the only instance for a while (one long sink-mode launch)
+        time.sleep(0.05)
+        try:
+            times = StageTimes()
+            with pytest.raises(DeadlineExceeded, match="waited for a free instance"):
+                sess.run_graph(gid, x, control=RunControl(deadline=time.monotonic() + 0.05),
+                               times=times)
+            assert times.seconds["queue"] >= 0.04
+            token = _runtime.CancelToken()
+            threading.Timer(0.05, token.cancel).start()
+            with pytest.raises(Cancelled, match="cancelled"):
+                sess.run_graph(gid, x, control=RunControl(token=token))
+        finally:
+            busy.join()
+        times = StageTimes()
+        got = sess.run_graph(gid, x, control=RunControl(token=_runtime.CancelToken(),
+                                                        deadline=time.monotonic() + 5),
+                             times=times)["y"]
+        np.testing.assert_array_equal(got, want)
+        assert times.seconds["execute"] > 0
 
 
 # ---- offline models --------------------------------------------------------------------
@@ -228,3 +268,34 @@ def test_manager_ownership_quota_ceiling_and_idle_expiry() -> None:
     assert len(manager) == 1 and mine.closed and not busy.closed
     manager.close_all()
     assert len(manager) == 0 and busy.closed
+
+
+def test_a_grpc_call_gives_its_run_a_native_cancel_token() -> None:
+    """server/rpc/calls.run_control: the token is cancelled by gRPC's callback when the call
+    ends, or at once for a call that has already ended."""
+    from graphengine.server.rpc import calls
+
+    class Context:
+        def __init__(self, active: bool) -> None:
+            self.active, self.callbacks = active, []
+
+        def time_remaining(self):
+            return 2.0
+
+        def is_active(self) -> bool:
+            return self.active
+
+        def add_callback(self, fn) -> bool:
+            if not self.active:
+                return False
+            self.callbacks.append(fn)
+            return True
+
+    live = Context(True)
+    control = calls.run_control(live)
+    assert not control.token.cancelled and 1.0 < control.remaining() <= 2.0
+    live.active = False
+    for fn in live.callbacks:
+        fn()
+    assert control.token.cancelled and control.cancelled()
+    assert calls.run_control(Context(False)).token.cancelled
