@@ -152,6 +152,38 @@ def test_queued_launches_start_on_the_lane_that_frees_the_instance():
     assert s["runs"] == 6 and s["failures"] == 0 and s["peak_waiting"] >= 1
 
 
+def test_a_queued_launch_leaves_the_queue_on_its_deadline_or_cancel_token():
+    """Behind a long launch holding the only instance: a caller's deadline or cancel token
+    ends its wait (nothing of it runs, the queue and the long launch go on), the queue time
+    is reported, and a caller queued behind the one that left still runs."""
+    m = _chain(n=3, shape=(64, 64)).load(rt.Device(2))
+    x = randn(64, 64)
+    blocker = threading.Thread(target=lambda: m.execute([x], iterations=150000))
+    blocker.start()
+    time.sleep(0.05)
+    later: list = []
+    behind = threading.Thread(target=lambda: later.append(m.execute([x], deadline=60.0)))
+    try:
+        timing: dict = {}
+        with pytest.raises(rt.DeadlineExceeded, match="waited for a free instance"):
+            m.execute([x], deadline=0.02, timing=timing)
+        assert timing["queue_seconds"] > 0  # it waited, and says so
+        token = rt.CancelToken()
+        threading.Timer(0.03, token.cancel).start()
+        behind.start()
+        with pytest.raises(rt.Cancelled, match="cancelled"):
+            m.execute([x], cancel=token)
+        assert token.cancelled
+        with pytest.raises(rt.DeadlineExceeded):  # a passed deadline: no wait at all
+            m.execute([x], deadline=-5.0)
+    finally:
+        blocker.join()
+        behind.join()
+    close(later[0][0], _chain_ref(x))
+    s = m.stats()
+    assert s["runs"] == 2 and s["failures"] == 0  # the blocker and the one behind
+
+
 def test_failure_in_one_instance_leaves_the_others_alone():
     b = SpecBuilder("emb", num_streams=2, num_events=1)
     ids = b.input("ids", "int64", [4])
