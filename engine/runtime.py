@@ -264,7 +264,9 @@ class LoadedModel:
         start = time.perf_counter()
         try:
             result = None
-            if self._fast is not None and output_names is None and \
+            if self.direct is not None and output_names is None and type(inputs) is dict:
+                result = self._call(None, inputs, limits)  # the one-call path, or None
+            if result is None and self._fast is not None and output_names is None and \
                     isinstance(inputs, Mapping):
                 result = self._execute_fast(inputs, limits)
             if result is None:
@@ -356,9 +358,10 @@ class LoadedModel:
                    for o in per_iter]
         return results if return_all else results[0]
 
-    def _call(self, native: _runtime.Model, args: list, limits: dict | None = None, **kw):
-        """native.execute; `limits` (execute_controlled's) adds the caller's deadline and
-        cancel token, and collects the time spent waiting for an instance."""
+    def _call(self, native: _runtime.Model | None, args, limits: dict | None = None, **kw):
+        """native.execute (or, for native None, the bound one-call `direct` with a dict of
+        inputs); `limits` (execute_controlled's) adds the caller's deadline and cancel
+        token, and collects the time spent waiting for an instance."""
         timing: dict = {}
         if limits is not None:
             if limits["deadline"] is not None:
@@ -366,7 +369,7 @@ class LoadedModel:
             kw["cancel"] = limits["token"]
             kw["timing"] = timing
         try:
-            return native.execute(args, **kw)
+            return native.execute(args, **kw) if native is not None else self.direct(args, **kw)
         except _runtime.Error as exc:
             raise native_error(exc, self.compiled.name) from None
         finally:

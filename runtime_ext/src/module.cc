@@ -385,6 +385,27 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
 
 bool is_list_like(nb::handle h) { return PyList_Check(h.ptr()) || PyTuple_Check(h.ptr()); }
 
+// The caller's deadline (seconds from now, or None) and cancel token (or None) for the wait
+// for a free instance, and where the queue time goes.
+void set_limits(ge::ExecRequest* req, nb::handle deadline, nb::handle cancel, uint64_t* queue_ns) {
+  if (deadline.is_valid() && !deadline.is_none()) {
+    // Bounded: a day at most (a larger number is no deadline at all).
+    const double seconds = std::clamp(nb::cast<double>(deadline), 0.0, 86400.0);
+    req->has_deadline = true;
+    req->deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(seconds));
+  }
+  if (cancel.is_valid() && !cancel.is_none()) req->cancel = &nb::cast<CancelToken&>(cancel).flag;
+  req->queue_ns = queue_ns;
+}
+
+void put_timing(nb::handle timing, uint64_t queue_ns) {
+  if (timing.is_valid() && !timing.is_none()) {
+    nb::cast<nb::dict>(timing)["queue_seconds"] = static_cast<double>(queue_ns) * 1e-9;
+  }
+}
+
 nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, bool return_all,
                          nb::handle deadline, nb::handle cancel, nb::handle timing) {
   if (!is_sequence(inputs)) {
@@ -403,17 +424,8 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
   ge::ExecRequest req;
   req.iterations = iterations;
   req.return_all = return_all;
-  if (deadline.is_valid() && !deadline.is_none()) {
-    // Seconds from now, bounded: a day at most (a larger number is no deadline at all).
-    const double seconds = std::clamp(nb::cast<double>(deadline), 0.0, 86400.0);
-    req.has_deadline = true;
-    req.deadline = std::chrono::steady_clock::now() +
-                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                       std::chrono::duration<double>(seconds));
-  }
-  if (cancel.is_valid() && !cancel.is_none()) req.cancel = &nb::cast<CancelToken&>(cancel).flag;
   uint64_t queue_ns = 0;
-  req.queue_ns = &queue_ns;
+  set_limits(&req, deadline, cancel, &queue_ns);
   std::vector<std::vector<nb::object>> keep(lists.size());
   for (size_t i = 0; i < lists.size(); ++i) {
     keep[i].resize(lists[i].size());
@@ -428,9 +440,7 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
     nb::gil_scoped_release release;
     st = self.model->execute(req, &results);
   }
-  if (timing.is_valid() && !timing.is_none()) {
-    nb::cast<nb::dict>(timing)["queue_seconds"] = static_cast<double>(queue_ns) * 1e-9;
-  }
+  put_timing(timing, queue_ns);
   if (!st.ok()) raise_status(st);
   auto as_list = [](std::vector<ge::HostResult>& rs) {
     nb::list out;
@@ -471,7 +481,8 @@ void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
 // request and the model costs microseconds). None unless `inputs` is a dict holding exactly
 // the bound names, each a C-contiguous numpy.ndarray of the input's dtype and shape: the
 // caller's general path converts anything else and words its errors.
-nb::object model_run_named(PyModel& self, nb::handle inputs) {
+nb::object model_run_named(PyModel& self, nb::handle inputs, nb::handle deadline, nb::handle cancel,
+                           nb::handle timing) {
   const ge::Model& m = *self.model;
   const size_t n = self.in_keys.size();
   if (!self.bound || !PyDict_CheckExact(inputs.ptr()) ||
@@ -496,12 +507,15 @@ nb::object model_run_named(PyModel& self, nb::handle inputs) {
     }
     keep[i] = nb::borrow(o);
   }
+  uint64_t queue_ns = 0;
+  set_limits(&req, deadline, cancel, &queue_ns);
   std::vector<std::vector<ge::HostResult>> results;
   ge::Status st;
   {
     nb::gil_scoped_release release;
     st = self.model->execute(req, &results);
   }
+  put_timing(timing, queue_ns);
   if (!st.ok()) raise_status(st);
   std::vector<ge::HostResult>& rs = results.back();
   std::vector<nb::object> arrays(rs.size());
@@ -667,10 +681,12 @@ NB_MODULE(_runtime, m) {
       .def("bind_names", &model_bind_names, "inputs"_a, "outputs"_a,
            "Names for run_named(): the dict key of each input, in input order, and (name, output "
            "index) per output to return.")
-      .def("run_named", &model_run_named, "inputs"_a,
+      .def("run_named", &model_run_named, "inputs"_a, "deadline"_a = nb::none(),
+           "cancel"_a = nb::none(), "timing"_a = nb::none(),
            "execute() for a dict {name: numpy array} holding exactly the bound inputs at their dtypes "
            "and shapes; returns {name: array} for the bound outputs, or None for anything else (the "
-           "caller's general path converts it). Releases the GIL.")
+           "caller's general path converts it). `deadline`, `cancel` and `timing` as in execute(). "
+           "Releases the GIL.")
       .def("stats", &model_stats)
       .def(
           "profile",
