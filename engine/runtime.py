@@ -223,13 +223,18 @@ class LoadedModel:
             results = [self._execute_once(feeds[i if per_iteration else 0], output_names)
                        for i in range(iterations)]
             result = results if return_all else results[-1]
-        if self._fast is not None:  # one native launch per call: the native model counts
-            return result
+        self._count(iterations, start)
+        return result
+
+    def _count(self, iterations: int, start: float) -> None:
+        """One call of `iterations` that began at `start` (perf_counter), unless the model is
+        one native program, whose native model counts its own launches."""
+        if self._fast is not None:
+            return
         with self._lock:
             self._runs += 1
             self._iterations += iterations
             self._seconds += time.perf_counter() - start
-        return result
 
     def execute_async(self, inputs, output_names: Sequence[str] | None = None, *,
                       iterations: int = 1, return_all: bool = False
@@ -274,11 +279,7 @@ class LoadedModel:
                     raise InvalidInput(f"inputs must be a mapping of input name to array, got "
                                        f"{type(inputs).__name__}", graph=self.compiled.name)
                 result = self._execute_once(inputs, output_names, limits)
-                if self._fast is None:  # else the native model counted the launch
-                    with self._lock:
-                        self._runs += 1
-                        self._iterations += 1
-                        self._seconds += time.perf_counter() - start
+                self._count(1, start)
             return result
         finally:
             if times is not None:

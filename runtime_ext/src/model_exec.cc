@@ -314,7 +314,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
       stats_.peak_waiting = std::max<uint64_t>(stats_.peak_waiting, queued_.size());
     }
   }
-  const uint64_t enqueued_ns = now_ns();
+  const uint64_t enqueued_ns = req.queue_ns ? now_ns() : 0;  // only when asked
   if (in) begin(launch, *in);
   if (!in && (req.has_deadline || req.cancel)) {
     Status st = wait_in_queue(launch, req);

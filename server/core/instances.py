@@ -26,9 +26,7 @@ POLL_SECONDS = 0.05  # how often a waiting caller looks at its cancel and deadli
 class InstancePool:
     def __init__(self, compiled: CompiledModel, device, count: int = 1) -> None:
         self.compiled = compiled
-        self.count = max(1, count)
-        self.shared = LoadedModel(compiled, device, instances=self.count)
-        self.models = [self.shared]
+        self.shared = LoadedModel(compiled, device, instances=max(1, count))
         # Its one-call path (see LoadedModel.direct), for runs with nothing else to honour.
         self.direct = self.shared.direct
 

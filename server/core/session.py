@@ -469,7 +469,7 @@ class Session(Admission):
         for e in entries:
             with e.lock:
                 pools = list(e.models.values())
-            for model in (m for p in pools for m in p.models):
+            for model in (p.shared for p in pools):
                 total += model.stats()
         return total
 

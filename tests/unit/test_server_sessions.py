@@ -151,7 +151,7 @@ def test_closing_frees_the_loaded_models() -> None:
     gid = sess.add_graph(mlp_onnx(batch=2))
     sess.compile_graph(gid)
     pool = sess._graphs[gid].models[next(iter(sess._graphs[gid].models))]
-    ref = weakref.ref(pool.models[0])
+    ref = weakref.ref(pool.shared)
     del pool
     assert sess.device_bytes > 0
     sess.close()
