@@ -141,6 +141,7 @@ class CompiledModel:
     programs: list[Program]
     constants: dict[str, np.ndarray]  # graph outputs that folded to constants
     report: CompileReport
+    backend: str = "host"  # the native backend its device programs load on (Target.backend)
 
     @property
     def device_bytes(self) -> int:

@@ -278,7 +278,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         outputs=[TensorSig(n, v.meta.dtype, tuple(v.meta.shape) if v.meta.shape else ())
                  for n, v in zip(output_names, g.outputs)],
         output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
-        report=report)
+        report=report, backend=target.backend)
     report.total_seconds = time.perf_counter() - start
     return compiled
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import functools
 import itertools
 import threading
 import time
@@ -31,26 +30,28 @@ from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 
 _device_lock = threading.Lock()
-_devices: dict[int, _runtime.Device] = {}
+_devices: dict[tuple[str, int], _runtime.Device] = {}
 
 
-def default_device(threads: int = 0) -> _runtime.Device:
-    """The process-wide host device (one per thread budget)."""
+def default_device(threads: int = 0, backend: str = "host") -> _runtime.Device:
+    """The process-wide device of `backend` (one per thread budget); its lanes start when
+    a model first runs on it."""
     with _device_lock:
-        if threads not in _devices:
-            _devices[threads] = _runtime.Device(threads)
-        return _devices[threads]
-
-
-@functools.cache
-def device_kernel_ops() -> frozenset[str]:
-    return frozenset(_runtime.supported_ops())
+        key = (backend, threads)
+        if key not in _devices:
+            try:
+                _devices[key] = _runtime.Device(threads, backend)
+            except _runtime.InvalidArgument as exc:
+                raise InvalidInput(str(exc), stage="load") from None
+        return _devices[key]
 
 
 def kernel_info(op: str, dtypes: Sequence[str], shapes: Sequence[Sequence[int]],
-                attrs: Mapping | None = None) -> dict:
-    """The device's answer for one node: {"supported", "reason", "preferred_format", ...}."""
-    return _runtime.kernel_info(op, list(dtypes), [list(s) for s in shapes], dict(attrs or {}))
+                attrs: Mapping | None = None, device: _runtime.Device | None = None) -> dict:
+    """The device's answer for one node (default: the host backend's):
+    {"supported", "reason", "preferred_format", "formats"}."""
+    return (device or default_device()).kernel_info(
+        op, list(dtypes), [list(s) for s in shapes], dict(attrs or {}))
 
 
 def check_inputs(name: str, sigs: Sequence[TensorSig], inputs: Mapping[str, np.ndarray]
@@ -124,7 +125,11 @@ class LoadedModel:
                                graph=compiled.name, stage="load")
         check_dataflow(compiled)
         self.compiled = compiled
-        self.device = device or default_device()
+        self.device = device or default_device(backend=compiled.backend)
+        if self.device.name != compiled.backend:
+            raise InvalidInput(f"model '{compiled.name}' was compiled for backend "
+                               f"'{compiled.backend}', not for a '{self.device.name}' device",
+                               graph=compiled.name, stage="load")
         self.instances = instances
         self.natives: dict[int, _runtime.Model] = {}
         for prog in compiled.programs:

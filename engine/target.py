@@ -4,9 +4,10 @@ Placement (which kernels exist, for which dtypes and shapes), layout (the blocke
 TransData kernel), fusion (rows that need a fused kernel: attention, conv blocks and heads)
 and task generation (how many weight segments a model may have) read a `Target` passed to
 them, instead of each asking the native runtime itself. A backend is a registered factory:
-`host` (the native runtime with oneDNN, this machine) is the one there is; a CUDA or Ascend
-backend registers its own (docs/ARCHITECTURE.md, "Backends") and the compiler does not change.
-Compile option `target` names it.
+each backend of the native runtime (`_runtime.backends()`: `host`, the CPU through oneDNN)
+is registered from what its device reports; a CUDA or Ascend backend registered in the
+runtime becomes a target the same way (docs/ARCHITECTURE.md, "Backends") and the compiler
+does not change. Compile option `target` names it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,14 @@ class Target:
     kernel_info: KernelInfo = dataclasses.field(repr=False, compare=False)
     blocked_format: str = ""  # the blocked activation format its convolutions prefer, or ""
     conv_blocks: bool = False  # runs fused inverted-residual blocks and classifier heads
+    # its Conv, MatMul and Gemm kernels take fused epilogues (bias, residual sum, activation)
+    epilogues: bool = False
     max_weight_segments: int = 1  # weight buffers one loaded model may take in place
     threads: int = 1  # the compute threads of the machine it runs on
+    # the native runtime backend (`_runtime.backends()`) its device programs load on: its own
+    # name for a backend's target; a target that narrows a backend (a compile-only view)
+    # names the backend it narrows
+    backend: str = "host"
 
     def runs(self, op: str) -> bool:
         return op in self.ops
@@ -56,30 +63,42 @@ def names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-_host_cache: dict[tuple, Target] = {}
+_native_cache: dict[tuple, Target] = {}
 
 
-def _host() -> Target:
-    """The native runtime on this CPU. Rebuilt when its ISA switch changes (tests run the
-    AVX-512 kernels and the others in one process)."""
+def _native(backend: str) -> Target:
+    """A backend of the native runtime, as its device describes itself: its kernels, its
+    kernel info store and its capabilities. Rebuilt when those change (the host's follow
+    its ISA switch: tests run the AVX-512 kernels and the others in one process)."""
     import os
 
-    from graphengine import _runtime
+    from .runtime import default_device
 
-    from .runtime import device_kernel_ops, kernel_info
-
-    avx512 = _runtime.cpu_has_avx512()
-    key = (avx512, _runtime.conv_block_available())
-    if key not in _host_cache:
-        _host_cache[key] = Target(
-            name="host", isa="avx512" if avx512 else "avx2", ops=device_kernel_ops(),
-            kernel_info=kernel_info, blocked_format=_runtime.blocked_format(),
-            conv_blocks=key[1], max_weight_segments=_runtime.MAX_WEIGHT_SEGMENTS,
+    device = default_device(backend=backend)
+    caps = device.caps
+    key = (backend, *sorted(caps.items()))
+    if key not in _native_cache:
+        _native_cache[key] = Target(
+            name=backend, isa=caps["isa"], ops=frozenset(device.supported_ops()),
+            kernel_info=lambda op, dtypes, shapes, attrs=None: device.kernel_info(
+                op, list(dtypes), [list(s) for s in shapes], dict(attrs or {})),
+            blocked_format=caps["blocked_format"], conv_blocks=caps["conv_blocks"],
+            epilogues=caps["epilogues"],
+            max_weight_segments=caps["max_weight_segments"], backend=backend,
             threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1))
-    return _host_cache[key]
+    return _native_cache[key]
 
 
-register("host", _host)
+def _register_native() -> None:
+    """One target per backend the native runtime was built with: a backend added there
+    (runtime_ext/src/backends.cc) is a compile target without a change here."""
+    from graphengine import _runtime
+
+    for backend in _runtime.backends():
+        register(backend, lambda backend=backend: _native(backend))
+
+
+_register_native()
 
 __all__ = ["KernelInfo", "Target", "get", "names", "register"]

@@ -298,7 +298,7 @@ register(OpSchema("CausalConvWithState", 2, 4, _causal_conv_infer, _causal_conv,
 
 # ---- FusedAttention -------------------------------------------------------------------------
 # Made by engine/optimize/fusion/attention.py from MatMul, scale, mask Add, Softmax, MatMul and
-# the Transposes around them; runs as one native kernel (runtime_ext/src/kernels_attention.cc).
+# the Transposes around them; runs as one native kernel (runtime_ext/src/host/kernels_attention.cc).
 # Q, K, V are read as stored; each perm is a Transpose the fusion absorbed (identity if none):
 #   Y = transpose(softmax(scale * Q' @ K' + mask, axis=-1) @ V', out_perm)
 # with Q' = transpose(Q, q_perm) [B,H,Sq,D], K' = transpose(K, k_perm) [B,H,D,Sk] and

@@ -50,7 +50,7 @@ class AttrSpec:
 class Layout(enum.Enum):
     """How a device kernel treats the formats of a node's 4-D activations: what the layout
     pass (optimize/layout.py) may store them in. The runtime checks the same rule per op
-    (runtime_ext/src/op_table.cc, LayoutRule)."""
+    (runtime_ext/src/host/op_table.cc, LayoutRule)."""
 
     PLAIN = "plain"  # every operand plain NCHW: the layout pass converts around the node
     CONV = "conv"  # data input (and a fused residual) and output in any format, padded too

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include "op_table.h"
 
 namespace ge {
 
@@ -21,18 +20,6 @@ const AttrValue* find_attr(const KernelArgs& a, const char* key) {
 int normalize_axis(int64_t axis, int rank) {
   if (axis < -rank || axis >= rank) invalid("axis ", axis, " out of range for rank ", rank);
   return static_cast<int>(axis < 0 ? axis + rank : axis);
-}
-
-KernelFactory find_kernel(const std::string& op) {
-  const OpRow* row = find_op(op);
-  return row ? row->make : nullptr;
-}
-
-std::vector<std::string> supported_ops() {
-  std::vector<std::string> ops;
-  for (const OpRow& row : op_table()) ops.push_back(row.name);
-  std::sort(ops.begin(), ops.end());
-  return ops;
 }
 
 const TensorInfo& KernelArgs::in(size_t i) const {

@@ -7,6 +7,9 @@
 //
 // Ownership: tensors (TensorInfo, their data) are borrowed from the Model and outlive the
 // kernel; everything else a kernel allocates it owns.
+//
+// Nothing here is of a backend: a kernel reaches its backend's objects (host: the oneDNN
+// engine and stream) through its Device and LaneStream, which its backend made.
 #pragma once
 
 #include <map>
@@ -15,14 +18,23 @@
 #include <variant>
 #include <vector>
 
-#include "device.h"
-#include "status.h"
 #include "scheduler.h"
+#include "status.h"
 #include "tensor.h"
 
 namespace ge {
 
-class PreparedCache;  // dnnl_util.h: constants prepared once per model, shared by kernels
+class Device;  // device.h
+
+// Constants a model's kernels prepare at load (host: weights reordered into a primitive's
+// layout), kept once per model so that kernels asking for the same ones share them. Each
+// backend derives its own store (Device::make_shared_constants). Thread-safe.
+class SharedConstants {
+ public:
+  virtual ~SharedConstants() = default;
+  // Bytes held.
+  virtual size_t bytes() const = 0;
+};
 
 using AttrValue =
     std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
@@ -41,13 +53,13 @@ struct KernelArgs {
   const Attrs* attrs = nullptr;
   const Device* device = nullptr;
   // For load-time work (weight reorders). Factories run on a lane of the width that will
-  // run the kernel, so this is that lane's oneDNN stream.
-  dnnl::stream* load_stream = nullptr;
+  // run the kernel, so this is that lane's stream.
+  LaneStream* load_stream = nullptr;
   // True when the spec gave tensor formats: the kernel must honour them exactly.
   bool explicit_formats = false;
   // Where prepared constants (reordered weights) are shared between kernels of the model
   // (e.g. its wide and narrow kernel sets). Borrowed; outlives the kernels.
-  PreparedCache* prepared = nullptr;
+  SharedConstants* prepared = nullptr;
 
   // Input i, which must be present.
   const TensorInfo& in(size_t i) const;
@@ -77,7 +89,7 @@ struct KernelArgs {
 
 // What a kernel sees while it runs. Borrowed from the stream run; valid during the call.
 struct ExecContext {
-  dnnl::stream& dnnl_stream;  // the lane's oneDNN stream
+  LaneStream& stream;         // the lane's backend stream
   int instance;               // which model instance runs (selects per-instance state)
   uint8_t* const* bases;      // base address of each binding slot for this run
   uint8_t* workspace;         // this instance's scratch for this stream
@@ -102,15 +114,16 @@ class Kernel {
   // (shared by the stream's kernels, which never run concurrently), 64-byte aligned.
   virtual size_t workspace_bytes() const { return 0; }
 
-  // Called once at load, after construction, with the number of instances. Throws
-  // dnnl::error.
+  // Called once at load, after construction, with the number of instances. May throw
+  // the backend library's exception.
   virtual void set_instances(int /*n*/) {}
 
 
   // Runs the node on the calling lane. Blocks until the outputs are written.
   // Returns InvalidArgument for bad data found only at run time (e.g. an out-of-range
   // Gather index), Internal for anything else. The message does not name the node: the
-  // caller prefixes it. May throw dnnl::error / std::bad_alloc; the caller catches them.
+  // caller prefixes it. May throw the backend library's exception or std::bad_alloc; the
+  // caller catches them.
   virtual Status run(ExecContext& ctx) = 0;
 
   // Which implementation runs (e.g. "oneDNN brg:avx512_core"), for profiles; "" when the
@@ -121,14 +134,8 @@ class Kernel {
 // `axis` in [-rank, rank) made non-negative; throws Error(InvalidArgument) otherwise.
 int normalize_axis(int64_t axis, int rank);
 
-// Builds the kernel of one node. Throws Error for invalid nodes, dnnl::error if oneDNN
-// cannot prepare it.
+// Builds the kernel of one node. Throws Error for invalid nodes, or the backend library's
+// exception (Device::library_error words it) if the library cannot prepare it.
 using KernelFactory = std::unique_ptr<Kernel> (*)(const KernelArgs& args);
-
-// The factory for `op`, or nullptr if the device engine does not implement it.
-KernelFactory find_kernel(const std::string& op);
-
-// Names of all implemented ops, sorted.
-std::vector<std::string> supported_ops();
 
 }  // namespace ge

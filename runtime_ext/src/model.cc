@@ -6,7 +6,6 @@
 #include <functional>
 #include <new>
 
-#include "layout.h"
 #include "model_internal.h"
 
 namespace ge {
@@ -28,6 +27,7 @@ Status Model::load(std::shared_ptr<const Device> device, const ModelSpec& spec, 
                    std::unique_ptr<Model>* out) {
   std::unique_ptr<Model> m(new Model());
   m->device_ = std::move(device);
+  m->prepared_ = m->device_->make_shared_constants();
   try {
     m->load_impl(spec, instances);
   } catch (const Error& e) {
@@ -81,9 +81,9 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   }
   for (const ModelSpec::WeightSegment& w : spec.weights) {
     Segment seg{weight_size_, w.data, w.size};
-    if (!w.borrowed && w.size > 0) {
-      owned_weights_.emplace_back(w.size, /*zero=*/false);
-      std::memcpy(owned_weights_.back().data(), w.data, w.size);
+    if ((!w.borrowed || !device_->host_visible()) && w.size > 0) {
+      owned_weights_.push_back(device_->allocate(w.size, /*zero=*/false));
+      device_->copy_to_device(owned_weights_.back().data(), w.data, w.size);
       seg.base = owned_weights_.back().data();
     }
     segments_.push_back(seg);
@@ -92,12 +92,18 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
 
   load_tensors(spec);
   if (!explicit_formats_) {
-    std::vector<Format> formats = assign_layouts(spec, tensors_);
+    std::vector<Format> formats = device_->assign_formats(spec, tensors_);
     for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].format = formats[i];
   }
   std::vector<KernelArgs> args(spec.tasks.size());
   load_tasks(spec, &args);
-  io_ = plan_io(tensors_, spec.tasks, spec.inputs, spec.outputs);
+  if (device_->host_visible()) {
+    io_ = plan_io(tensors_, spec.tasks, spec.inputs, spec.outputs);
+  } else {  // no caller buffer is bound: every input and output is copied through the arena
+    io_ = plan_io(tensors_, spec.tasks, {}, {});
+    io_.input_slot.assign(spec.inputs.size(), -1);
+    io_.output_slot.assign(spec.outputs.size(), -1);
+  }
   for (size_t i = 0; i < tensors_.size(); ++i) {
     tensors_[i].slot = io_.slot[i];
     tensors_[i].slot_offset = io_.slot_offset[i];
@@ -117,8 +123,12 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
       ws = std::max(ws, k->workspace_bytes());
       try {
         k->set_instances(instances);
-      } catch (const dnnl::error& e) {
-        invalid(node_prefix(t.name, t.op), "oneDNN: ", e.what());
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        Status st;
+        if (!device_->library_error(e, "prepare the instances of this node", &st)) throw;
+        throw Error(st.prefixed(node_prefix(t.name, t.op)));
       }
     }
   }
@@ -134,8 +144,8 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   for (int i = 0; i < instances; ++i) {
     auto in = std::make_unique<Instance>();
     in->index = i;
-    in->arena = AlignedBuffer(arena_bytes_);
-    for (size_t ws : workspace_bytes_) in->workspaces.emplace_back(ws, /*zero=*/false);
+    in->arena = device_->allocate(arena_bytes_, /*zero=*/true);
+    for (size_t ws : workspace_bytes_) in->workspaces.push_back(device_->allocate(ws, /*zero=*/false));
     for (int e = 0; e < num_events_; ++e) in->events.push_back(std::make_unique<Event>());
     for (int s = 0; s < num_streams_; ++s) in->runs.push_back(std::make_unique<StreamRun>(this, in.get(), s));
     instances_.push_back(std::move(in));
@@ -144,7 +154,7 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
 
   stats_.arena_bytes = arena_bytes_ * instances_.size();
   stats_.weight_bytes = weight_size_;
-  stats_.prepared_bytes = prepared_.bytes();
+  stats_.prepared_bytes = prepared_->bytes();
   for (size_t ws : workspace_bytes_) stats_.workspace_bytes += ws * instances_.size();
   stats_.instances = static_cast<int>(instances_.size());
   stats_.streams = num_streams_;
@@ -282,7 +292,7 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
       };
       if (ts.kind == "kernel") {
         t.kind = Kind::kKernel;
-        if (!find_kernel(ts.op)) invalid("unsupported op '", ts.op, "'");
+        if (!device_->find_kernel(ts.op)) invalid("unsupported op '", ts.op, "' on device '", device_->name(), "'");
         KernelArgs& args = (*kernel_args)[i];
         args.name = ts.name;
         args.op = ts.op;
@@ -291,8 +301,8 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
         args.attrs = &ts.attrs;
         args.device = device_.get();
         args.explicit_formats = explicit_formats_;
-        args.prepared = &prepared_;
-        std::string why = format_violation(ts, tensors_);
+        args.prepared = prepared_.get();
+        std::string why = device_->check_formats(ts, tensors_);
         if (!why.empty()) {
           if (explicit_formats_) invalid(why);
           throw Error(Status::Internal(why));  // the runtime's own choice broke a rule
@@ -356,18 +366,16 @@ void Model::build_kernels(std::vector<KernelArgs>* args, int width, bool narrow)
         Task& t = tasks_[i];
         if (t.kind != Kind::kKernel || t.stream != s) continue;
         KernelArgs& a = (*args)[i];
-        a.load_stream = &lane.dnnl_stream;
+        a.load_stream = &lane.stream;
         Status& st = status[i];
         try {
-          (narrow ? t.narrow : t.kernel) = find_kernel(t.op)(a);
+          (narrow ? t.narrow : t.kernel) = device_->find_kernel(t.op)(a);
         } catch (const Error& e) {
           st = e.status();
-        } catch (const dnnl::error& e) {
-          st = Status::InvalidArgument(cat("oneDNN cannot prepare this node: ", e.what()));
         } catch (const std::bad_alloc&) {
           st = Status::Internal("out of memory");
         } catch (const std::exception& e) {
-          st = Status::Internal(e.what());
+          if (!device_->library_error(e, "prepare this node", &st)) st = Status::Internal(e.what());
         }
         if (!st.ok()) return;
       }

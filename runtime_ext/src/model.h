@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "buffer.h"
-#include "dnnl_util.h"
 #include "device.h"
 #include "event.h"
 #include "io_plan.h"
@@ -207,13 +206,13 @@ class Model {
     size_t size = 0;
   };
   std::vector<Segment> segments_;
-  std::vector<AlignedBuffer> owned_weights_;
+  std::vector<AlignedBuffer> owned_weights_;  // device memory
   size_t weight_size_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<const TensorInfo*> inputs_;
   std::vector<const TensorInfo*> outputs_;
   IoPlan io_;
-  PreparedCache prepared_;  // reordered weights, shared by the kernel sets
+  std::unique_ptr<SharedConstants> prepared_;  // prepared weights, shared by the kernel sets
   int num_events_ = 0;
   std::vector<Task> tasks_;
   std::vector<std::vector<uint32_t>> stream_tasks_;  // task indices of each stream, in order

@@ -44,10 +44,11 @@ void Model::StreamRun::run(LaneContext& lane) {
   Scheduler& sched = m.device_->scheduler();
   const Launch& launch = *in.launch;
   const std::vector<uint32_t>& order = m.stream_tasks_[static_cast<size_t>(stream_)];
-  ExecContext ctx{lane.dnnl_stream, in.index, nullptr, in.workspaces[static_cast<size_t>(stream_)].data()};
+  ExecContext ctx{lane.stream, in.index, nullptr, in.workspaces[static_cast<size_t>(stream_)].data()};
   for (;;) {
     if (in.failed.load(std::memory_order_acquire)) return finish();  // drain the failed launch
     if (pc_ == order.size()) {
+      lane.stream.synchronize();  // the iteration's work is done before the barrier or the end
       if (iteration_ + 1 >= launch.iterations) return finish();
       if (!pass_barrier()) return;  // parked until every stream is done with the iteration
       ++iteration_;
@@ -76,12 +77,14 @@ void Model::StreamRun::run(LaneContext& lane) {
         const uint64_t t0 = now_ns();
         try {
           st = k->run(ctx);
-        } catch (const dnnl::error& e) {
-          st = Status::Internal(cat("oneDNN: ", e.what()));
         } catch (const std::bad_alloc&) {
           st = Status::Internal("out of memory");
         } catch (const std::exception& e) {
-          st = Status::Internal(e.what());
+          if (m.device_->library_error(e, "run this node", &st)) {
+            st = Status::Internal(st.message());  // a failure of ours, not the caller's input
+          } else {
+            st = Status::Internal(e.what());
+          }
         }
         const uint64_t dt = now_ns() - t0;
         busy_ns_ += dt;
@@ -93,6 +96,7 @@ void Model::StreamRun::run(LaneContext& lane) {
         break;
       }
       case Kind::kRecord:
+        lane.stream.synchronize();  // what the stream enqueued is done before others see it
         in.events[static_cast<size_t>(t.event)]->signal(event_value(generation, t.seq), sched);
         break;
       case Kind::kWait:
@@ -105,7 +109,7 @@ void Model::StreamRun::run(LaneContext& lane) {
       case Kind::kCopy: {
         const uint8_t* src = ctx.ptr(*t.src);
         uint8_t* dst = ctx.ptr(*t.dst);
-        if (dst != src && t.src->nbytes) std::memmove(dst, src, t.src->nbytes);
+        if (dst != src && t.src->nbytes) m.device_->copy_on_device(dst, src, t.src->nbytes);
         in.copied.fetch_add(t.src->nbytes, std::memory_order_relaxed);
         break;
       }
@@ -160,7 +164,7 @@ void Model::between_iterations(Instance& in, int64_t iteration) {
     std::vector<HostResult>& res = (*launch.results)[static_cast<size_t>(iteration)];
     for (size_t k = 0; k < outputs_.size(); ++k) {
       if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
-      std::memcpy(res[k].data.data(), resolve(*outputs_[k], bases), outputs_[k]->nbytes);
+      device_->copy_to_host(res[k].data.data(), resolve(*outputs_[k], bases), outputs_[k]->nbytes);
       in.copied.fetch_add(outputs_[k]->nbytes, std::memory_order_relaxed);
     }
   }
@@ -175,7 +179,7 @@ void Model::copy_in(Instance& in, int64_t iteration) {
   for (size_t k = 0; k < inputs_.size(); ++k) {
     uint8_t* dst = resolve(*inputs_[k], bases);
     if (dst == list[k].data || inputs_[k]->nbytes == 0) continue;  // bound zero-copy
-    std::memcpy(dst, list[k].data, inputs_[k]->nbytes);
+    device_->copy_to_device(dst, list[k].data, inputs_[k]->nbytes);
     in.copied.fetch_add(inputs_[k]->nbytes, std::memory_order_relaxed);
   }
 }
@@ -192,7 +196,7 @@ void Model::complete(Instance& in) {
     const std::vector<uint8_t*>& last = l.bases[static_cast<size_t>(l.iterations - 1)];
     for (size_t k = 0; k < outputs_.size(); ++k) {
       if (io_.output_slot[k] >= 0 || outputs_[k]->nbytes == 0) continue;
-      std::memcpy(l.results->back()[k].data.data(), resolve(*outputs_[k], last), outputs_[k]->nbytes);
+      device_->copy_to_host(l.results->back()[k].data.data(), resolve(*outputs_[k], last), outputs_[k]->nbytes);
       copied += outputs_[k]->nbytes;
     }
   }

@@ -26,13 +26,10 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
-#include "conv_block.h"
 #include "device.h"
 #include "kernel.h"
-#include "kernel_info.h"
 #include "model.h"
-#include "peak.h"
-#include "oneapi/dnnl/dnnl.hpp"
+#include "host/peak.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -549,12 +546,7 @@ nb::dict model_stats(PyModel& self) {
   return d;
 }
 
-nb::dict kernel_info_py(const std::string& op, nb::handle dtypes, nb::handle shapes, nb::handle attrs,
-                        nb::handle device_obj) {
-  std::vector<std::string> dt;
-  for (const nb::object& o : items(dtypes, "dtypes")) dt.push_back(o.is_none() ? "" : to_str(o, "dtypes item"));
-  std::vector<ge::Shape> sh;
-  for (const nb::object& o : items(shapes, "shapes")) sh.push_back(o.is_none() ? ge::Shape{} : to_ints(o, "shape"));
+ge::Attrs attrs_of(nb::handle attrs) {
   ge::Attrs at;
   if (attrs.is_valid() && !attrs.is_none()) {
     for (auto [k, v] : to_dict(attrs, "attrs")) {
@@ -562,11 +554,23 @@ nb::dict kernel_info_py(const std::string& op, nb::handle dtypes, nb::handle sha
       at[key] = to_attr(v, "attr '" + key + "'");
     }
   }
-  // Only the oneDNN engine is used: any device answers alike.
-  static ge::Device* fallback = new ge::Device(0);  // never destroyed: no lanes are ever started
-  const ge::Device* device = fallback;
-  if (device_obj.is_valid() && !device_obj.is_none()) device = nb::cast<ge::Device*>(device_obj);
-  ge::KernelInfo info = ge::kernel_info(*device, op, dt, sh, at);
+  return at;
+}
+
+// The host backend's device for the module-level questions (supported_ops, kernel_info,
+// ...): its lanes never start, since no model is loaded on it. Never destroyed.
+const ge::Device& host_device() {
+  static const auto* d = new std::shared_ptr<ge::Device>(ge::create_device("host", 0));
+  return **d;
+}
+
+nb::dict kernel_info_py(const ge::Device& device, const std::string& op, nb::handle dtypes, nb::handle shapes,
+                        nb::handle attrs) {
+  std::vector<std::string> dt;
+  for (const nb::object& o : items(dtypes, "dtypes")) dt.push_back(o.is_none() ? "" : to_str(o, "dtypes item"));
+  std::vector<ge::Shape> sh;
+  for (const nb::object& o : items(shapes, "shapes")) sh.push_back(o.is_none() ? ge::Shape{} : to_ints(o, "shape"));
+  ge::KernelInfo info = device.kernel_info(op, dt, sh, attrs_of(attrs));
   nb::dict d;
   d["supported"] = info.supported;
   d["reason"] = info.reason;
@@ -575,16 +579,24 @@ nb::dict kernel_info_py(const std::string& op, nb::handle dtypes, nb::handle sha
   return d;
 }
 
-std::string onednn_version() {
-  const dnnl_version_t* v = dnnl::version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+nb::dict caps_py(const ge::Device& device) {
+  const ge::DeviceCaps c = device.caps();
+  nb::dict d;
+  d["isa"] = c.isa;
+  d["blocked_format"] = c.blocked_format;
+  d["conv_blocks"] = c.conv_blocks;
+  d["epilogues"] = c.epilogues;
+  d["max_weight_segments"] = c.max_weight_segments;
+  d["library"] = c.library;
+  d["host_visible"] = device.host_visible();
+  return d;
 }
 
 }  // namespace
 
 NB_MODULE(_runtime, m) {
   if (_import_array() < 0) throw nb::python_error();
-  m.doc() = "GraphEngine native device runtime (host CPU backend on oneDNN).";
+  m.doc() = "GraphEngine native device runtime: the generic model runtime and its backends (host: the CPU through oneDNN).";
 
   g_error = PyErr_NewException("graphengine._runtime.Error", PyExc_RuntimeError, nullptr);
   g_invalid = PyErr_NewException("graphengine._runtime.InvalidArgument", g_error, nullptr);
@@ -603,32 +615,52 @@ NB_MODULE(_runtime, m) {
            "Cancel: callable from any thread, e.g. gRPC's callback when a call ends.")
       .def_prop_ro("cancelled", [](const CancelToken& t) { return t.flag.load(std::memory_order_relaxed); });
 
-  m.def("supported_ops", &ge::supported_ops, "Op names the device kernels implement.");
-  m.def("dnnl_version", &onednn_version, "Version of the oneDNN library in use.");
+  m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");
+  m.def("supported_ops", [] { return host_device().supported_ops(); },
+        "Op names the host backend's kernels implement (Device.supported_ops() for any device).");
+  m.def(
+      "dnnl_version",
+      [] {
+        const std::string lib = host_device().caps().library;  // "oneDNN 3.9.1"
+        return lib.substr(lib.find(' ') + 1);
+      },
+      "Version of the oneDNN library the host backend uses.");
   m.def("formats", [] { return std::vector<std::string>{"nchw", "nhwc", "nChw8c", "nChw16c"}; },
         "Tensor formats a spec may give (spec['tensors'][i]['format']).");
   m.def(
-      "blocked_format",
-      [] {
-        // ISA values are bit masks: each includes the bits of the ISAs it extends.
-        const int isa = static_cast<int>(dnnl::get_effective_cpu_isa());
-        auto has = [isa](dnnl_cpu_isa_t want) { return (isa & want) == want; };
-        if (has(dnnl_cpu_isa_avx512_core)) return std::string("nChw16c");
-        if (has(dnnl_cpu_isa_avx2)) return std::string("nChw8c");
-        return std::string();
-      },
-      "The blocked format of oneDNN's direct convolutions on this CPU (one SIMD register of "
+      "blocked_format", [] { return host_device().caps().blocked_format; },
+      "The blocked format of the host's direct convolutions on this CPU (one SIMD register of "
       "channels per block): 'nChw16c' with AVX-512, 'nChw8c' with AVX2, '' otherwise.");
 
-  nb::class_<ge::Device>(m, "Device", "The host CPU backend: a thread budget and the worker lanes that run it.")
-      .def(nb::init<int>(), "threads"_a = 0,
+  nb::class_<ge::Device>(m, "Device",
+                         "A device of one backend: its thread budget, the worker lanes that run every model "
+                         "loaded on it, and what its kernels can run.")
+      .def(nb::new_([](int threads, const std::string& backend) {
+             if (threads < 0 || threads > 1024) {
+               raise_status(ge::Status::InvalidArgument("Device: threads must be in [0, 1024], got " +
+                                                        std::to_string(threads)));
+             }
+             try {
+               return ge::create_device(backend, threads);
+             } catch (const ge::Error& e) {
+               raise_status(e.status());
+             }
+           }),
+           "threads"_a = 0, "backend"_a = "host",
            "threads: the thread budget shared by every stream and kernel of every model on this device; "
-           "0 = the cores available to the process.")
-      .def_prop_ro("name", [](const ge::Device& d) { return d.name(); })
+           "0 = the cores available to the process. backend: a name from backends().")
+      .def_prop_ro("name", [](const ge::Device& d) { return d.name(); }, "The backend's name.")
       .def_prop_ro("threads", &ge::Device::threads)
       .def_prop_ro("cores", &ge::Device::cores)
       .def_prop_ro("lanes_started", [](const ge::Device& d) { return d.scheduler().threads_started(); },
-                   "Worker threads started so far (OpenMP helpers not counted).");
+                   "Worker threads started so far (OpenMP helpers not counted).")
+      .def_prop_ro("caps", &caps_py,
+                   "What the compiler's Target reads besides the kernels: {'isa', 'blocked_format', "
+                   "'conv_blocks', 'epilogues', 'max_weight_segments', 'library', 'host_visible'}.")
+      .def("supported_ops", [](const ge::Device& d) { return d.supported_ops(); }, "Op names its kernels implement.")
+      .def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
+           "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "
+           "{'supported': bool, 'reason': str, 'preferred_format': str, 'formats': [str]}.");
 
   m.def(
       "fma_peak",
@@ -658,12 +690,15 @@ NB_MODULE(_runtime, m) {
         "Allow or forbid the AVX-512 kernels for models built (and compiles planned) from now on: "
         "tests run both paths. GE_NO_AVX512 in the environment starts with them forbidden.");
   m.def(
-      "conv_block_available", [] { return ge::block::available(); },
-      "Whether Conv nodes with a fused projection (pw=1, the conv_block fusion) run here (AVX-512).");
-  m.def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
-        "device"_a = nb::none(),
-        "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "
-        "{'supported': bool, 'reason': str, 'preferred_format': str, 'formats': [str]}.");
+      "conv_block_available", [] { return host_device().caps().conv_blocks; },
+      "Whether the host runs the fused conv block and head kernels (AVX-512).");
+  m.def(
+      "kernel_info",
+      [](const std::string& op, nb::handle dtypes, nb::handle shapes, nb::handle attrs) {
+        return kernel_info_py(host_device(), op, dtypes, shapes, attrs);
+      },
+      "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
+      "Device.kernel_info() of the host backend.");
 
   nb::class_<PyModel>(m, "Model", "A graph loaded on a Device.")
       .def("__init__", &model_init, "device"_a, "spec"_a, "instances"_a = 1,

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "spin.h"
 
@@ -20,8 +21,8 @@ struct Scheduler::Group {
   std::vector<std::thread> threads;
 };
 
-Scheduler::Scheduler(const dnnl::engine& engine, int budget)
-    : engine_(engine), budget_(std::max(1, budget)), free_tokens_(std::max(1, budget)) {}
+Scheduler::Scheduler(std::function<std::unique_ptr<LaneStream>()> make_stream, int budget)
+    : make_stream_(std::move(make_stream)), budget_(std::max(1, budget)), free_tokens_(std::max(1, budget)) {}
 
 Scheduler::~Scheduler() {
   for (auto& g : groups_) {
@@ -82,8 +83,8 @@ void Scheduler::lane_main(Group& g) {
   // The ICV is per thread: every parallel region this lane starts (oneDNN's or ours)
   // uses a team of g.width threads.
   omp_set_num_threads(g.width);
-  dnnl::stream stream(engine_);
-  LaneContext lc{stream, g.width};
+  std::unique_ptr<LaneStream> stream = make_stream_();
+  LaneContext lc{*stream, g.width};
   for (;;) {
     // Poll briefly first: the gap between a model's runs is often shorter than a
     // thread wake-up on a VM. Yields, so it never holds a core another thread wants.

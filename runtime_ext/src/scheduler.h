@@ -28,16 +28,24 @@
 #include <thread>
 #include <vector>
 
-#include "oneapi/dnnl/dnnl.hpp"
-
 namespace ge {
 
 constexpr int kMaxWidth = 64;
 
+// A backend's execution context on one lane (host: a oneDNN CPU stream), made by the
+// Device for each lane as it starts and used only on that lane. Kernels of a backend
+// whose work completes asynchronously enqueue on it; synchronize() blocks until what was
+// enqueued is done (the runtime calls it before a record signals and before a run ends).
+class LaneStream {
+ public:
+  virtual ~LaneStream() = default;
+  virtual void synchronize() {}
+};
+
 // What work sees while it runs on a lane. Borrowed from the lane; valid during the call.
 struct LaneContext {
-  dnnl::stream& dnnl_stream;  // a CPU stream owned by the lane
-  int width;                  // OpenMP threads of this lane's parallel regions
+  LaneStream& stream;  // the lane's backend stream
+  int width;           // OpenMP threads of this lane's parallel regions
 };
 
 // Work for the lanes. A Runnable is in at most one place at a time: queued, running on
@@ -51,8 +59,9 @@ class Runnable {
 
 class Scheduler {
  public:
-  // Non-blocking. `budget` >= 1 cores; lanes are created on first use of each width.
-  Scheduler(const dnnl::engine& engine, int budget);
+  // Non-blocking. `budget` >= 1 cores; lanes are created on first use of each width,
+  // each with a stream from `make_stream` (called on the lane's thread).
+  Scheduler(std::function<std::unique_ptr<LaneStream>()> make_stream, int budget);
   // Blocks: joins every lane. No work may be queued or running.
   ~Scheduler();
 
@@ -90,7 +99,7 @@ class Scheduler {
   Group& group(int width);
   void lane_main(Group& g);
 
-  const dnnl::engine engine_;
+  const std::function<std::unique_ptr<LaneStream>()> make_stream_;
   const int budget_;
 
   mutable std::mutex groups_mu_;

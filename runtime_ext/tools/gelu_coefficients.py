@@ -1,4 +1,4 @@
-"""Prints the coefficient table of runtime_ext/src/gelu.cc.
+"""Prints the coefficient table of runtime_ext/src/host/gelu.cc.
 
 q(x) = 0.5 * erf(|x| / sqrt(2)) is split at |x| = i * W (i = 0..15, W = 0.35, so the table
 ends at 5.6, past which q is 0.5 in float32). On each piece it is fitted by a degree-5

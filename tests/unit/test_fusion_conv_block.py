@@ -1,5 +1,5 @@
 """Fusion row conv_block: expand -> depthwise -> project (+ residual) as one Conv node, run by
-the runtime's inverted-residual block kernel (runtime_ext/src/conv_block.cc)."""
+the runtime's inverted-residual block kernel (runtime_ext/src/host/conv_block.cc)."""
 
 import numpy as np
 import onnxruntime as ort

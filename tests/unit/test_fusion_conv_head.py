@@ -1,5 +1,5 @@
 """Fusion row conv_head: 1x1 Conv -> GlobalAveragePool -> Flatten -> Gemm as one Conv node,
-run by the runtime's head kernel (block::Head in runtime_ext/src/conv_block.cc)."""
+run by the runtime's head kernel (block::Head in runtime_ext/src/host/conv_block.cc)."""
 
 import numpy as np
 import onnxruntime as ort

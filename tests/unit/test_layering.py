@@ -163,3 +163,49 @@ def test_the_server_core_speaks_no_grpc():
             rpc = sorted(m for m in _imports(name, path, top_level=False)
                          if m.startswith("graphengine.server.rpc"))
             assert rpc == [], f"{name} imports {rpc}"
+
+
+RUNTIME = ROOT / "runtime_ext" / "src"
+# The one file that lists the built-in backends, and the module's host-only measurement.
+_NAMES_A_BACKEND = {"backends.cc": ("host/", "ref/"), "module.cc": ("host/peak.h",)}
+
+
+def _includes(path: pathlib.Path, quoted_only: bool = False) -> list[str]:
+    """What `path` #includes: "project" headers, and <system> ones unless quoted_only."""
+    out = []
+    for line in path.read_text().splitlines():
+        if line.startswith("#include"):
+            if '"' in line:
+                out.append(line.split('"')[1])
+            elif not quoted_only:
+                out.append(line.split("<")[1].split(">")[0])
+    return out
+
+
+def test_the_generic_runtime_holds_no_backend_library():
+    """src/ is the generic runtime: no oneDNN include or type in it, and no backend's header
+    but where the backends are listed (backends.cc) — so a second backend plugs in beside
+    src/host/ without touching it."""
+    generic = [p for p in RUNTIME.iterdir() if p.suffix in (".h", ".cc", ".inc")]
+    assert len(generic) > 10
+    for path in generic:
+        allowed = _NAMES_A_BACKEND.get(path.name, ())
+        for inc in _includes(path):
+            assert "dnnl" not in inc, f"{path.name} includes {inc}"
+        for inc in _includes(path, quoted_only=True):
+            if "/" in inc:
+                assert inc.startswith(allowed), f"{path.name} includes the backend header {inc}"
+        if path.suffix != ".cc":
+            assert "dnnl::" not in path.read_text(), f"{path.name} names a oneDNN type"
+
+
+def test_a_backend_needs_nothing_of_another():
+    """The reference backend (src/ref/) is built from the generic headers alone."""
+    ref = list((RUNTIME / "ref").iterdir())
+    assert ref
+    for path in ref:
+        for inc in _includes(path):
+            assert "dnnl" not in inc, f"{path.name} includes {inc}"
+        for inc in _includes(path, quoted_only=True):
+            assert (RUNTIME / inc).exists() or (RUNTIME / "ref" / inc).exists(), \
+                f"{path.name} includes {inc}, which is neither generic nor its own"

@@ -1,4 +1,4 @@
-"""The native FusedAttention kernel (runtime_ext/src/kernels_attention.cc) against numpy:
+"""The native FusedAttention kernel (runtime_ext/src/host/kernels_attention.cc) against numpy:
 strided Q/K/V and output layouts, mask broadcasts, load-time validation, kernel_info."""
 
 from __future__ import annotations

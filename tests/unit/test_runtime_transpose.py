@@ -1,4 +1,4 @@
-"""The transpose of our own (runtime_ext/src/transpose.cc): TransData between nchw and nhwc,
+"""The transpose of our own (runtime_ext/src/host/transpose.cc): TransData between nchw and nhwc,
 and Transpose nodes whose permutation is a batched matrix transpose, for 4-byte elements."""
 
 import numpy as np

@@ -86,14 +86,15 @@ check_order(FUSIONS)
 def fuse(graph: Graph, table: Sequence[Fusion] | None = None,
          target: Target | None = None) -> PassResult:
     """Run the rows in order; a row whose `requires` the target (default: the host) does not
-    meet is skipped."""
+    meet, or one of whose `produces` kernels it does not run, is skipped."""
     rows = FUSIONS if table is None else table
     if table is not None:
         check_order(rows, complete=False)
     target = target or get_target()
     applied: list[str] = []
     for row in rows:
-        if row.requires is not None and not row.requires(target):
+        if (row.requires is not None and not row.requires(target)) \
+                or not all(target.runs(op) for op in row.produces):
             continue
         for node in list(graph.nodes):
             if node.graph is not graph:  # removed by an earlier rewrite

@@ -37,4 +37,5 @@ def _rewrite_activation(graph: Graph, act: Node, ctx) -> str:
     return f"{prod.op_type}+{act.op_type}: {prod.name} absorbed {act.name}"
 
 
-ROW = Fusion("activation", _match_activation, _rewrite_activation)
+ROW = Fusion("activation", _match_activation, _rewrite_activation,
+             requires=lambda target: target.epilogues)

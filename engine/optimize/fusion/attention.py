@@ -213,5 +213,4 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
             f"(scale {m.scale:.6g}{mask})")
 
 
-ROW = Fusion("attention", match_attention, rewrite_attention,
-             requires=lambda target: target.runs("FusedAttention"))
+ROW = Fusion("attention", match_attention, rewrite_attention, produces=("FusedAttention",))

@@ -5,7 +5,7 @@ a Reshape to [N, C]) and a fully connected Gemm (MobileNetV2, EfficientNet, ...)
 1 the Gemm reads every weight once: MobileNetV2's 1280x1000 layer is 5 MB, which came from
 DRAM in the network on this machine (the gemv task: 128-156 us, 28 us with the weights
 hot), while the Conv before it is compute bound. The runtime's head kernel (block::Head in
-runtime_ext/src/conv_block.cc) runs the four as one: the Conv's output channels in chunks
+runtime_ext/src/host/conv_block.cc) runs the four as one: the Conv's output channels in chunks
 of 64, each pooled and multiplied into the classes at once, and each chunk's GEMM tiles
 prefetch the next chunk's weights, so the DRAM reads hide under the FMAs.
 

@@ -151,4 +151,4 @@ def rewrite_chain(graph: Graph, node: Node, ctx) -> str:
     return f"EltwiseChain({'+'.join(s.op for s in steps)}): {len(nodes)} nodes -> {chain.name}"
 
 
-ROW = Fusion("eltwise_chain", match_chain, rewrite_chain)
+ROW = Fusion("eltwise_chain", match_chain, rewrite_chain, produces=("EltwiseChain",))

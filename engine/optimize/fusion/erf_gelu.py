@@ -51,4 +51,4 @@ def _rewrite_gelu(graph: Graph, last: Node, ctx) -> str:
     return f"Erf-GELU: {len(nodes)} nodes -> {gelu.name}"
 
 
-ROW = Fusion("erf_gelu", _match_gelu, _rewrite_gelu)
+ROW = Fusion("erf_gelu", _match_gelu, _rewrite_gelu, produces=("Gelu",))

@@ -88,4 +88,5 @@ def _rewrite_layernorm(graph: Graph, div: Node, ctx) -> str:
     return f"LayerNorm: {len(nodes) + len(absorbed)} nodes -> {ln.name}"
 
 
-ROW = Fusion("layernorm", _match_layernorm, _rewrite_layernorm)
+ROW = Fusion("layernorm", _match_layernorm, _rewrite_layernorm,
+             produces=("LayerNormalization",))

@@ -24,6 +24,9 @@ class Fusion:
     after: tuple[str, ...] = ()
     # What the row needs of the target (engine/target.py), e.g. a fused kernel; None: nothing.
     requires: Callable[[Target], bool] | None = None
+    # The kernel op types the row creates: a target that does not run one of them skips the
+    # row, since its nodes were placed on the device before fusion and must stay runnable.
+    produces: tuple[str, ...] = ()
 
 
 def on_device(*nodes: Node) -> bool:

@@ -33,4 +33,5 @@ def _rewrite_bias(graph: Graph, add: Node, ctx) -> str:
     return f"MatMul+bias: {mm.name} absorbed {add.name}"
 
 
-ROW = Fusion("matmul_bias", _match_bias, _rewrite_bias)
+ROW = Fusion("matmul_bias", _match_bias, _rewrite_bias,
+             requires=lambda target: target.epilogues)

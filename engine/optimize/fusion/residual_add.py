@@ -33,4 +33,5 @@ def _rewrite_residual(graph: Graph, add: Node, ctx) -> str:
     return f"{conv.op_type}+Add(residual): {conv.name} absorbed {add.name}"
 
 
-ROW = Fusion("residual_add", _match_residual, _rewrite_residual)
+ROW = Fusion("residual_add", _match_residual, _rewrite_residual,
+             requires=lambda target: target.epilogues)

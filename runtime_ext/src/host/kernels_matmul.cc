@@ -27,7 +27,7 @@ using dims = dnnl::memory::dims;
 class MatmulKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_->engine()); }
+  void set_instances(int n) override { prim_.set_instances(n, host_engine(*dev_)); }
   Status run(ExecContext& ctx) override;
   std::string impl() const override { return gelu_ ? prim_.impl() + " + gelu avx512" : prim_.impl(); }
 
@@ -55,7 +55,7 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
                          const dnnl::memory::desc* bias, const dnnl::memory::desc& dst,
                          const dnnl::post_ops& ops) {
   dev_ = a.device;
-  const dnnl::engine& eng = dev_->engine();
+  const dnnl::engine& eng = host_engine(*dev_);
   dnnl::primitive_attr attr = make_attr(ops);
   dnnl::memory::desc wei_req = wei;
   if (b_->constant()) wei_req = dnnl::memory::desc(wei.get_dims(), dt::f32, tag::any);

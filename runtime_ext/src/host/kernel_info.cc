@@ -23,7 +23,7 @@ std::vector<std::string> formats_for(const Shape& shape, bool padded_ok = false)
 
 }  // namespace
 
-KernelInfo kernel_info(const Device& device, const std::string& op, const std::vector<std::string>& dtypes,
+KernelInfo host_kernel_info(const Device& device, const std::string& op, const std::vector<std::string>& dtypes,
                        const std::vector<Shape>& shapes, const Attrs& attrs) {
   KernelInfo r;
   auto no = [&](const std::string& why) {

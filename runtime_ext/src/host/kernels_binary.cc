@@ -259,7 +259,7 @@ class DnnlBinaryKernel : public PrimitiveKernel {
       md0 = mdy = plain_md(y.shape.empty() ? Shape{1} : y.shape);
       md1 = plain_md(s1);
     }
-    dnnl::binary::primitive_desc pd(dev_.engine(), alg, md0, md1, mdy, make_attr());
+    dnnl::binary::primitive_desc pd(host_engine(dev_), alg, md0, md1, mdy, make_attr());
     prim_ = Prim(pd);
     prim_.arg(DNNL_ARG_SRC_0, md0, Ref::of(full));
     prim_.arg(DNNL_ARG_SRC_1, md1, Ref::of(other));

@@ -91,7 +91,7 @@ DeconvPlan plan_deconv(const KernelArgs& a) {
   // the workspace when its choice differs.
   const dnnl::memory::desc any_x(dnnl_dims(x.shape), dt::f32, tag::any), any_y(dnnl_dims(p.out), dt::f32, tag::any);
   const dnnl::memory::desc any_w(wd, dt::f32, tag::any);
-  const dnnl::engine& eng = a.device->engine();
+  const dnnl::engine& eng = host_engine(*a.device);
   const auto kind = dnnl::prop_kind::forward_inference;
   const auto alg = dnnl::algorithm::deconvolution_direct;
   p.pd = b ? df::primitive_desc(eng, kind, alg, any_x, any_w, plain_md(b->shape), any_y, d_strides, d_dil, pad_l,
@@ -110,7 +110,7 @@ class DeconvKernel : public PrimitiveKernel {
     if (y.shape != p.out || !y.plain()) {
       invalid("output ", type_str(y.dtype, y.shape), " must be ", shape_str(p.out), " stored nchw");
     }
-    const dnnl::engine& eng = dev_.engine();
+    const dnnl::engine& eng = host_engine(dev_);
     const dnnl::memory::desc x_md = plain_md(a.in(0).shape), y_md = plain_md(y.shape);
     prim_ = Prim(p.pd);
     Ref src = Ref::of(a.in(0)), dst = Ref::of(y);
@@ -134,7 +134,7 @@ class DeconvKernel : public PrimitiveKernel {
     Prim::share_scratchpad(&plan_, {&prim_, &src_in_, &dst_out_});
   }
   void set_instances(int n) override {
-    for (Prim* q : {&prim_, &src_in_, &dst_out_}) q->set_instances(n, dev_.engine());
+    for (Prim* q : {&prim_, &src_in_, &dst_out_}) q->set_instances(n, host_engine(dev_));
   }
   Status run(ExecContext& ctx) override {
     if (src_in_.valid()) src_in_.execute(ctx);

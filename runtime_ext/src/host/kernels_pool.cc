@@ -88,7 +88,7 @@ PoolKernel::PoolKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
     // like the input so oneDNN keeps its channels-last implementation.
     y_md = dnnl::memory::desc(dnnl_dims(y.shape), dt::f32, tag::nhwc);
   }
-  dnnl::pooling_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, alg, x_md,
+  dnnl::pooling_forward::primitive_desc pd(host_engine(dev_), dnnl::prop_kind::forward_inference, alg, x_md,
                                            y_md, strides, kernel, dil, pad_l, pad_r, make_attr());
   prim_ = Prim(pd);
   prim_.arg(DNNL_ARG_SRC, x_md, Ref::of(x));

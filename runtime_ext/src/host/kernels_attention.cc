@@ -155,7 +155,7 @@ class AttentionKernel : public Kernel {
   size_t workspace_bytes() const override { return plan_.total(); }
   void set_instances(int n) override {
     for (Prim* p : {&copy_[0], &copy_[1], &copy_[2], &scores_, &softmax_, &context_, &copy_out_}) {
-      p->set_instances(n, dev_.engine());
+      p->set_instances(n, host_engine(dev_));
     }
   }
   Status run(ExecContext& ctx) override;
@@ -183,7 +183,7 @@ class AttentionKernel : public Kernel {
 AttentionKernel::Operand AttentionKernel::dense_copy(int which, const View& v, const TensorInfo& t) {
   const dnnl::memory::desc to(v.d, dt::f32, dnnl::memory::format_tag::abcd);
   const size_t at = plan_.add(to.get_size());
-  copy_[which] = Prim(dnnl::reorder::primitive_desc(dev_.engine(), v.md(), dev_.engine(), to, make_attr()));
+  copy_[which] = Prim(dnnl::reorder::primitive_desc(host_engine(dev_), v.md(), host_engine(dev_), to, make_attr()));
   copy_[which].arg(DNNL_ARG_FROM, v.md(), Ref::of(t));
   copy_[which].arg(DNNL_ARG_TO, to, Ref::workspace(at));
   return {to, Ref::workspace(at)};
@@ -196,7 +196,7 @@ AttentionKernel::AttentionKernel(const KernelArgs& a) : dev_(*a.device) {
   a.expect_dtype(y, DType::kFloat32, "output Y");
   if (!y.plain()) invalid("output Y '", y.name, "' must be stored plain, not ", format_name(y.format));
   if (y.shape != g.y) invalid("output shape ", shape_str(y.shape), " does not match computed ", shape_str(g.y));
-  const dnnl::engine& eng = dev_.engine();
+  const dnnl::engine& eng = host_engine(dev_);
 
   const dnnl::memory::desc scores_md(dims{g.B, g.H, g.Sq, g.Sk}, dt::f32, dnnl::memory::format_tag::abcd);
   scores_at_ = plan_.add(scores_md.get_size());

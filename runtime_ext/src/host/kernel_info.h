@@ -19,16 +19,9 @@
 
 namespace ge {
 
-struct KernelInfo {
-  bool supported = false;
-  std::string reason;            // why not (empty when supported)
-  std::string preferred_format;  // "nchw", "nhwc", "nChw16c", ... or "any" (follows its data)
-  std::vector<std::string> formats;  // formats the kernel accepts for its data operands
-};
-
 // Never throws for bad arguments: they make an unsupported answer with the reason.
 // `dtypes` and `shapes` describe the inputs (same length; "" / empty for an omitted one).
-KernelInfo kernel_info(const Device& device, const std::string& op, const std::vector<std::string>& dtypes,
-                       const std::vector<Shape>& shapes, const Attrs& attrs);
+KernelInfo host_kernel_info(const Device& device, const std::string& op, const std::vector<std::string>& dtypes,
+                            const std::vector<Shape>& shapes, const Attrs& attrs);
 
 }  // namespace ge

@@ -22,7 +22,7 @@ class EltwiseKernel : public PrimitiveKernel {
     // Elementwise: the same bytes in any format (input and output share one, no padding),
     // so oneDNN sees a flat vector.
     dnnl::memory::desc md = plain_md(Shape{x.numel});
-    dnnl::eltwise_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, alg, md, md,
+    dnnl::eltwise_forward::primitive_desc pd(host_engine(dev_), dnnl::prop_kind::forward_inference, alg, md, md,
                                              alpha, beta, make_attr());
     prim_ = Prim(pd);
     prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));

@@ -256,7 +256,7 @@ std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const Gemv
   const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 2 : 1, panels, s.k, pw},
                                dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd);
   if (a.prepared) {
-    if (auto hit = a.prepared->find(s.b->data, key)) return hit;
+    if (auto hit = host_prepared(a)->find(s.b->data, key)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(panels * s.k * pw) * sizeof(float));
   const float* b = reinterpret_cast<const float*>(s.b->data);
@@ -275,7 +275,7 @@ std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const Gemv
       }
     }
   }
-  return a.prepared ? a.prepared->put(s.b->data, key, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(s.b->data, key, buf) : buf;
 }
 
 // Packs B transposed for dot_rows: [nc][kp], row c = output column c's weights, zeros past
@@ -285,7 +285,7 @@ std::shared_ptr<const AlignedBuffer> pack_transposed(const KernelArgs& a, const 
   const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 4 : 3, nc, kp},
                                dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
   if (a.prepared) {
-    if (auto hit = a.prepared->find(s.b->data, key)) return hit;
+    if (auto hit = host_prepared(a)->find(s.b->data, key)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(nc * kp) * sizeof(float));  // zeroed
   const float* b = reinterpret_cast<const float*>(s.b->data);
@@ -293,7 +293,7 @@ std::shared_ptr<const AlignedBuffer> pack_transposed(const KernelArgs& a, const 
   for (int64_t c = 0; c < s.n; ++c) {
     for (int64_t kk = 0; kk < s.k; ++kk) out[c * kp + kk] = s.b_transposed ? b[c * s.k + kk] : b[kk * s.n + c];
   }
-  return a.prepared ? a.prepared->put(s.b->data, key, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(s.b->data, key, buf) : buf;
 }
 
 }  // namespace

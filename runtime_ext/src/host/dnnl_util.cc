@@ -155,7 +155,7 @@ void Prim::execute(const ExecContext& c) {
       in.ptrs[i] = p;
     }
   }
-  dnnl_status_t st = dnnl_primitive_execute(prim_.get(), c.dnnl_stream.get(), static_cast<int>(in.exec.size()),
+  dnnl_status_t st = dnnl_primitive_execute(prim_.get(), host_stream(c).get(), static_cast<int>(in.exec.size()),
                                             in.exec.data());
   if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
 }
@@ -188,11 +188,11 @@ size_t PreparedCache::bytes() const {
 std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
                                                       const void* src, const dnnl::memory::desc& to) {
   if (a.prepared) {
-    if (auto hit = a.prepared->find(src, to)) return hit;
+    if (auto hit = host_prepared(a)->find(src, to)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(to.get_size());
-  dnnl::memory src_mem(from, a.device->engine(), const_cast<void*>(src));
-  dnnl::memory dst_mem(to, a.device->engine(), buf->data());
+  dnnl::memory src_mem(from, host_engine(*a.device), const_cast<void*>(src));
+  dnnl::memory dst_mem(to, host_engine(*a.device), buf->data());
   // One thread: a load runs hundreds of these short, memory-bound reorders between
   // single-threaded primitive creations, and a team's helper spinning between them
   // takes the core the page faults of the next buffer need (minilm6's load: 300 ms
@@ -202,9 +202,9 @@ std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const
     OneThread() { omp_set_num_threads(1); }
     ~OneThread() { omp_set_num_threads(team); }
   } one_thread;
-  dnnl::reorder(src_mem, dst_mem).execute(*a.load_stream, src_mem, dst_mem);
-  a.load_stream->wait();
-  return a.prepared ? a.prepared->put(src, to, buf) : buf;
+  dnnl::reorder(src_mem, dst_mem).execute(host_load_stream(a), src_mem, dst_mem);
+  host_load_stream(a).wait();
+  return a.prepared ? host_prepared(a)->put(src, to, buf) : buf;
 }
 
 void resolve_auto_pad(const std::string& auto_pad, int64_t in, int64_t stride, int64_t span,

@@ -2,6 +2,7 @@
 // Each follows the KernelFactory contract of kernel.h.
 #pragma once
 
+#include "host_device.h"
 #include "kernel.h"
 
 namespace ge {

@@ -84,7 +84,7 @@ class TransDataKernel : public PrimitiveOrCopyKernel {
     y_ = &a.out(0);
     if (x_->format == y_->format) return;  // a plain copy
     const dnnl::memory::desc from = tensor_md(*x_), to = tensor_md(*y_);
-    prim_ = Prim(dnnl::reorder::primitive_desc(dev_.engine(), from, dev_.engine(), to, make_attr()));
+    prim_ = Prim(dnnl::reorder::primitive_desc(host_engine(dev_), from, host_engine(dev_), to, make_attr()));
     prim_.arg(DNNL_ARG_FROM, from, Ref::of(*x_));
     prim_.arg(DNNL_ARG_TO, to, Ref::of(*y_));
     Prim::share_scratchpad(&plan_, {&prim_});
@@ -96,7 +96,7 @@ class ReorderKernel : public PrimitiveKernel {
  public:
   ReorderKernel(const KernelArgs& a, const dnnl::memory::desc& from, const dnnl::memory::desc& to)
       : PrimitiveKernel(*a.device) {
-    prim_ = Prim(dnnl::reorder::primitive_desc(dev_.engine(), from, dev_.engine(), to, make_attr()));
+    prim_ = Prim(dnnl::reorder::primitive_desc(host_engine(dev_), from, host_engine(dev_), to, make_attr()));
     prim_.arg(DNNL_ARG_FROM, from, Ref::of(a.in(0)));
     prim_.arg(DNNL_ARG_TO, to, Ref::of(a.out(0)));
     Prim::share_scratchpad(&plan_, {&prim_});
@@ -155,7 +155,7 @@ std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int6
   for (size_t i = 0; i < r; ++i) strides[static_cast<size_t>(perm[i])] = ys[i];
   const dnnl::memory::desc from = plain_md(x.shape, type);
   const dnnl::memory::desc to(dnnl_dims(x.shape), type, strides);
-  dnnl::reorder::primitive_desc pd(a.device->engine(), from, a.device->engine(), to, make_attr(), true);
+  dnnl::reorder::primitive_desc pd(host_engine(*a.device), from, host_engine(*a.device), to, make_attr(), true);
   if (!pd || std::string(pd.impl_info_str()).rfind("simple", 0) == 0) return nullptr;  // no fast kernel
   return std::make_unique<ReorderKernel>(a, from, to);
 }

@@ -57,7 +57,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   dnnl::memory::desc md = plain_md(x.shape);
   dnnl::algorithm alg = a.op == "LogSoftmax" ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-  dnnl::softmax_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference, alg, md, md,
+  dnnl::softmax_forward::primitive_desc pd(host_engine(*a.device), dnnl::prop_kind::forward_inference, alg, md, md,
                                            axis, make_attr());
   k->prim_ = Prim(pd);
   k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
@@ -95,7 +95,7 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
   dnnl::memory::desc cmd(dims{inner}, dt::f32, tag::a);
   auto flags = dnnl::normalization_flags::use_scale;
   if (bias) flags = flags | dnnl::normalization_flags::use_shift;
-  dnnl::layer_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
+  dnnl::layer_normalization_forward::primitive_desc pd(host_engine(*a.device), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
   k->prim_ = Prim(pd);
   k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));
@@ -139,7 +139,7 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::primitive_desc pd(a.device->engine(), dnnl::prop_kind::forward_inference,
+  dnnl::batch_normalization_forward::primitive_desc pd(host_engine(*a.device), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
   k->prim_ = Prim(pd);
   k->prim_.arg(DNNL_ARG_SRC, md, Ref::of(x));

@@ -61,7 +61,7 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
   if (x_->numel == 0) invalid("cannot reduce an empty tensor");
   const dnnl::algorithm alg = a.op == "ReduceMean" ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum;
   dnnl::memory::desc xmd = plain_md(x_->shape), ymd = plain_md(keep_shape);
-  dnnl::reduction::primitive_desc pd(dev_.engine(), alg, xmd, ymd, 0.f, 0.f, make_attr());
+  dnnl::reduction::primitive_desc pd(host_engine(dev_), alg, xmd, ymd, 0.f, 0.f, make_attr());
   prim_ = Prim(pd);
   prim_.arg(DNNL_ARG_SRC, xmd, Ref::of(*x_));
   prim_.arg(DNNL_ARG_DST, ymd, Ref::of(*y_));

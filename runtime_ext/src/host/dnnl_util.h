@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "buffer.h"
+#include "host_device.h"
 #include "kernel.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -152,14 +153,14 @@ class Prim {
 // Constants prepared at load (weights reordered into a primitive's layout), kept once per
 // model: kernels asking for the same source bytes in the same layout share one buffer.
 // Thread-safe (kernels of different streams are built concurrently).
-class PreparedCache {
+class PreparedCache final : public SharedConstants {
  public:
   // The buffer for (src, to), if prepared already.
   std::shared_ptr<const AlignedBuffer> find(const void* src, const dnnl::memory::desc& to);
   // Keeps `buf` for (src, to); returns the buffer kept (an earlier one if there is one).
   std::shared_ptr<const AlignedBuffer> put(const void* src, const dnnl::memory::desc& to,
                                            std::shared_ptr<const AlignedBuffer> buf);
-  size_t bytes() const;
+  size_t bytes() const override;
 
  private:
   struct Entry {
@@ -170,6 +171,9 @@ class PreparedCache {
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
 };
+
+// The model's store of prepared constants (a HostDevice made it), or nullptr.
+inline PreparedCache* host_prepared(const KernelArgs& a) { return static_cast<PreparedCache*>(a.prepared); }
 
 // A constant tensor (e.g. weights) converted at load into the layout `to` chosen by a
 // primitive, or the model's earlier conversion of the same bytes (a.prepared). Blocks (runs
@@ -183,7 +187,7 @@ class PrimitiveKernel : public Kernel {
  public:
   explicit PrimitiveKernel(const Device& dev) : dev_(dev) {}
   size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, dev_.engine()); }
+  void set_instances(int n) override { prim_.set_instances(n, host_engine(dev_)); }
   Status run(ExecContext& ctx) override {
     prim_.execute(ctx);
     return Status::Ok();

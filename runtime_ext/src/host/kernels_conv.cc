@@ -73,7 +73,7 @@ class ConvKernel : public Kernel {
   explicit ConvKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
   void set_instances(int n) override {
-    for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, dev_.engine());
+    for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, host_engine(dev_));
   }
   Status run(ExecContext& ctx) override;
   std::string impl() const override { return conv_.impl(); }
@@ -221,7 +221,7 @@ ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
   // oneDNN descriptors. A tensor stored in a non-plain format (channels-last or blocked)
   // is handed to oneDNN as it is; for a plain one oneDNN picks the layout (`any`) and the
   // kernel converts in the stream workspace.
-  const dnnl::engine& eng = dev_.engine();
+  const dnnl::engine& eng = host_engine(dev_);
   const dnnl::memory::desc x_md = tensor_md(*x_), y_md = tensor_md(*y_);
   const dims wdims = weight_dims(ws, group);
   const dnnl::memory::desc w_md(wdims, dt::f32, dims(dense_strides(wdims)));
@@ -397,7 +397,7 @@ void bind(const Device& dev, WorkspacePlan* plan, Side* side, const TensorInfo& 
   const dnnl::memory::desc md = tensor_md(t), blocked = format_md(t.shape, Format::kNChw16c);
   side->staged = true;
   side->at = plan->add(blocked.get_size());
-  const dnnl::engine& eng = dev.engine();
+  const dnnl::engine& eng = host_engine(dev);
   if (out) {
     *reorder = Prim(dnnl::reorder::primitive_desc(eng, blocked, eng, md, make_attr()));
     reorder->arg(DNNL_ARG_FROM, blocked, Ref::workspace(side->at));
@@ -414,7 +414,7 @@ class ConvBlockKernel : public Kernel {
   explicit ConvBlockKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
   void set_instances(int n) override {
-    for (Prim* p : {&x_in_, &r_in_, &y_out_}) p->set_instances(n, dev_.engine());
+    for (Prim* p : {&x_in_, &r_in_, &y_out_}) p->set_instances(n, host_engine(dev_));
   }
   Status run(ExecContext& ctx) override;
   std::string impl() const override { return "block avx512"; }
@@ -558,7 +558,7 @@ class ConvHeadKernel : public Kernel {
  public:
   explicit ConvHeadKernel(const KernelArgs& a);
   size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { x_in_.set_instances(n, dev_.engine()); }
+  void set_instances(int n) override { x_in_.set_instances(n, host_engine(dev_)); }
   Status run(ExecContext& ctx) override {
     if (x_in_.valid()) x_in_.execute(ctx);
     block::View x = x_.view;
@@ -648,7 +648,7 @@ std::string conv_preferred_format(const KernelArgs& a) {
   Shape out;
   ConvGeometry g = check_conv(a, x, w, &out);
   const dims wdims = weight_dims(w.shape, a.attr_int("group", 1));
-  const dnnl::engine& eng = a.device->engine();
+  const dnnl::engine& eng = host_engine(*a.device);
   using cf = dnnl::convolution_forward;
   cf::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                         dnnl::memory::desc(dnnl_dims(x.shape), dt::f32, tag::any),

@@ -142,12 +142,12 @@ class ChainKernel : public PrimitiveKernel {
     const Step& first = steps[0];
     if (first.binary) {
       const TensorInfo& o = a.in(static_cast<size_t>(first.operand));
-      dnnl::binary::primitive_desc pd(dev_.engine(), first.f, flat, md_of(o), flat, make_attr(ops));
+      dnnl::binary::primitive_desc pd(host_engine(dev_), first.f, flat, md_of(o), flat, make_attr(ops));
       prim_ = Prim(pd);
       prim_.arg(DNNL_ARG_SRC_0, flat, Ref::of(x));
       prim_.arg(DNNL_ARG_SRC_1, md_of(o), Ref::of(o));
     } else {
-      dnnl::eltwise_forward::primitive_desc pd(dev_.engine(), dnnl::prop_kind::forward_inference, first.f, flat,
+      dnnl::eltwise_forward::primitive_desc pd(host_engine(dev_), dnnl::prop_kind::forward_inference, first.f, flat,
                                                flat, first.alpha, first.beta, make_attr(ops));
       prim_ = Prim(pd);
       prim_.arg(DNNL_ARG_SRC, flat, Ref::of(x));
