@@ -145,12 +145,16 @@ class LoadedModel:
         self._iterations = 0
         self._seconds = 0.0
         self._fast = self._fast_plan()
-        # With no folded-constant output, the native model takes and returns the dicts
-        # itself: run_named(inputs) -> outputs, or None for the general path.
+        # A model that is one device program fed by the graph's inputs runs a request in one
+        # native call that takes and returns the dicts: run_named(inputs) -> outputs (folded
+        # constant outputs as copies), or a RunMismatch for the general path to word or
+        # convert (run()).
         self.direct = None
-        if self._fast is not None and all(i >= 0 for _, i, _ in self._fast[3]):
+        if self._fast is not None:
             native, feed, _, outs = self._fast
-            native.bind_names([name for name, _, _ in feed], [(name, i) for name, i, _ in outs])
+            native.bind_names([name for name, _, _ in feed],
+                              [(name, i) for name, i, _ in outs if i >= 0],
+                              {name: const for name, i, const in outs if i < 0})
             self.direct = native.run_named
 
     def _fast_plan(self):
@@ -189,18 +193,8 @@ class LoadedModel:
         every iteration's with `return_all=True`. A model that is one device program runs
         all N iterations in one native launch; otherwise they run one after the other.
         """
-        if self._fast is not None and iterations == 1 and not return_all and \
-                output_names is None and (type(inputs) is dict or isinstance(inputs, Mapping)):
-            if self.direct is not None:
-                try:
-                    result = self.direct(inputs)  # counted by the native model
-                except _runtime.Error as exc:
-                    raise native_error(exc, self.compiled.name) from None
-                if result is not None:
-                    return result
-            result = self._execute_fast(inputs)  # counted by the native model
-            if result is not None:
-                return result
+        if iterations == 1 and not return_all and isinstance(inputs, Mapping):
+            return self.run(inputs, output_names)
         start = time.perf_counter()
         if not isinstance(iterations, int) or iterations < 1:
             raise InvalidInput(f"iterations must be a positive integer, got {iterations!r}",
@@ -262,51 +256,53 @@ class LoadedModel:
         self.natives = {}
         self._fast = self.direct = None  # they hold a native model too
 
-    def execute_controlled(self, inputs: Mapping[str, np.ndarray],
-                           output_names: Sequence[str] | None = None, control=None,
-                           times=None) -> dict[str, np.ndarray]:
-        """One run whose wait for a free instance honours the caller inside the runtime's
-        own queue: `control.deadline` and `control.token` (a `_runtime.CancelToken` set when
-        the caller goes away) end the wait with DeadlineExceeded / Cancelled, and nothing
-        runs; `times` (StageTimes) receives the queue and execute seconds."""
+    def run(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
+            control=None, times=None) -> dict[str, np.ndarray]:
+        """One run: the path every caller takes (Session.run_graph in-process, over gRPC and
+        KServe, batching, `execute`).
+
+        A model that is one device program runs in one native call that checks the inputs
+        itself (`direct`); only when they are not exactly its signature does Python look at
+        them, to word the error or convert what numpy can (lists, other byte orders) for the
+        general path. `control.deadline` and `control.token` (a `_runtime.CancelToken` set
+        when the caller goes away) end the wait for a free instance inside the runtime's own
+        queue with DeadlineExceeded / Cancelled, and nothing runs; `times` (StageTimes)
+        receives the queue and execute seconds."""
+        direct = self.direct
+        if direct is not None and control is None and times is None:
+            try:
+                result = direct(inputs)  # counted by the native model
+            except _runtime.Error as exc:
+                raise native_error(exc, self.compiled.name) from None
+            if type(result) is dict:
+                return result if output_names is None else self._select(result, output_names)
+            return self._execute_general(inputs, output_names, None)
         limits = {"queue": 0.0, "deadline": getattr(control, "deadline", None),
                   "token": getattr(control, "token", None)}
         start = time.perf_counter()
         try:
-            result = None
-            if self.direct is not None and output_names is None and type(inputs) is dict:
-                result = self._call(None, inputs, limits)  # the one-call path, or None
-            if result is None and self._fast is not None and output_names is None and \
-                    isinstance(inputs, Mapping):
-                result = self._execute_fast(inputs, limits)
-            if result is None:
-                if not isinstance(inputs, Mapping):
-                    raise InvalidInput(f"inputs must be a mapping of input name to array, got "
-                                       f"{type(inputs).__name__}", graph=self.compiled.name)
-                result = self._execute_once(inputs, output_names, limits)
-                self._count(1, start)
-            return result
+            if direct is not None:
+                result = self._call(None, inputs, limits)
+                if type(result) is dict:
+                    return result if output_names is None else self._select(result,
+                                                                            output_names)
+            return self._execute_general(inputs, output_names, limits)
         finally:
             if times is not None:
                 times.add("queue", limits["queue"])
                 times.add("execute", time.perf_counter() - start - limits["queue"])
 
-    def _execute_fast(self, inputs: Mapping[str, np.ndarray],
-                      limits: dict | None = None) -> dict | None:
-        """The one-device-program path; None sends anything unusual to the general path
-        (which converts what it can and words the errors)."""
-        native, feed, n_inputs, outs = self._fast
-        if len(inputs) != n_inputs:
-            return None
-        args = []
-        for name, dtype, shape in feed:
-            a = inputs.get(name)
-            if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape:
-                return None
-            args.append(a)
-        res = self._call(native, args, limits)
-        # a folded constant output is handed out as a copy: callers may write into it
-        return {name: res[i] if i >= 0 else const.copy() for name, i, const in outs}
+    def _execute_general(self, inputs, output_names: Sequence[str] | None,
+                         limits: dict | None) -> dict[str, np.ndarray]:
+        """Inputs that are not exactly the signature, or a model of several programs: the
+        inputs are checked (and worded, or converted) in Python, then each program runs."""
+        if not isinstance(inputs, Mapping):
+            raise InvalidInput(f"inputs must be a mapping of input name to array, got "
+                               f"{type(inputs).__name__}", graph=self.compiled.name)
+        start = time.perf_counter()
+        result = self._execute_once(inputs, output_names, limits)
+        self._count(1, start)
+        return result
 
     def _execute_once(self, inputs: Mapping[str, np.ndarray],
                       output_names: Sequence[str] | None,
@@ -319,6 +315,18 @@ class LoadedModel:
             else:
                 self._run_host(prog, env)
         return self._pick_outputs(env, output_names)
+
+    def _select(self, result: dict[str, np.ndarray], output_names: Sequence[str]
+                ) -> dict[str, np.ndarray]:
+        """The named outputs of a direct run's result (every one for an empty list)."""
+        if not output_names:
+            return result
+        for name in output_names:
+            if name not in result:
+                names = [s.name for s in self.compiled.outputs]
+                raise InvalidInput(f"unknown output '{name}'; the graph's outputs are {names}",
+                                   graph=self.compiled.name, tensor=name)
+        return {name: result[name] for name in output_names}
 
     def _pick_outputs(self, env: Mapping[str, np.ndarray],
                       output_names: Sequence[str] | None) -> dict[str, np.ndarray]:
@@ -366,8 +374,8 @@ class LoadedModel:
 
     def _call(self, native: _runtime.Model | None, args, limits: dict | None = None, **kw):
         """native.execute (or, for native None, the bound one-call `direct` with a dict of
-        inputs); `limits` (execute_controlled's) adds the caller's deadline and cancel
-        token, and collects the time spent waiting for an instance."""
+        inputs); `limits` (run's) adds the caller's deadline and cancel token, and collects
+        the time spent waiting for an instance."""
         timing: dict = {}
         if limits is not None:
             if limits["deadline"] is not None:

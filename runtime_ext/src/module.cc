@@ -316,7 +316,17 @@ struct PyModel {
   // key and the index of the output it is. Empty until bound.
   std::vector<nb::object> in_keys;
   std::vector<std::pair<nb::object, size_t>> out_keys;
+  std::vector<std::pair<nb::object, nb::object>> out_consts;  // (key, array) handed out as copies
   bool bound = false;
+};
+
+// Why run_named() did not run: the request is not exactly the bound signature. `input` is
+// the key of the input concerned (None when the request as a whole is off), `kind` one of
+// not_a_dict, count, missing, not_an_array, dtype, shape. The caller words the error, or
+// converts what it can (lists, other byte orders, strided arrays) and runs it otherwise.
+struct RunMismatch {
+  nb::object input;
+  std::string kind;
 };
 
 bool is_list_like(nb::handle h);
@@ -450,7 +460,7 @@ nb::object model_execute(PyModel& self, nb::handle inputs, int64_t iterations, b
   return all;
 }
 
-void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
+void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs, nb::handle constants) {
   const ge::Model& m = *self.model;
   std::vector<nb::object> ins = items(inputs, "inputs");
   if (ins.size() != m.inputs().size()) {
@@ -467,9 +477,17 @@ void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
     }
     outs.emplace_back(nb::str(pair[0]), static_cast<size_t>(index));
   }
+  std::vector<std::pair<nb::object, nb::object>> consts;
+  if (constants.is_valid() && !constants.is_none()) {
+    for (auto [k, v] : to_dict(constants, "constants")) {
+      if (!PyArray_CheckExact(v.ptr())) raise_status(ge::Status::InvalidArgument("bind_names: constants are numpy arrays"));
+      consts.emplace_back(nb::str(k), nb::borrow(v));
+    }
+  }
   self.in_keys.clear();
   for (const nb::object& o : ins) self.in_keys.push_back(nb::str(o));
   self.out_keys = std::move(outs);
+  self.out_consts = std::move(consts);
   self.bound = true;
 }
 
@@ -481,11 +499,12 @@ void model_bind_names(PyModel& self, nb::handle inputs, nb::handle outputs) {
 nb::object model_run_named(PyModel& self, nb::handle inputs, nb::handle deadline, nb::handle cancel,
                            nb::handle timing) {
   const ge::Model& m = *self.model;
+  if (!self.bound) raise_status(ge::Status::InvalidArgument("run_named: bind_names() first"));
   const size_t n = self.in_keys.size();
-  if (!self.bound || !PyDict_CheckExact(inputs.ptr()) ||
-      PyDict_Size(inputs.ptr()) != static_cast<Py_ssize_t>(n)) {
-    return nb::none();
-  }
+  auto mismatch = [](nb::handle input, const char* kind) {
+    return nb::cast(RunMismatch{input.is_valid() ? nb::borrow(input) : nb::none(), kind});
+  };
+  if (!PyDict_CheckExact(inputs.ptr())) return mismatch(nb::handle(), "not_a_dict");
   ge::ExecRequest req;
   req.inputs.emplace_back(n);
   std::vector<ge::HostTensor>& hosts = req.inputs[0];
@@ -495,15 +514,16 @@ nb::object model_run_named(PyModel& self, nb::handle inputs, nb::handle deadline
     PyObject* o = PyDict_GetItemWithError(inputs.ptr(), self.in_keys[i].ptr());
     if (o == nullptr) {
       if (PyErr_Occurred()) throw nb::python_error();
-      return nb::none();
+      return mismatch(self.in_keys[i], "missing");
     }
     const ge::TensorInfo& t = *m.inputs()[i];
     ge::HostTensor& h = hosts[i];
-    if (!PyArray_CheckExact(o) || !numpy_view(o, &h) || *h.dtype != t.dtype || h.shape != t.shape) {
-      return nb::none();
-    }
+    if (!PyArray_CheckExact(o) || !numpy_view(o, &h)) return mismatch(self.in_keys[i], "not_an_array");
+    if (*h.dtype != t.dtype) return mismatch(self.in_keys[i], "dtype");
+    if (h.shape != t.shape) return mismatch(self.in_keys[i], "shape");
     keep[i] = nb::borrow(o);
   }
+  if (PyDict_Size(inputs.ptr()) != static_cast<Py_ssize_t>(n)) return mismatch(nb::handle(), "count");
   uint64_t queue_ns = 0;
   set_limits(&req, deadline, cancel, &queue_ns);
   std::vector<std::vector<ge::HostResult>> results;
@@ -520,6 +540,9 @@ nb::object model_run_named(PyModel& self, nb::handle inputs, nb::handle deadline
   for (const auto& [key, index] : self.out_keys) {
     if (!arrays[index].is_valid()) arrays[index] = to_numpy(rs[index]);
     out[key] = arrays[index];
+  }
+  for (const auto& [key, array] : self.out_consts) {  // a copy: callers may write into it
+    out[key] = nb::steal(PyArray_NewCopy(reinterpret_cast<PyArrayObject*>(array.ptr()), NPY_CORDER));
   }
   return out;
 }
@@ -700,6 +723,15 @@ NB_MODULE(_runtime, m) {
       "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
       "Device.kernel_info() of the host backend.");
 
+  nb::class_<RunMismatch>(m, "RunMismatch",
+                          "Why Model.run_named() did not run: `input` (the key concerned, or None) and "
+                          "`kind` (not_a_dict, count, missing, not_an_array, dtype, shape).")
+      .def_ro("input", &RunMismatch::input)
+      .def_ro("kind", &RunMismatch::kind)
+      .def("__repr__", [](const RunMismatch& r) {
+        return "RunMismatch(input=" + nb::cast<std::string>(nb::repr(r.input)) + ", kind='" + r.kind + "')";
+      });
+
   nb::class_<PyModel>(m, "Model", "A graph loaded on a Device.")
       .def("__init__", &model_init, "device"_a, "spec"_a, "instances"_a = 1,
            "Validates the spec, takes the weights, prepares kernels once and creates `instances` "
@@ -713,15 +745,16 @@ NB_MODULE(_runtime, m) {
            "instance, `deadline` (seconds from now) and `cancel` (a CancelToken) end the wait with "
            "DeadlineExceeded / Cancelled; `timing`, a dict, receives 'queue_seconds'. Raises "
            "InvalidArgument for bad inputs, Error for other failures.")
-      .def("bind_names", &model_bind_names, "inputs"_a, "outputs"_a,
-           "Names for run_named(): the dict key of each input, in input order, and (name, output "
-           "index) per output to return.")
+      .def("bind_names", &model_bind_names, "inputs"_a, "outputs"_a, "constants"_a = nb::none(),
+           "Names for run_named(): the dict key of each input, in input order, (name, output "
+           "index) per output to return, and {name: array} for outputs that are constants (each "
+           "run returns a copy).")
       .def("run_named", &model_run_named, "inputs"_a, "deadline"_a = nb::none(),
            "cancel"_a = nb::none(), "timing"_a = nb::none(),
            "execute() for a dict {name: numpy array} holding exactly the bound inputs at their dtypes "
-           "and shapes; returns {name: array} for the bound outputs, or None for anything else (the "
-           "caller's general path converts it). `deadline`, `cancel` and `timing` as in execute(). "
-           "Releases the GIL.")
+           "and shapes; returns {name: array} for the bound outputs, or a RunMismatch saying which "
+           "input is off and how (the caller words the error or converts). `deadline`, `cancel` and "
+           "`timing` as in execute(). Releases the GIL.")
       .def("stats", &model_stats)
       .def(
           "profile",

@@ -35,12 +35,12 @@ from graphengine.engine.ir import Dim, Graph, TensorMeta
 from graphengine.engine.model import CompiledModel
 from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes
 from graphengine.engine.report import CompileReport
-from graphengine.engine.runtime import NativeError, RuntimeStats, default_device, native_error
+from graphengine.engine.runtime import LoadedModel, RuntimeStats, default_device
 
 from ..timing import StageTimes, stage
 from . import gears as gearing
 from .admission import Admission
-from .instances import POLL_SECONDS, InstancePool
+from .instances import POLL_SECONDS
 
 __all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 
@@ -55,7 +55,7 @@ class _GraphEntry:
         self.graph = graph
         self.lock = threading.Lock()  # guards `models`; held briefly
         self.compile_lock = threading.Lock()  # one compile at a time per graph
-        self.models: collections.OrderedDict[tuple, InstancePool] = collections.OrderedDict()
+        self.models: collections.OrderedDict[tuple, LoadedModel] = collections.OrderedDict()
         self.last_report: CompileReport | None = None
         self.gears = gears
         self.batch_dim = _batch_dim(graph) if gears else None
@@ -77,7 +77,7 @@ class _GraphEntry:
             self.static_shapes)
         # (the input shapes in graph order, their pool) of the previous run; cleared when
         # the pool is evicted
-        self.last_signature: tuple[tuple, InstancePool] | None = None
+        self.last_signature: tuple[tuple, LoadedModel] | None = None
         self.input_names = tuple(v.name for v in graph.inputs)
 
     @property
@@ -308,9 +308,9 @@ class Session(Admission):
         # after a long one the caller's caches are cold, so each Python step costs more),
         # so no lock (even an uncontended one measured ~6 us here: dict.get and
         # list.append are atomic, and a run that starts as close() runs is like one that
-        # started just before it: it holds its model and finishes), no generator context
-        # managers, and for inputs of the last signature one native call that checks them
-        # itself. (A session with a run in progress is not idle, so last_used is only set
+        # started just before it: it holds its model and finishes) and no generator context
+        # managers; the model's run() checks the inputs natively in the same call that runs
+        # them. (A session with a run in progress is not idle, so last_used is only set
         # when the run ends.)
         self._check_open()
         entry = self._graphs.get(graph_id)
@@ -321,25 +321,15 @@ class Session(Admission):
                                f"{type(inputs).__name__}", graph=entry.graph.name)
         self._inflight.append(None)
         try:
-            if output_names is None and control is None and times is None and not entry.gears:
-                if entry.static_key is not None:
-                    pool = entry.models.get(entry.static_key)
-                else:
-                    pool = entry.last_signature[1] if entry.last_signature is not None else None
-                if pool is not None and pool.direct is not None:
-                    try:
-                        out = pool.direct(inputs)  # None: not exactly that signature
-                    except NativeError as exc:
-                        raise native_error(exc, pool.compiled.name) from None
-                    if out is not None:
-                        return out
             if entry.gears:
                 return self._run_geared(entry, inputs, output_names, control, times)
             if entry.static_key is not None:
-                pool = entry.models.get(entry.static_key)
-                if pool is None:
-                    pool = self._pool_for(entry, entry.static_shapes, control, times)
-                return pool.execute(inputs, output_names, control, times)
+                model = entry.models.get(entry.static_key)
+                if model is None:
+                    model = self._pool_for(entry, entry.static_shapes, control, times)
+                if control is not None:
+                    control.check(f"starting a run of '{entry.graph.name}'")
+                return model.run(inputs, output_names, control, times)
             shapes = []
             for name in entry.input_names:
                 x = inputs.get(name)
@@ -351,11 +341,13 @@ class Session(Admission):
             key = tuple(shapes)
             last = entry.last_signature
             if last is not None and last[0] == key:
-                pool = last[1]
+                model = last[1]
             else:
-                pool = self._pool_for(entry, dict(zip(entry.input_names, key)), control, times)
-                entry.last_signature = (key, pool)
-            return pool.execute(inputs, output_names, control, times)
+                model = self._pool_for(entry, dict(zip(entry.input_names, key)), control, times)
+                entry.last_signature = (key, model)
+            if control is not None:
+                control.check(f"starting a run of '{entry.graph.name}'")
+            return model.run(inputs, output_names, control, times)
         finally:
             self._inflight.pop()
             self.last_used = time.monotonic()
@@ -374,7 +366,9 @@ class Session(Admission):
             pool = self._gear_pool(entry, gear, control, times)
             with stage(times, "input_copy"):
                 feed = {k: gearing.pad(np.asarray(inputs[k])[start:stop], gear) for k in names}
-            out = pool.execute(feed, output_names, control, times)
+            if control is not None:
+                control.check(f"starting a run of '{entry.graph.name}'")
+            out = pool.run(feed, output_names, control, times)
             with stage(times, "output_copy"):
                 chunks.append({k: v[:stop - start] if k in entry.batched_outputs
                                and np.ndim(v) and v.shape[0] == gear else v
@@ -402,13 +396,13 @@ class Session(Admission):
         return requested_shapes(entry.graph, input_shapes)
 
     def _gear_pool(self, entry: _GraphEntry, gear: int, control: RunControl | None = None,
-                   times: StageTimes | None = None) -> InstancePool:
+                   times: StageTimes | None = None) -> LoadedModel:
         return self._gear_call(gear, self._pool_for, entry, entry.gear_shapes(gear), control,
                                times)
 
     def _pool_for(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]],
                   control: RunControl | None = None, times: StageTimes | None = None
-                  ) -> InstancePool:
+                  ) -> LoadedModel:
         key = _signature_key(shapes)
         with entry.lock:
             pool = entry.models.get(key)
@@ -432,7 +426,7 @@ class Session(Admission):
             self._admit(nbytes, entry)
             try:
                 t_load = time.perf_counter()
-                pool = InstancePool(compiled, self.device, self.options.instances)
+                pool = LoadedModel(compiled, self._device_for(compiled), self.options.instances)
                 load_seconds = time.perf_counter() - t_load
                 with entry.lock:
                     entry.models[key] = pool
@@ -449,6 +443,13 @@ class Session(Admission):
         if self._on_compile is not None:
             self._on_compile(compiled.report, load_seconds)
         return pool
+
+    def _device_for(self, compiled: CompiledModel):
+        """The session's device, or for a model compiled for another backend (compile option
+        `target`), that backend's device with the same thread budget."""
+        if compiled.backend == self.device.name:
+            return self.device
+        return default_device(self.device.threads, backend=compiled.backend)
 
     @property
     def device_bytes(self) -> int:
@@ -469,7 +470,7 @@ class Session(Admission):
         for e in entries:
             with e.lock:
                 pools = list(e.models.values())
-            for model in (p.shared for p in pools):
+            for model in pools:
                 total += model.stats()
         return total
 

@@ -104,21 +104,49 @@ def test_one_call_path_and_constant_outputs(mlp):
     ref = _mlp_ref(model, feeds["input"])
     np.testing.assert_allclose(m.direct(feeds)["output"], ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m.execute(feeds)["output"], ref, rtol=1e-4, atol=1e-5)
-    wide = {"input": feeds["input"].astype(np.float64)}  # not the exact dtype: general path
-    assert m.direct(wide) is None
-    # An output folded to a constant is handed out by Python (a copy): no one-call path.
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    # Anything but exactly the signature: the native check says which input and how, and
+    # Python words it (or converts, for the general path).
+    x = feeds["input"]
+    mismatches = {
+        "dtype": {"input": x.astype(np.float64)},
+        "shape": {"input": x[:1]},
+        "not_an_array": {"input": np.asfortranarray(x)},  # not C-contiguous
+        "missing": {"other": x},
+        "count": {"input": x, "extra": x},
+    }
+    for kind, bad in mismatches.items():
+        got = m.direct(bad)
+        assert isinstance(got, _runtime.RunMismatch) and got.kind == kind, (kind, got)
+        assert got.input == (None if kind == "count" else "input")
+    assert m.direct([x]).kind == "not_a_dict" and m.direct([x]).input is None
+    with pytest.raises(InvalidInput, match="expected dtype float32, got float64"):
+        m.execute(mismatches["dtype"])
+    swapped = {"input": x.astype(">f4")}  # the same values in the other byte order
+    assert m.direct(swapped).kind in ("dtype", "not_an_array")
+    np.testing.assert_allclose(m.execute(swapped)["output"], ref, rtol=1e-4,
+                               atol=1e-5)  # converted on the general path
+    np.testing.assert_allclose(m.execute(mismatches["not_an_array"])["output"], ref, rtol=1e-4,
+                               atol=1e-5)
+    with pytest.raises(InvalidInput, match="expected shape"):
+        m.execute(mismatches["shape"])
+    with pytest.raises(InvalidInput, match="unknown input 'extra'"):
+        m.execute(mismatches["count"])
+    assert m.run(feeds, ["output"]).keys() == {"output"}
+    with pytest.raises(InvalidInput, match="unknown output 'nope'"):
+        m.run(feeds, ["nope"])
+    # An output folded to a constant is handed out as a copy by the same one call.
+    xi = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
     s = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"]),
-                           helper.make_node("Shape", ["x"], ["s"])], "constout", [x], [y, s])
+                           helper.make_node("Shape", ["x"], ["s"])], "constout", [xi], [y, s])
     const_model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     xv = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
     c = LoadedModel(_compile(const_model, {"x": xv}), DEVICE)
-    assert c.direct is None
-    out = c.execute({"x": xv})
-    assert np.array_equal(out["y"], np.maximum(xv, 0)) and out["s"].tolist() == [2, 3]
-    out["s"][0] = 7  # the caller's copy
+    assert c.direct is not None
+    for out in (c.execute({"x": xv}), c.direct({"x": xv})):
+        assert np.array_equal(out["y"], np.maximum(xv, 0)) and out["s"].tolist() == [2, 3]
+        out["s"][0] = 7  # the caller's copy
     assert c.execute({"x": xv})["s"].tolist() == [2, 3]
 
 

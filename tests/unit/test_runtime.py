@@ -255,7 +255,8 @@ def test_run_named_takes_exactly_the_bound_inputs():
     b.kernel("Neg", [x], [y])
     b.outputs = [y]
     m = b.load()
-    assert m.run_named({"x": np.zeros((3, 4), np.float32)}) is None  # not bound yet
+    with pytest.raises(rt.InvalidArgument, match="bind_names"):  # not bound yet
+        m.run_named({"x": np.zeros((3, 4), np.float32)})
     with pytest.raises(rt.InvalidArgument, match="1 input names for 2 inputs"):
         m.bind_names(["a"], [("out", 0)])
     with pytest.raises(rt.InvalidArgument, match=r"index in \[0, 1\)"):
@@ -267,13 +268,20 @@ def test_run_named_takes_exactly_the_bound_inputs():
     assert sorted(got) == ["again", "out"] and got["out"] is got["again"]
     close(got["out"], -base)
     assert m.stats()["runs"] == 1
-    # Anything but exactly the bound inputs at their dtypes and shapes: None, no run.
-    for bad in ({"a": base}, {"a": base, "b": ids, "c": ids}, {"a": base, "c": ids},
-                {"a": base.astype(np.float64), "b": ids}, {"a": base[:2], "b": ids},
-                {"a": randn(4, 3).T, "b": ids}, {"a": base.view(np.matrix), "b": ids},
-                {"a": base.tolist(), "b": ids}, {"a": base, "b": ids.astype(np.int32)}):
-        assert m.run_named(bad) is None
-    assert m.run_named([base, ids]) is None
+    # Anything but exactly the bound inputs at their dtypes and shapes: a RunMismatch naming
+    # the input and how it is off, and no run.
+    for bad, want in (({"a": base}, ("b", "missing")),
+                      ({"a": base, "b": ids, "c": ids}, (None, "count")),
+                      ({"a": base, "c": ids}, ("b", "missing")),
+                      ({"a": base.astype(np.float64), "b": ids}, ("a", "dtype")),
+                      ({"a": base[:2], "b": ids}, ("a", "shape")),
+                      ({"a": randn(4, 3).T, "b": ids}, ("a", "not_an_array")),
+                      ({"a": base.view(np.matrix), "b": ids}, ("a", "not_an_array")),
+                      ({"a": base.tolist(), "b": ids}, ("a", "not_an_array")),
+                      ({"a": base, "b": ids.astype(np.int32)}, ("b", "dtype"))):
+        got = m.run_named(bad)
+        assert isinstance(got, rt.RunMismatch) and (got.input, got.kind) == want, (bad, got)
+    assert m.run_named([base, ids]).kind == "not_a_dict"
     assert m.stats()["runs"] == 1
     close(m.run_named({"b": ids, "a": base})["out"], -base)
     # int64 by kind and size: numpy's long long is one too

@@ -151,7 +151,7 @@ def test_closing_frees_the_loaded_models() -> None:
     gid = sess.add_graph(mlp_onnx(batch=2))
     sess.compile_graph(gid)
     pool = sess._graphs[gid].models[next(iter(sess._graphs[gid].models))]
-    ref = weakref.ref(pool.shared)
+    ref = weakref.ref(pool)
     del pool
     assert sess.device_bytes > 0
     sess.close()
@@ -189,7 +189,7 @@ def test_the_runtime_queue_stops_a_waiting_run_on_deadline_and_cancel_token() ->
         (pool,) = sess._graphs[gid].models.values()
         x = {"x": np.ones((2, 16), np.float32)}
         want = sess.run_graph(gid, x)["y"]
-        busy = threading.Thread(target=lambda: pool.shared.execute(x, iterations=200_000))
+        busy = threading.Thread(target=lambda: pool.execute(x, iterations=200_000))
         busy.start()  # holds the only instance for a while (one long sink-mode launch)
         time.sleep(0.05)
         try:
