@@ -37,7 +37,7 @@ class TensorSlot:
     format: str = ""  # "" = let the runtime choose; else "nchw" (plain) / "nhwc" ...
 
 
-# TensorSlot and Task are the schema of a device program's tensors and tasks on both sides:
+# ModelSpec, TensorSlot and Task are the schema of a device program on both sides:
 # runtime_ext/tools/gen_spec.py generates the native structs and their readers from them
 # (runtime_ext/src/spec_gen.h, spec_read_gen.inc); a test fails when they are stale.
 @dataclasses.dataclass
@@ -51,6 +51,41 @@ class Task:
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     event: int = dataclasses.field(default=-1,
                                    metadata={"required_when": ("kind", ("record", "wait"))})
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    """What a native Model is built from (`DeviceProgram.spec()`, as a dict): the arena, the
+    weight region's segments, the tensors and tasks, and the streams that run them."""
+
+    arena_bytes: int
+    tensors: list[TensorSlot]
+    tasks: list[Task]
+    inputs: list[int]  # tensor indices of the model's inputs, in order
+    outputs: list[int]
+    name: str = ""  # for messages and profiles
+    num_streams: int = 1
+    num_events: int = 0
+    # let the runtime store intermediate 4-D activations channels-last (its inputs and
+    # outputs are NCHW either way); False is for comparisons and tests
+    channels_last: bool = True
+    threads_per_stream: int = 0  # OpenMP threads per stream's kernels; 0: threads / streams
+    # uint8 segments laid end to end, each 64-byte aligned; the native reader decides per
+    # segment whether it is used in place or copied (module.cc), so it is read by hand
+    weights: list[np.ndarray] = dataclasses.field(default_factory=list,
+                                                  metadata={"native": "segments"})
+
+    def to_dict(self) -> dict:
+        """The dict `_runtime.Model` takes, field by field (weights as they are: never
+        copied here)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):
+                v = [_slot_spec(x) if isinstance(x, TensorSlot) else
+                     dataclasses.asdict(x) if dataclasses.is_dataclass(x) else x for x in v]
+            out[f.name] = v
+        return out
 
 
 @dataclasses.dataclass
@@ -88,18 +123,11 @@ class DeviceProgram:
         return [self.tensors[i].name for i in self.outputs]
 
     def spec(self, name: str) -> dict:
-        """The dict the native runtime's Model constructor takes."""
-        return {
-            "name": f"{name}#{self.index}",
-            "arena_bytes": self.arena_bytes,
-            "weights": list(self.weights),
-            "tensors": [_slot_spec(t) for t in self.tensors],
-            "num_streams": self.num_streams,
-            "num_events": self.num_events,
-            "tasks": [dataclasses.asdict(t) for t in self.tasks],
-            "inputs": list(self.inputs),
-            "outputs": list(self.outputs),
-        }
+        """The dict the native runtime's Model constructor takes (a ModelSpec)."""
+        return ModelSpec(name=f"{name}#{self.index}", arena_bytes=self.arena_bytes,
+                         tensors=self.tensors, tasks=self.tasks, inputs=self.inputs,
+                         outputs=self.outputs, num_streams=self.num_streams,
+                         num_events=self.num_events, weights=self.weights).to_dict()
 
 
 def _slot_spec(slot: TensorSlot) -> dict:

@@ -332,21 +332,7 @@ struct RunMismatch {
 bool is_list_like(nb::handle h);
 
 void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec, int instances) {
-  ge::ModelSpec s;
-  if (nb::handle v = get(spec, "name", "", false)) s.name = to_str(v, "name");
-  s.arena_bytes = to_int(get(spec, "arena_bytes", "", true), "arena_bytes");
-  if (nb::handle v = get(spec, "num_streams", "", false)) s.num_streams = to_int(v, "num_streams");
-  if (nb::handle v = get(spec, "num_events", "", false)) s.num_events = to_int(v, "num_events");
-  if (nb::handle v = get(spec, "channels_last", "", false)) s.channels_last = to_int(v, "channels_last") != 0;
-  if (nb::handle v = get(spec, "threads_per_stream", "", false)) {
-    s.threads_per_stream = to_int(v, "threads_per_stream");
-  }
-  std::vector<nb::object> tensors = items(get(spec, "tensors", "", true), "tensors");
-  for (size_t i = 0; i < tensors.size(); ++i) s.tensors.push_back(to_tensor(tensors[i], i));
-  std::vector<nb::object> tasks = items(get(spec, "tasks", "", true), "tasks");
-  for (size_t i = 0; i < tasks.size(); ++i) s.tasks.push_back(to_task(tasks[i], i));
-  s.inputs = to_ints(get(spec, "inputs", "", true), "inputs");
-  s.outputs = to_ints(get(spec, "outputs", "", true), "outputs");
+  ge::ModelSpec s = to_model_spec(spec);  // generated (spec_read_gen.inc): all but the weights
 
   // "weights": one uint8 array, or a list of them (segments of the weight region).
   std::vector<nb::object> keep;  // the arrays used in place, or the copies load() reads

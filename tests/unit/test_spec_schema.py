@@ -1,5 +1,5 @@
-"""The device-program schema is written once: engine/model.py's TensorSlot and Task, from
-which runtime_ext/tools/gen_spec.py generates the native structs and readers."""
+"""The device-program schema is written once: engine/model.py's ModelSpec, TensorSlot and
+Task, from which runtime_ext/tools/gen_spec.py generates the native structs and readers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from graphengine import _runtime
-from graphengine.engine.model import Task, TensorSlot
+from graphengine.engine.model import ModelSpec, Task, TensorSlot
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_the_generated_native_side_is_up_to_date():
     gen = _generator()
     assert gen.main(["--check"]) == 0, "run python runtime_ext/tools/gen_spec.py"
     header = (ROOT / "runtime_ext/src/spec_gen.h").read_text()
-    for cls in (TensorSlot, Task):
+    for cls in (ModelSpec, TensorSlot, Task):
         for field in dataclasses.fields(cls):
             assert f" {field.name}" in header, (cls.__name__, field.name)
 
@@ -54,3 +54,22 @@ def test_the_readers_follow_the_dataclasses_rules():
     del bad["tensors"][1]["offset"]
     with pytest.raises(_runtime.InvalidArgument, match=r"tensors\[1\].*offset"):
         _runtime.Model(device, bad, 1)
+
+
+def test_the_model_level_fields_are_read_by_the_generated_reader():
+    """ModelSpec's own fields: required ones named when absent, optional ones defaulted,
+    each read as its type; the spec a DeviceProgram makes is a ModelSpec field for field."""
+    device = _runtime.Device(1)
+    kernel = {"kind": "kernel", "name": "relu", "op": "Relu", "inputs": [0], "outputs": [1]}
+    good = _spec(**kernel)
+    for required in ("arena_bytes", "tensors", "tasks", "inputs", "outputs"):
+        bad = {k: v for k, v in good.items() if k != required}
+        with pytest.raises(_runtime.InvalidArgument, match=required):
+            _runtime.Model(device, bad, 1)
+    optional = {k: v for k, v in good.items() if k not in ("name", "num_streams", "num_events")}
+    assert _runtime.Model(device, optional, 1).name == ""
+    with pytest.raises(_runtime.InvalidArgument, match="channels_last"):
+        _runtime.Model(device, dict(good, channels_last="yes"), 1)
+    assert _runtime.Model(device, dict(good, channels_last=False, threads_per_stream=None), 1)
+    spec = ModelSpec(arena_bytes=128, tensors=[], tasks=[], inputs=[], outputs=[]).to_dict()
+    assert list(spec) == [f.name for f in dataclasses.fields(ModelSpec)]
