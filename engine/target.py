@@ -1,7 +1,7 @@
 """The compile target: what the device a model is compiled for can run, asked in one place.
 
 Placement (which kernels exist, for which dtypes and shapes), layout (the blocked format, a
-TransData kernel), fusion (rows that need a fused kernel: attention, conv blocks and heads)
+TransData kernel), fusion (rows that need a fused kernel: attention, ConvDw, ConvBlock, ConvHead)
 and task generation (how many weight segments a model may have) read a `Target` passed to
 them, instead of each asking the native runtime itself. A backend is a registered factory:
 `host` (the native runtime with oneDNN, this machine) is the one there is; a CUDA or Ascend
@@ -28,7 +28,7 @@ class Target:
     # the device runs that kernel on these dtypes and shapes (GE's kernel info store)
     kernel_info: KernelInfo = dataclasses.field(repr=False, compare=False)
     blocked_format: str = ""  # the blocked activation format its convolutions prefer, or ""
-    conv_blocks: bool = False  # runs fused inverted-residual blocks and classifier heads
+    conv_blocks: bool = False  # its ConvBlock and ConvHead kernels run (the block kernels' ISA)
     max_weight_segments: int = 1  # weight buffers one loaded model may take in place
     threads: int = 1  # the compute threads of the machine it runs on
 

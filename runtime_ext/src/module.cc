@@ -659,7 +659,7 @@ NB_MODULE(_runtime, m) {
         "tests run both paths. GE_NO_AVX512 in the environment starts with them forbidden.");
   m.def(
       "conv_block_available", [] { return ge::block::available(); },
-      "Whether Conv nodes with a fused projection (pw=1, the conv_block fusion) run here (AVX-512).");
+      "Whether the ConvBlock and ConvHead kernels (the conv_block and conv_head fusions) run here (AVX-512).");
   m.def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
         "device"_a = nb::none(),
         "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "
