@@ -13,26 +13,33 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Graph, Node
+from .ops.conv_fused import CONV_BLOCK, CONV_DW, CONV_HEAD
 
-COUNTED = ("Conv", "MatMul", "Gemm")
+COUNTED = ("Conv", "MatMul", "Gemm", CONV_DW, CONV_BLOCK, CONV_HEAD)
 
 
 def node_flops(node: Node) -> float:
     """FLOPs of one Conv / MatMul / Gemm node with static shapes; 0.0 for anything else.
 
-    Also counts the convolutions fused into one Conv node that carry their own marks (the
-    depthwise stage of `_dw`: 9 taps per output)."""
+    A fused convolution (ConvDw, ConvBlock, ConvHead) counts what it counted as a Conv node
+    with private attributes, before it was an op of its own: its first convolution's weights
+    over the output's elements, plus 9 taps per output for a depthwise stage after an
+    expansion. That undercounts (a block's projection, a stride-2 expansion and a head's
+    classifier are missed) and is kept on purpose: the batch split decides on these counts
+    (optimize/batch_split.py), and the same graphs must split as they did."""
     if node.op_type not in COUNTED or not node.outputs:
         return 0.0
     out = node.outputs[0].meta
     if out is None or not out.is_static:
         return 0.0
-    if node.op_type == "Conv":
-        w = node.input(1)
+    if node.op_type not in ("MatMul", "Gemm"):
+        block = node.op_type == CONV_BLOCK
+        expands = node.op_type == CONV_DW or (block and node.input(1) is not None)
+        w = node.input(3) if block and not expands else node.input(1)
         if w is None or w.meta is None or not w.meta.is_static:
             return 0.0
         flops = 2.0 * out.numel * float(np.prod(w.meta.shape[1:]))
-        if node.attrs.get("_dw"):
+        if expands:
             flops += 18.0 * out.numel
         return flops
     a = node.input(0)

@@ -5,7 +5,9 @@ gears of a symbolic dim, e.g. batch 1, 4 and 16). All integers are little-endian
 
     offset size  field
     0      4     magic b"GEOM"
-    4      2     format version (FORMAT_VERSION; a reader refuses newer versions)
+    4      2     format version (FORMAT_VERSION; a reader refuses newer versions and reads
+                 older ones: version 1 ran the fused convolutions as Conv tasks, see
+                 _fused_conv_v1)
     6      2     flags: bit 0 = several compiled signatures (gears); other bits must be 0
     8      4     header length H (64; a later layout may grow it, readers skip the rest)
     12     4     reserved, 0
@@ -53,7 +55,7 @@ from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_d
 from .offline_codec import ALIGN, Reader, Writer, align, array_bytes, check_nesting, plain
 
 MAGIC = b"GEOM"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FLAG_GEARS = 0x1
 _HEADER = struct.Struct("<4sHHIIQQQQI12x")
 HEADER_SIZE = _HEADER.size  # 64
@@ -269,7 +271,32 @@ def load_all(data: bytes | bytearray | memoryview | np.ndarray) -> OfflineModel:
             check_dataflow(m)
         except InvalidGraph as exc:
             raise InvalidModel(f"offline model is inconsistent: {exc.message}") from None
+        if head["format_version"] < 2:
+            for prog in m.programs:
+                for task in prog.tasks if isinstance(prog, DeviceProgram) else ():
+                    if task.kind == "kernel" and task.op == "Conv":
+                        task.op, task.attrs = _fused_conv_v1(task.attrs)
     return OfflineModel(name, models, gear)
+
+
+def _fused_conv_v1(attrs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A version-1 Conv task as the kernel it is now: version 1 ran the fused convolutions
+    as Conv tasks marked dw=1 (ConvDw), pw=1 (ConvBlock; dw=1 when it had an expansion, else
+    its `activation` was the depthwise stage's) and head=1 (ConvHead, head_trans_b default 1),
+    which are kernels of their own since version 2."""
+    a = dict(attrs)
+    head, pw, dw = (a.pop(key, 0) for key in ("head", "pw", "dw"))
+    if head:
+        a["trans_b"] = a.pop("head_trans_b", 1)
+        return "ConvHead", a
+    if pw:
+        a["expand"] = dw
+        if not dw:
+            for key in ("activation", "activation_alpha", "activation_beta"):
+                if key in a:
+                    a[f"dw_{key}"] = a.pop(key)
+        return "ConvBlock", a
+    return ("ConvDw" if dw else "Conv"), a
 
 
 def is_offline_model(model: Any) -> bool:

@@ -1,7 +1,7 @@
 """The compile target: what the device a model is compiled for can run, asked in one place.
 
 Placement (which kernels exist, for which dtypes and shapes), layout (the blocked format, a
-TransData kernel), fusion (rows that need a fused kernel: attention, conv blocks and heads)
+TransData kernel), fusion (rows that need a fused kernel: attention, ConvDw, ConvBlock, ConvHead)
 and task generation (how many weight segments a model may have) read a `Target` passed to
 them, instead of each asking the native runtime itself. A backend is a registered factory:
 each backend of the native runtime (`_runtime.backends()`: `host`, the CPU through oneDNN)
@@ -29,7 +29,7 @@ class Target:
     # the device runs that kernel on these dtypes and shapes (GE's kernel info store)
     kernel_info: KernelInfo = dataclasses.field(repr=False, compare=False)
     blocked_format: str = ""  # the blocked activation format its convolutions prefer, or ""
-    conv_blocks: bool = False  # runs fused inverted-residual blocks and classifier heads
+    conv_blocks: bool = False  # its ConvBlock and ConvHead kernels run (the block kernels' ISA)
     # its Conv, MatMul and Gemm kernels take fused epilogues (bias, residual sum, activation)
     epilogues: bool = False
     max_weight_segments: int = 1  # weight buffers one loaded model may take in place

@@ -179,31 +179,14 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
                            f"its lowering declines: {kernel}", node=node.name)
     attrs = dict(kernel.attrs)
     inputs = [ins[i] if i >= 0 else -1 for i in kernel.inputs]
-    # Fused epilogues (see optimize/fusion/) travel as "_"-prefixed node attributes.
+    # Fused epilogues of a Conv/MatMul/Gemm (see optimize/fusion/) travel as "_"-prefixed node
+    # attributes; fused kernels (ConvBlock...) are ops of their own, lowered by their schemas.
     if node.attrs.get("_has_bias"):
         attrs["has_bias"] = 1
         inputs.append(ins[2])
     for key in ("_activation", "_activation_alpha", "_activation_beta"):
         if key in node.attrs:
             attrs[key[1:]] = node.attrs[key]
-    if node.attrs.get("_dw"):  # depthwise post-op (optimize/fusion/conv_dw.py)
-        at = node.attrs["_dw_input"]
-        attrs["dw"], attrs["dw_stride"] = 1, node.attrs["_dw_stride"]
-        for key in ("_dw_activation", "_dw_activation_alpha", "_dw_activation_beta"):
-            if key in node.attrs:
-                attrs[key[1:]] = node.attrs[key]
-        inputs += [ins[at], ins[at + 1]]
-    if node.attrs.get("_pw"):  # projection stage (optimize/fusion/conv_block.py)
-        at = node.attrs["_pw_input"]
-        attrs["pw"] = 1
-        for key in ("_pw_activation", "_pw_activation_alpha", "_pw_activation_beta"):
-            if key in node.attrs:
-                attrs[key[1:]] = node.attrs[key]
-        inputs += [ins[at], ins[at + 1]]
-    if node.attrs.get("_head"):  # pool + fully connected layer (optimize/fusion/conv_head.py)
-        at = node.attrs["_head_input"]
-        attrs["head"], attrs["head_trans_b"] = 1, node.attrs["_head_trans_b"]
-        inputs = list(ins[:at + 2])  # X, W, B, the fc weight and its bias
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])

@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     contrib_ms,
     control,
     conv,
+    conv_fused,
     creation,
     detection,
     elementwise,

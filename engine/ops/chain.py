@@ -44,8 +44,18 @@ def _infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return [out(dt, shape_in(node, 0))]
 
 
-def _step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
-          beta: float) -> np.ndarray:
+def reference(name: str, ins: list[np.ndarray | None], attrs: dict[str, Any] | None = None
+              ) -> np.ndarray:
+    """Output 0 of op `name`'s reference kernel on `ins`, its attribute defaults filled in:
+    what an unfused node of that op computes."""
+    schema = registry.get(name)
+    full = {k: spec.default for k, spec in schema.attrs.items() if spec.default is not REQUIRED}
+    full.update(attrs or {}, _n_outputs=1)
+    return schema.compute(ins, full)[0]
+
+
+def run_step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
+             beta: float) -> np.ndarray:
     """One step with the step op's own reference kernel (what the unfused node computes)."""
     name, attrs, extra = op, {}, []
     if op == "GeluTanh":
@@ -56,18 +66,14 @@ def _step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
         attrs = {"alpha": alpha, "beta": beta}
     elif op == "Clip":
         extra = [np.asarray(alpha, x.dtype), np.asarray(beta, x.dtype)]
-    schema = registry.get(name)
-    full = {k: spec.default for k, spec in schema.attrs.items() if spec.default is not REQUIRED}
-    full.update(attrs, _n_outputs=1)
-    ins = [x] + ([operand] if operand is not None else []) + extra
-    return schema.compute(ins, full)[0]
+    return reference(name, [x] + ([operand] if operand is not None else []) + extra, attrs)
 
 
 def _compute(inputs: list[np.ndarray], a: dict[str, Any]) -> list[np.ndarray]:
     y = inputs[0]
     with np.errstate(all="ignore"):
         for op, k, alpha, beta in zip(a["ops"], a["operands"], a["alphas"], a["betas"]):
-            y = _step(op, y, inputs[k] if k >= 0 else None, alpha, beta)
+            y = run_step(op, y, inputs[k] if k >= 0 else None, alpha, beta)
     return [y]
 
 

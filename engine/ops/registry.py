@@ -53,7 +53,8 @@ class Layout(enum.Enum):
     (runtime_ext/src/host/op_table.cc, LayoutRule)."""
 
     PLAIN = "plain"  # every operand plain NCHW: the layout pass converts around the node
-    CONV = "conv"  # data input (and a fused residual) and output in any format, padded too
+    CONV = "conv"  # data input (and a residual) and output in any format, padded too; an
+    #                output that is not 4-D (ConvHead's [N, classes]) is plain
     UNIFORM = "uniform"  # data input 0 and the output share the region's format
     ELEMENTWISE = "elementwise"  # like UNIFORM when every input has the output's shape
     CHAIN = "chain"  # ELEMENTWISE that also takes constant scalars (EltwiseChain)
@@ -98,6 +99,9 @@ class OpSchema:
     # Output i may share input j's memory (Reshape, Flatten, Squeeze...): {i: j}.
     alias: Mapping[int, int] = dataclasses.field(default_factory=dict)
     layout: Layout = Layout.PLAIN  # what the device kernel does with formats
+    # Layout.CONV: the input the kernel adds to its output (a residual), read in the output's
+    # format like input 0 (ConvBlock's R); a Conv's fused residual is its `_sum_input`.
+    residual: int | None = None
 
     def attrs_of(self, node: Node) -> dict[str, Any]:
         """The node's attributes with defaults filled in; raises on missing/unknown ones."""

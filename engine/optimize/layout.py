@@ -38,6 +38,7 @@ from __future__ import annotations
 from .. import ops
 from ..dtypes import DType
 from ..ir import Engine, Graph, Node, Value
+from ..ops.conv_fused import DEPTHWISE
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
 from ..target import Target
@@ -105,9 +106,11 @@ def _is_act4d(v: Value | None) -> bool:
 
 
 def _is_head(node: Node) -> bool:
-    """A Conv that ends in a pool and a fully connected layer (fusion_conv_head): it reads
-    its input in any format and writes a plain [N, classes]."""
-    return layout_of(node) is Layout.CONV and bool(node.attrs.get("_head"))
+    """A convolution whose output is not 4-D (ConvHead: a pool and a fully connected layer
+    follow the Conv, optimize/fusion/conv_head.py): it reads its input in any format and
+    writes a plain [N, classes]."""
+    out = node.outputs[0].meta if node.outputs else None
+    return layout_of(node) is Layout.CONV and out is not None and out.rank != 4
 
 
 def _agnostic(node: Node) -> bool:
@@ -145,8 +148,15 @@ def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
 def _reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
     if layout_of(node) in (Layout.CONV, Layout.UNIFORM):
-        return index == 0 or (node.attrs.get("_sum") and index == node.attrs["_sum_input"])
+        return index == 0 or index == _residual(node)
     return True
+
+
+def _residual(node: Node) -> int | None:
+    """The input a node adds to its output (a Conv's fused `_sum`, ConvBlock's R)."""
+    if node.attrs.get("_sum"):
+        return node.attrs["_sum_input"]
+    return ops.get(node.op_type, node).residual
 
 
 def storage_nbytes(v: Value) -> int:
@@ -171,11 +181,11 @@ def region_format(graph: Graph, requested: str = "auto", target: Target | None =
 
 
 def _is_depthwise(node: Node) -> bool:
-    """A device Conv that is (or, fused, ends in) a depthwise convolution."""
+    """A device convolution that is (or, fused, has) a depthwise convolution."""
     if layout_of(node) is not Layout.CONV or node.meta.engine is not Engine.DEVICE:
         return False
     x, group = node.input(0), node.attrs.get("group", 1)
-    return bool(node.attrs.get("_dw")) or (
+    return node.op_type in DEPTHWISE or (
         group > 1 and x is not None and x.meta is not None and x.meta.rank == 4
         and x.meta.shape[1] == group)
 

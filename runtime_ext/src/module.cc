@@ -700,7 +700,7 @@ NB_MODULE(_runtime, m) {
         "tests run both paths. GE_NO_AVX512 in the environment starts with them forbidden.");
   m.def(
       "conv_block_available", [] { return host_device().caps().conv_blocks; },
-      "Whether the host runs the fused conv block and head kernels (AVX-512).");
+      "Whether the host runs the ConvBlock and ConvHead kernels (the conv_block and conv_head fusions): AVX-512.");
   m.def(
       "kernel_info",
       [](const std::string& op, nb::handle dtypes, nb::handle shapes, nb::handle attrs) {

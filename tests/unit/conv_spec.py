@@ -1,19 +1,22 @@
-"""Helpers of the fused-Conv tests (fusion_conv_dw, fusion_conv_block, fusion_conv_head): a
-runtime model of one fused Conv task (SpecBuilder), for the kernels' own checks, and the
-count of Conv tasks a compile placed."""
+"""Helpers of the fused-convolution tests (fusion_conv_dw, fusion_conv_block,
+fusion_conv_head): a runtime model of one convolution task (SpecBuilder), for the kernels'
+own checks, and the convolution nodes a compile placed."""
+
+from collections import Counter
 
 import numpy as np
 
+from graphengine.engine.ops.conv_fused import FUSED_CONVS
 from tests.unit.test_runtime import SpecBuilder
 
 CONV_ATTRS = {"group": 1, "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1]}
 
 
 def conv_task_spec(shapes: dict, arena: set, inputs: list, output: int, attrs: dict,
-                   task: str) -> dict:
+                   task: str, op: str = "Conv") -> dict:
     """Float32 tensors `shapes` (name -> shape, indexed in that order): the first is the
     model's input, those named in `arena` are computed values, the rest zero constants;
-    `output` (an index) is the model's output; one Conv task named `task` reads `inputs` and
+    `output` (an index) is the model's output; one `op` task named `task` reads `inputs` and
     writes `output`."""
     b = SpecBuilder()
     for i, (name, shape) in enumerate(shapes.items()):
@@ -24,10 +27,13 @@ def conv_task_spec(shapes: dict, arena: set, inputs: list, output: int, attrs: d
         else:
             b.const(name, np.zeros(shape, np.float32))
     b.outputs.append(output)
-    b.kernel("Conv", inputs, [output], name=task, **{**CONV_ATTRS, **attrs})
+    b.kernel(op, inputs, [output], name=task, **{**CONV_ATTRS, **attrs})
     return b.spec()
 
 
-def conv_tasks(compiled) -> int:
-    """Conv nodes the compiled model runs (after fusion)."""
-    return sum(1 for p in compiled.report.placements if p.op_type == "Conv")
+def conv_ops(compiled) -> Counter:
+    """The op types of the convolution nodes the compiled model runs (after fusion): Conv and
+    the fused ones (graphengine.ConvDw, .ConvBlock, .ConvHead)."""
+    return Counter(p.op_type for p in compiled.report.placements
+                   if p.op_type == "Conv" or p.op_type in FUSED_CONVS)
+

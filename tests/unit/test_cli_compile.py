@@ -95,7 +95,7 @@ def test_compile_gears_then_inspect(models: pathlib.Path, tmp_path: pathlib.Path
 
     code, out, err = run(capsys, "inspect", out_path)
     assert code == 0, err
-    assert out.startswith("offline model 'mlp' (GEOM format 1, ")
+    assert out.startswith(f"offline model 'mlp' (GEOM format {offline.FORMAT_VERSION}, ")
     assert "signature: input: float32[batch,16] -> output: float32[batch,4]" in out
     assert "gears: batch = 1, 4, 16" in out
     assert "model 2/3: input: float32[4,16] -> output: float32[4,4]" in out

@@ -1,5 +1,5 @@
-"""Fusion row conv_block: expand -> depthwise -> project (+ residual) as one Conv node, run by
-the runtime's inverted-residual block kernel (runtime_ext/src/host/conv_block.cc)."""
+"""Fusion row conv_block: expand -> depthwise -> project (+ residual) as one graphengine.ConvBlock
+node, run by the runtime's inverted-residual block kernel (runtime_ext/src/host/conv_block.cc)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -8,19 +8,21 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graphengine import _runtime
 from graphengine.engine.importers import load_model
+from graphengine.engine.ops.conv_fused import CONV_BLOCK, CONV_DW, CONV_HEAD
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import default_device, load
-from tests.unit.conv_spec import CONV_ATTRS, conv_task_spec, conv_tasks
+from tests.unit.conv_spec import CONV_ATTRS, conv_ops, conv_task_spec
 from tests.unit.test_runtime import SpecBuilder
 
 RNG = np.random.default_rng(11)
-BLOCK = "Conv block"
+BLOCK = "ConvBlock:"
 
 # The block kernel needs AVX-512: elsewhere the row must not fire and the graphs run on the
-# unfused kernels (same numbers), and a pw=1 spec is refused.
+# unfused kernels (same numbers), and a ConvBlock spec is refused.
 AVAILABLE = _runtime.conv_block_available()
 FUSED = 1 if AVAILABLE else 0
-CONVS = 1 if AVAILABLE else 2  # block, or expand+depthwise (or depthwise) and projection
+# the block, or else expand+depthwise (ConvDw) and the projection
+CONVS = {CONV_BLOCK: 1} if AVAILABLE else {CONV_DW: 1, "Conv": 1}
 
 
 def _model(nodes, inits, out):
@@ -102,7 +104,7 @@ def test_block_matches_onnxruntime(threads, stride, shape):
     x = RNG.normal(size=shape).astype(np.float32)
     compiled = _run(_block(stride=stride), x, threads=threads)
     assert len(_blocks(compiled)) == FUSED
-    assert conv_tasks(compiled) == CONVS
+    assert conv_ops(compiled) == CONVS
     assert any("residual" in f for f in compiled.report.fusions) == (stride == 1)
 
 
@@ -134,7 +136,7 @@ def test_block_without_expand(stride, threads):
     x = RNG.normal(size=(1, 32, 15, 15)).astype(np.float32)
     compiled = _run(_block(c=32, p=16, stride=stride, expand=False), x, threads=threads)
     assert len(_blocks(compiled)) == FUSED
-    assert conv_tasks(compiled) == CONVS
+    assert conv_ops(compiled) == ({CONV_BLOCK: 1} if AVAILABLE else {"Conv": 2})
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -162,7 +164,9 @@ def test_zoo_mobilenetv2_is_one_kernel_per_block():
                     and any(a.name == "group" and a.i > 1 for a in n.attribute))
     assert len(_blocks(compiled)) == depthwise * FUSED  # every block, the first one included
     # and its head (1x1 Conv, pool, Flatten, Gemm: fusion_conv_head)
-    assert sum(f.startswith("Conv head") for f in compiled.report.fusions) == FUSED
+    assert sum(f.startswith("ConvHead:") for f in compiled.report.fusions) == FUSED
+    if AVAILABLE:  # the first convolution (of the image) stays a Conv
+        assert conv_ops(compiled) == {"Conv": 1, CONV_BLOCK: depthwise, CONV_HEAD: 1}
 
 
 # ---- the runtime kernel's checks (bad specs give InvalidArgument naming the node) ------
@@ -173,10 +177,10 @@ def _spec(pw_shape=(8, 16, 1, 1), pb_shape=(8,), y_shape=(1, 8, 6, 6), attrs=Non
     if residual_shape:
         shapes["r"] = list(residual_shape)
     arena = {"x", "y", "r"} | ({"wp"} if pw_region == "arena" else set())
-    task_attrs = {"dw": 1, "dw_stride": 1, "pw": 1, **({"sum": 1} if residual_shape else {}),
+    task_attrs = {"expand": 1, "dw_stride": 1, **({"sum": 1} if residual_shape else {}),
                   **(attrs or {})}
     inputs = [0, 1, 2, 3, 4, 5, 6] + ([8] if residual_shape else [])
-    return conv_task_spec(shapes, arena, inputs, 7, task_attrs, "fused_block")
+    return conv_task_spec(shapes, arena, inputs, 7, task_attrs, "fused_block", op="ConvBlock")
 
 
 def test_kernel_runs_a_valid_spec():
@@ -224,8 +228,8 @@ def test_kernel_block_without_expand_reads_whole_channel_blocks(x_format, channe
           [("wd", [c, 1, 3, 3]), ("bd", [c]), ("wp", [8, c, 1, 1]), ("bp", [8])]]
     y = b.tensor("y", "float32", [1, 8, 6, 6])
     b.outputs.append(y)
-    b.kernel("Conv", [xt, *ws], [y], name="fused_block", **{**CONV_ATTRS, "group": c,
-                                                             "pads": [1, 1, 1, 1], "pw": 1})
+    b.kernel("ConvBlock", [xt, *ws], [y], name="fused_block",
+             **{**CONV_ATTRS, "group": c, "pads": [1, 1, 1, 1]})
     spec = b.spec()
     if not AVAILABLE:
         with pytest.raises(_runtime.InvalidArgument, match="needs AVX-512"):

@@ -1,4 +1,5 @@
-"""Fusion row conv_dw: 1x1 Conv + 3x3 depthwise Conv as one node (oneDNN depthwise post-op)."""
+"""Fusion row conv_dw: 1x1 Conv + 3x3 depthwise Conv as one graphengine.ConvDw node (oneDNN
+depthwise post-op)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -7,12 +8,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graphengine import _runtime
 from graphengine.engine.importers import load_model
+from graphengine.engine.ops.conv_fused import CONV_BLOCK, CONV_DW
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import load
-from tests.unit.conv_spec import conv_task_spec, conv_tasks
+from tests.unit.conv_spec import conv_ops, conv_task_spec
 
 RNG = np.random.default_rng(7)
-DW = "Conv+Conv(depthwise)"
+DW = "ConvDw:"
 
 
 def _model(nodes, x_shape, outputs, inits):
@@ -96,7 +98,11 @@ def test_pair_fuses_and_matches_onnxruntime(stride, acts):
     x = RNG.normal(size=(2, 8, 9, 10)).astype(np.float32)
     compiled = _run(_block(stride=stride, act1=acts[0], act2=acts[1]), x)
     assert len(_dw_fusions(compiled)) == 1
-    assert conv_tasks(compiled) == 1
+    assert conv_ops(compiled) == {CONV_DW: 1}
+    (task,) = [t for p in compiled.programs for t in getattr(p, "tasks", []) if t.kind == "kernel"
+               and t.op != "TransData"]
+    assert task.op == "ConvDw" and task.attrs["dw_stride"] == stride
+    assert not any(k.startswith("_") or k == "dw" for k in task.attrs)
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 7, 7), (3, 8, 16, 16), (1, 8, 1, 1), (2, 8, 2, 5)])
@@ -115,7 +121,8 @@ def test_inverted_residual_block(stride):
     compiled = _run(_block(stride=stride, project=True, residual=residual), x)
     assert len(_dw_fusions(compiled)) == 1
     # the projection joins too where the block kernel runs (test_fusion_conv_block.py)
-    assert conv_tasks(compiled) == (1 if _runtime.conv_block_available() else 2)
+    assert conv_ops(compiled) == ({CONV_BLOCK: 1} if _runtime.conv_block_available()
+                                  else {CONV_DW: 1, "Conv": 1})
     assert any("residual" in f for f in compiled.report.fusions) == residual
 
 
@@ -181,9 +188,9 @@ def _spec(dw_w_shape=(16, 1, 3, 3), dw_b_shape=(16,), stride=1, y_hw=6, pw=(16, 
     shapes = {"x": [1, 8, 6, 6], "w": list(pw), "b": [pw[0]], "dww": list(dw_w_shape),
               "dwb": list(dw_b_shape), "y": [1, pw[0], y_hw, y_hw]}
     arena = {"x", "y"} | ({"dww"} if dw_w_region == "arena" else set())
-    task_attrs = {"dw": 1, "dw_stride": stride, **({"sum": 1} if sum_ else {}), **(attrs or {})}
+    task_attrs = {"dw_stride": stride, **({"sum": 1} if sum_ else {}), **(attrs or {})}
     return conv_task_spec(shapes, arena, [0, 1, 2, 3, 4] + ([0] if sum_ else []), 5, task_attrs,
-                          "fused_conv")
+                          "fused_conv", op="ConvDw")
 
 
 def test_kernel_runs_a_valid_spec():
@@ -210,3 +217,34 @@ def test_kernel_rejects_bad_specs(kwargs, message):
     with pytest.raises(_runtime.InvalidArgument, match=message) as err:
         _runtime.Model(_runtime.Device(1), _spec(**kwargs))
     assert "fused_conv" in str(err.value)
+
+
+def test_the_plain_conv_kernel_has_no_fused_variants():
+    # The depthwise stage is ConvDw's: a Conv task that asks for it by attribute (as fused
+    # Conv nodes once did) is refused, not run as something else
+    spec = _spec()
+    (task,) = spec["tasks"]
+    task["op"], task["attrs"]["dw"] = "Conv", 1
+    with pytest.raises(_runtime.InvalidArgument, match="expected 2 or 3 inputs") as err:
+        _runtime.Model(_runtime.Device(1), spec)
+    assert "fused_conv" in str(err.value)
+    info = _runtime.kernel_info("Conv", ["float32"] * 5, [[1, 8, 6, 6], [16, 8, 1, 1], [16],
+                                                          [16, 1, 3, 3], [16]], {"dw": 1})
+    assert not info["supported"] and "takes 2 to 4 inputs" in info["reason"]
+
+
+def test_row_needs_the_target_s_convdw_kernel(monkeypatch):
+    # a backend without the ConvDw kernel keeps the two Convs (engine/target.py)
+    import dataclasses
+
+    from graphengine.engine import target as targets
+
+    host = targets.get("host")
+    monkeypatch.setitem(targets._FACTORIES, "no_convdw", lambda: dataclasses.replace(
+        host, name="no_convdw", ops=host.ops - {"ConvDw", "ConvBlock"}, conv_blocks=False))
+    model = _block()
+    x = RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    model.graph.input[0].CopyFrom(
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)))
+    compiled = compile_graph(load_model(model), CompileOptions(target="no_convdw"))
+    assert _dw_fusions(compiled) == [] and conv_ops(compiled) == {"Conv": 2}

@@ -1,5 +1,6 @@
-"""Fusion row conv_head: 1x1 Conv -> GlobalAveragePool -> Flatten -> Gemm as one Conv node,
-run by the runtime's head kernel (block::Head in runtime_ext/src/host/conv_block.cc)."""
+"""Fusion row conv_head: 1x1 Conv -> GlobalAveragePool -> Flatten -> Gemm as one
+graphengine.ConvHead node, run by the runtime's head kernel (block::Head in
+runtime_ext/src/host/conv_block.cc)."""
 
 import numpy as np
 import onnxruntime as ort
@@ -13,10 +14,10 @@ from graphengine.engine.runtime import default_device, load
 from tests.unit.conv_spec import conv_task_spec
 
 RNG = np.random.default_rng(17)
-HEAD = "Conv head"
+HEAD = "ConvHead:"
 
 # The head kernel needs AVX-512: elsewhere the row must not fire and the graphs run on the
-# unfused kernels (same numbers), and a head=1 spec is refused.
+# unfused kernels (same numbers), and a ConvHead spec is refused.
 AVAILABLE = _runtime.conv_block_available()
 FUSED = 1 if AVAILABLE else 0
 
@@ -88,7 +89,7 @@ def test_head_matches_onnxruntime(threads, shape, m, classes):
     tasks = [t for native in loaded.natives.values() for t in native.profile()]
     assert ("head avx512" in [t["impl"] for t in tasks]) == AVAILABLE
     ops = sorted(t["op"] for t in tasks if t["op"] != "TransData")  # the input into NHWC
-    assert ops == (["Conv"] if AVAILABLE else ["Conv", "Gemm", "GlobalAveragePool"])
+    assert ops == (["ConvHead"] if AVAILABLE else ["Conv", "Gemm", "GlobalAveragePool"])
 
 
 @pytest.mark.parametrize("layout", [{"layout_format": "nhwc"}, {"layout_format": "nChw16c"},
@@ -134,8 +135,8 @@ def _spec(x_shape=(1, 8, 3, 3), w_shape=(16, 8, 1, 1), fc_shape=(5, 16), fcb_sha
     shapes = {"x": list(x_shape), "w": list(w_shape), "b": [w_shape[0]], "fc": list(fc_shape),
               "fcb": list(fcb_shape), "y": list(y_shape)}
     arena = {"x", "y"} | ({"fc"} if fc_region == "arena" else set())
-    return conv_task_spec(shapes, arena, [0, 1, 2, 3, 4], 5,
-                          {"head": 1, "head_trans_b": 1, **(attrs or {})}, "fused_head")
+    return conv_task_spec(shapes, arena, [0, 1, 2, 3, 4], 5, {"trans_b": 1, **(attrs or {})},
+                          "fused_head", op="ConvHead")
 
 
 def test_kernel_runs_a_valid_spec():
@@ -159,7 +160,7 @@ def test_kernel_runs_a_valid_spec():
     ({"x_shape": (5, 8, 3, 3), "y_shape": (5, 5)}, "batches of 1 to 4"),
     ({"fc_region": "arena"}, "fc weight must be a constant"),
     ({"attrs": {"activation": "Sigmoid"}}, "Relu or Clip only"),
-    ({"attrs": {"pw": 1}}, "takes no sum, dw or pw"),
+    ({"attrs": {"sum": 1}}, "takes no residual"),
 ])
 def test_kernel_rejects_bad_specs(kwargs, message):
     with pytest.raises(_runtime.InvalidArgument,

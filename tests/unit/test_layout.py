@@ -7,6 +7,7 @@ import pytest
 from graphengine import _runtime
 from graphengine.engine.importers import load_model
 from graphengine.engine.model import DeviceProgram
+from graphengine.engine.ops.conv_fused import CONV_HEAD
 from graphengine.engine.optimize import layout
 from graphengine.engine.passes import PassManager
 from graphengine.engine.pipeline import CompileOptions, bind_shapes, compile_graph, stages
@@ -45,7 +46,7 @@ def test_mobilenet_has_no_inverse_pairs(monkeypatch):
     assert sum(n.op_type == "TransData" for n in g.nodes) == 1
     # the pool's [N,C,1,1] -> Flatten is a FormatView, unless the conv_head row took the
     # head (Conv, pool, Flatten, Gemm: one node reading the region's format)
-    heads = sum(bool(n.attrs.get("_head")) for n in g.nodes)
+    heads = sum(n.op_type == CONV_HEAD for n in g.nodes)
     assert heads == int(_runtime.conv_block_available())
     assert sum(n.op_type == "FormatView" for n in g.nodes) == 1 - heads
 

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from graphengine import _runtime
 from graphengine.engine.errors import InvalidInput
 from graphengine.engine.importers import load_model
+from graphengine.engine.ops.conv_fused import CONV_BLOCK, CONV_DW, CONV_HEAD
 from graphengine.engine.optimize import layout
 from graphengine.engine.passes import PassManager
 from graphengine.engine.pipeline import CompileOptions, bind_shapes, compile_graph, stages
@@ -67,7 +68,7 @@ def test_blocked_region_keeps_transdata_at_the_edges_only():
     # the head fused (conv_head) the head reads the region's format and writes [N, classes]
     assert not any(n.op_type == "TransData" for n in g.nodes)
     views = [n for n in g.nodes if n.op_type == "FormatView"]
-    heads = [n for n in g.nodes if n.attrs.get("_head")]
+    heads = [n for n in g.nodes if n.op_type == CONV_HEAD]
     if _runtime.conv_block_available():
         assert views == [] and len(heads) == 1
         assert heads[0].inputs[0].format == "nChw16c" and not heads[0].outputs[0].format
@@ -76,7 +77,8 @@ def test_blocked_region_keeps_transdata_at_the_edges_only():
         assert view.attrs == {"src_format": "nChw16c", "dst_format": "nchw"} and heads == []
     first = next(n for n in g.nodes if n.op_type == "Conv")
     assert first.inputs[0] in g.inputs
-    convs = [n for n in g.nodes if n.op_type == "Conv" and n not in heads]
+    convs = [n for n in g.nodes if n.op_type in ("Conv", CONV_DW, CONV_BLOCK)]
+    assert len(convs) > 1
     assert all(c.outputs[0].format == "nChw16c" for c in convs)
     padded = [c.outputs[0] for c in convs if c.outputs[0].meta.shape[1] % 16]
     assert padded, "the model should have channel counts that are not multiples of 16"
@@ -154,7 +156,7 @@ def test_auto_picks_the_cpu_blocked_format_for_depthwise_graphs_only():
     mobile = optimized(zoo.mobilenetv2(width_mult=0.35, image=32, classes=10), "auto")
     resnet = optimized(zoo.resnet(depths=(1, 1, 1, 1), width=8, image=32, classes=10), "auto")
     conv_formats = {n.outputs[0].format for n in mobile.nodes
-                    if n.op_type == "Conv" and not n.attrs.get("_head")}  # [N, classes]
+                    if n.op_type in ("Conv", CONV_DW, CONV_BLOCK)}  # not ConvHead's [N, classes]
     assert conv_formats == {blocked or "nhwc"}
     assert {n.outputs[0].format for n in resnet.nodes if n.op_type == "Conv"} == {"nhwc"}
 

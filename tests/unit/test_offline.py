@@ -103,6 +103,60 @@ def test_zoo_round_trip_runs_bit_identically(name: str) -> None:
         assert fresh[key].tobytes() == again[key].tobytes(), key
 
 
+def _as_version_1(task: dict) -> dict:
+    """A task of a fused convolution as version 1 wrote it: a Conv marked dw/pw/head."""
+    attrs = dict(task["attrs"])
+    if task["op"] == "ConvDw":
+        attrs["dw"] = 1
+    elif task["op"] == "ConvBlock":
+        attrs["pw"], attrs["dw"] = 1, attrs.pop("expand")
+        if not attrs["dw"]:
+            for key in [k for k in attrs if k.startswith("dw_activation")]:
+                attrs[key[3:]] = attrs.pop(key)
+    elif task["op"] == "ConvHead":
+        attrs["head"], attrs["head_trans_b"] = 1, attrs.pop("trans_b")
+    else:
+        return task
+    return {**task, "op": "Conv", "attrs": attrs}
+
+
+def _tasks_as_version_1(x):
+    if isinstance(x, dict):
+        if str(x.get("$", "")).endswith(":Task") and x.get("kind") == "kernel":
+            return _as_version_1(x)
+        return {k: _tasks_as_version_1(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_tasks_as_version_1(v) for v in x]
+    return x
+
+
+def test_version_1_files_run_their_fused_convolutions_as_the_kernels_they_are_now() -> None:
+    # Version 1 wrote ConvDw / ConvBlock / ConvHead tasks as Conv tasks with attributes; the
+    # reader maps them to today's kernels, so the file runs as it did (the plain Conv kernel
+    # would refuse them)
+    from tests.unit.test_ops_conv_fused import _all_three
+
+    model = _all_three()
+    inputs = zoo.random_inputs(model, seed=6)
+    compiled = compile_graph(load_model(model))
+    data = offline.save(compiled)
+    ops = {t.op for p in compiled.programs for t in getattr(p, "tasks", [])}
+    assert "ConvDw" in ops
+    old = reseal(data, _tasks_as_version_1, version=1)
+    assert b'"ConvDw"' not in old and b'"ConvBlock"' not in old and b'"ConvHead"' not in old
+    loaded = offline.load(old)
+
+    def kernels(m):
+        return [(t.name, t.op, t.inputs, t.outputs, t.attrs) for p in m.programs
+                for t in getattr(p, "tasks", [])]
+
+    assert kernels(loaded) == kernels(compiled)  # the attributes in any order
+    want = runtime.load(compiled).execute(inputs)
+    got = runtime.load(loaded).execute(inputs)
+    for key in want:
+        assert want[key].tobytes() == got[key].tobytes(), key
+
+
 def test_file_layout_matches_the_documented_header(tmp_path) -> None:
     compiled, _ = compiled_zoo("mlp")
     size = offline.write(compiled, tmp_path / "m.om")
@@ -286,8 +340,8 @@ def flip(data: bytes, at: int) -> bytes:
     (lambda d: flip(d, 200), "checksum mismatch: the file is corrupted"),
     (lambda d: flip(d, 6), "checksum mismatch"),  # the flags are covered too
     (lambda d: flip(d, 33), "header is corrupted"),
-    (lambda d: reseal(d, version=2), r"file format version 2 is newer than this GraphEngine "
-                                     r"supports \(1\)"),
+    (lambda d: reseal(d, version=3), r"file format version 3 is newer than this GraphEngine "
+                                     r"supports \(2\)"),
     (lambda d: reseal(d, flags=0x8), "uses flags 0x0008"),
 ])
 def test_damaged_files_give_clear_errors(mlp_file: bytes, damage, message) -> None:

@@ -531,10 +531,15 @@ def test_kernel_info_knows_every_device_op():
               "MatMul": [[2, 4], [4, 3]], "GatherND": [[5, 4], [3, 1]],
               "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
               "LayerNormalization": [[2, 4], [4]], "Gather": [[5, 4], [3]],
-              "FusedAttention": [[1, 4, 8, 8]] * 3, "ConvTranspose": [[1, 4, 8, 8], [4, 4, 3, 3]]}
+              "FusedAttention": [[1, 4, 8, 8]] * 3, "ConvTranspose": [[1, 4, 8, 8], [4, 4, 3, 3]],
+              "ConvDw": [[1, 4, 8, 8], [8, 4, 1, 1], [8], [8, 1, 3, 3], [8]],
+              "ConvBlock": [[1, 16, 8, 8], [32, 16, 1, 1], [32], [32, 1, 3, 3], [32],
+                            [16, 32, 1, 1], [16]],
+              "ConvHead": [[1, 16, 4, 4], [32, 16, 1, 1], [32], [10, 32], [10]]}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
+             "ConvBlock": {"expand": 1}, "ConvHead": {"trans_b": 1},
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
                               "betas": [0.0, 0.0]}}
     binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater",
@@ -546,4 +551,7 @@ def test_kernel_info_knows_every_device_op():
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)
         dts = dtypes.get(op, ["float32"] * len(shp))
         info = rt.kernel_info(op, dts, shp, attrs.get(op, {}))
+        if op in ("ConvBlock", "ConvHead") and not rt.conv_block_available():
+            assert not info["supported"] and "AVX-512" in info["reason"], (op, info)
+            continue
         assert info["supported"], (op, info["reason"])

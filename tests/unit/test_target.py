@@ -24,7 +24,7 @@ def narrow(monkeypatch):
     """A backend like the host without convolutions, fused kernels or blocked formats, and
     one weight segment: a smaller device, registered by name."""
     host = targets.get("host")
-    no_conv = frozenset(host.ops - {"Conv", "FusedAttention"})
+    no_conv = frozenset(host.ops - {"Conv", "ConvDw", "ConvBlock", "ConvHead", "FusedAttention"})
 
     def kernel_info(op, dtypes, shapes, attrs=None):
         if op not in no_conv:

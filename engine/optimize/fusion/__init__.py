@@ -3,7 +3,10 @@
 Fusions act only inside one device partition: both ends of every fused edge must be on the
 device engine and in the same partition, and the intermediate value must have no other
 reader (match.py). Fused nodes record the names of what they absorbed in `meta.fused`; the
-driver returns one line per fusion for the compile report.
+driver returns one line per fusion for the compile report. A fused epilogue (bias, residual
+sum, activation) travels as `_`-prefixed attributes of the Conv/MatMul/Gemm that absorbed it;
+a fused kernel is a node of an op of its own (FusedAttention, EltwiseChain, and the
+graphengine domain's ConvDw, ConvBlock, ConvHead: ops/conv_fused.py).
 
 The order of the table is a contract: each row names the rows that must run before it
 (`Fusion.after`), and `check_order` refuses a table that breaks one (after torch.fx's
@@ -51,7 +54,8 @@ FUSIONS: list[Fusion] = [
     dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
     dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "matmul_bias",
                                                "residual_add")),
-    # Depthwise, block and head fusions merge Conv nodes that already carry their epilogues.
+    # Depthwise, block and head fusions merge Conv nodes that already carry their epilogues
+    # into ConvDw, ConvBlock and ConvHead nodes.
     dataclasses.replace(conv_dw.ROW, after=("activation",)),
     dataclasses.replace(conv_block.ROW, after=("conv_dw",)),
     dataclasses.replace(conv_head.ROW, after=("activation", "conv_block")),

@@ -12,8 +12,7 @@ def _match_activation(graph: Graph, act: Node):
     if act.op_type not in _ACTIVATIONS:
         return None
     prod = sole_producer(graph, act.input(0), {"Conv", "Gemm", "MatMul"})
-    if prod is None or not on_device(prod, act) or prod.attrs.get("_activation") \
-            or prod.attrs.get("_dw"):
+    if prod is None or not on_device(prod, act) or prod.attrs.get("_activation"):
         return None
     attrs: dict = {"_activation": act.op_type}
     if act.op_type == "Clip":

@@ -1,17 +1,20 @@
-"""Fusion row conv_block: an inverted-residual block becomes one Conv node.
+"""Fusion row conv_block: an inverted-residual block becomes one ConvBlock node.
 
 MobileNetV2's block is a 1x1 expand Conv, a 3x3 depthwise Conv and a 1x1 project Conv
-(plus the residual Add when shapes allow). After the conv_dw row has joined the first two,
-this row joins the projection: the node keeps its inputs (X, W, B, the depthwise weights
-and bias) and appends the projection's weights [P,M,1,1] and bias [P] (zeros when absent)
-at `_pw_input`, its activation as `_pw_activation[_alpha|_beta]`, and its residual as the
-node's `_sum` input. The runtime runs it with its own block kernel (runtime_ext/src/
-conv_block.cc), which keeps the expanded tensor in the core's cache: on this machine the 17
-blocks of MobileNetV2 at batch 1 took 3.5 ms as oneDNN primitives (two or three each) and
-2.1 ms with it (per-block harness, 2 threads); the whole model 3.49 vs 3.90 ms.
+(plus the residual Add when shapes allow). After the conv_dw row has joined the first two
+into a ConvDw, this row joins the projection: the ConvDw node becomes a
+graphengine.ConvBlock (ops/conv_fused.py) in place, with inputs X, the expansion's W_E and
+B_E, the depthwise DW_W and DW_B, the projection's weights PW_W [P,M,1,1] and bias PW_B [P]
+(zeros when absent) and its residual R (the projection's `_sum` input, if any); the
+projection's activation (after the residual) becomes `pw_activation[_alpha|_beta]`. The
+runtime runs it with its own block kernel (runtime_ext/src/host/conv_block.cc), which keeps the
+expanded tensor in the core's cache: on this machine the 17 blocks of MobileNetV2 at batch 1
+took 3.5 ms as oneDNN primitives (two or three each) and 2.1 ms with it (per-block harness,
+2 threads); the whole model 3.49 vs 3.90 ms.
 
 The first block of MobileNetV2 has no expansion: a depthwise Conv then the projection; the
-row takes that pair too (the node's own W is then the depthwise weight).
+row takes that pair too (a ConvBlock without W_E and B_E; the depthwise Conv's activation is
+the `dw_activation`, its absent bias zeros).
 
 It fires only where the block kernel runs (the target's `conv_blocks`: AVX-512 here) and
 for what it computes: activations Relu or Clip on every stage; a projection with stride 1,
@@ -25,10 +28,11 @@ import numpy as np
 
 from ...dtypes import DType
 from ...ir import Graph, Node
-from .conv_dw import _EPILOGUE, _attrs, _depthwise_stride
-from .match import Fusion, absorb, on_device, sole_producer
+from ...ops.conv_fused import BLOCK_ACTIVATIONS, CONV_BLOCK, CONV_DW
+from .conv_dw import _attrs, _depthwise_stride, stage_activation
+from .match import Fusion, absorb, become, on_device, sole_producer
 
-_ACTS = (None, "Relu", "Clip")
+_ACTS = BLOCK_ACTIVATIONS
 
 
 def pointwise(node: Node) -> bool:
@@ -54,7 +58,7 @@ def pointwise(node: Node) -> bool:
 
 def _projection(node: Node) -> bool:
     """A 1x1 Conv the block kernel can end with (residual allowed)."""
-    if not pointwise(node) or node.attrs.get("_dw") or node.attrs.get("_pw"):
+    if not pointwise(node):
         return False
     out = node.outputs[0].meta
     if out is None or not out.is_static:
@@ -70,13 +74,13 @@ def _projection(node: Node) -> bool:
 
 
 def _start(node: Node) -> bool:
-    """The expand+depthwise node of conv_dw, or a depthwise Conv, that can take a projection."""
-    if node.attrs.get("_sum") or node.attrs.get("_pw") or len(node.outputs) != 1:
+    """The ConvDw node of conv_dw, or a depthwise Conv, that can take a projection."""
+    if len(node.outputs) != 1:
         return False
-    if node.attrs.get("_activation") not in _ACTS:
+    if node.op_type == CONV_DW:
+        return node.attrs.get("activation") in _ACTS and node.attrs.get("dw_activation") in _ACTS
+    if node.attrs.get("_sum") or node.attrs.get("_activation") not in _ACTS:
         return False
-    if node.attrs.get("_dw"):
-        return node.attrs.get("_dw_activation") in _ACTS
     if _depthwise_stride(node) is None:
         return False
     return node.input(0).meta.shape[1] % 16 == 0
@@ -85,7 +89,7 @@ def _start(node: Node) -> bool:
 def match_conv_block(graph: Graph, proj: Node):
     if not _projection(proj):
         return None
-    start = sole_producer(graph, proj.input(0), {"Conv"})
+    start = sole_producer(graph, proj.input(0), {"Conv", CONV_DW})
     if start is None or not on_device(start, proj) or not _start(start):
         return None
     if proj.attrs.get("_sum"):  # the fused node reads the residual: it must exist by then
@@ -95,30 +99,33 @@ def match_conv_block(graph: Graph, proj: Node):
     return start
 
 
+def _zeros_if_none(graph: Graph, b, channels: int):
+    return b if b is not None else graph.add_constant(None, np.zeros(channels, np.float32))
+
+
 def rewrite_conv_block(graph: Graph, proj: Node, start: Node) -> str:
     w = proj.input(1)
-    b = proj.input(2)
-    if b is None:
-        b = graph.add_constant(None, np.zeros(w.const.shape[0], np.float32))
-    inputs = list(start.inputs)
-    if not start.attrs.get("_dw"):
-        inputs += [None] * (3 - len(inputs))
-    at = len(inputs)
-    inputs += [w, b]
-    start.attrs.update({"_pw": 1, "_pw_input": at})
-    for key in _EPILOGUE:
-        if key in proj.attrs:
-            start.attrs["_pw" + key] = proj.attrs[key]
+    pw_b = _zeros_if_none(graph, proj.input(2), w.const.shape[0])
+    if start.op_type == CONV_DW:  # X, W_E, B_E, DW_W, DW_B
+        inputs = list(start.inputs)
+        attrs = dict(start.attrs)
+    else:  # a depthwise Conv: no expansion
+        dw_w = start.input(1)
+        inputs = [start.input(0), None, None, dw_w,
+                  _zeros_if_none(graph, start.input(2), dw_w.const.shape[0])]
+        attrs = {"dw_stride": _depthwise_stride(start),
+                 **stage_activation(start, "dw_activation")}
+    inputs += [w, pw_b]
     if proj.attrs.get("_sum"):
-        start.attrs.update({"_sum": 1, "_sum_input": len(inputs)})
         inputs.append(proj.input(proj.attrs["_sum_input"]))
-    start.set_inputs(inputs)
+    attrs.update(stage_activation(proj, "pw_activation"))
+    become(start, CONV_BLOCK, inputs, attrs)
     absorb(graph, start, proj)
-    return f"Conv block: {start.name} absorbed {proj.name}"
+    return f"ConvBlock: {start.name} absorbed {proj.name}"
 
 
 __all__ = ["match_conv_block", "rewrite_conv_block"]
 
 
 ROW = Fusion("conv_block", match_conv_block, rewrite_conv_block,
-             requires=lambda target: target.conv_blocks)
+             requires=lambda target: target.conv_blocks, produces=("ConvBlock",))

@@ -13,8 +13,7 @@ def _match_conv_bn(graph: Graph, bn: Node):
     if bn.op_type != "BatchNormalization" or len(bn.outputs) != 1:
         return None
     conv = sole_producer(graph, bn.input(0), {"Conv"})
-    if conv is None or not on_device(conv, bn) or conv.attrs.get("_activation") \
-            or conv.attrs.get("_dw"):
+    if conv is None or not on_device(conv, bn) or conv.attrs.get("_activation"):
         return None
     params = [bn.input(i) for i in range(1, 5)]
     if not all(p is not None and p.is_constant for p in params):

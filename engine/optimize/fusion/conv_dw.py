@@ -1,21 +1,22 @@
-"""Fusion row conv_dw: a 1x1 Conv followed by a 3x3 depthwise Conv becomes one Conv node.
+"""Fusion row conv_dw: a 1x1 Conv followed by a 3x3 depthwise Conv becomes one ConvDw node.
 
 The pair is the expand -> depthwise half of an inverted-residual block (MobileNetV2,
 EfficientNet, ...). The runtime runs it as one oneDNN convolution with a depthwise post-op,
 so the expanded activation (the widest tensor of the block) never goes to memory.
 
-The 1x1 node absorbs the depthwise node: its inputs become X, W, B (None when absent), the
-depthwise weights [M,1,3,3] and bias [M] (zeros when absent); attributes `_dw` (1),
-`_dw_stride` (1 or 2), `_dw_input` (where the depthwise weights are) and the depthwise
-node's epilogue as `_dw_activation[_alpha|_beta]`. The 1x1's own `_activation` stays and
-applies before the depthwise stage. The row runs after the activation row, so both
-convolutions carry their activations already.
+The 1x1 node becomes a graphengine.ConvDw (ops/conv_fused.py) in place and absorbs the
+depthwise node: inputs X, W, B (None when absent), the depthwise weights [M,1,3,3] and bias
+[M] (zeros when absent); attribute `dw_stride` (1 or 2); the 1x1's epilogue activation as
+`activation[_alpha|_beta]` (applied before the depthwise stage), the depthwise node's as
+`dw_activation[_alpha|_beta]`. The row runs after the activation row, so both convolutions
+carry their activations already.
 
 It fires only for what the runtime's post-op computes exactly: a 1x1 Conv with stride 1,
 no padding, group 1, no residual; then a Conv of group C = channels with weights
 [C,1,3,3], pads 1 on every side, dilation 1 and equal strides of 1 or 2, no residual; both
 float32 with constant weights and biases, static 4-D shapes, on the device in one
-partition, and the intermediate read by the depthwise node only.
+partition, and the intermediate read by the depthwise node only; and where the target has
+the ConvDw kernel.
 """
 
 from __future__ import annotations
@@ -25,9 +26,17 @@ import numpy as np
 from ... import ops
 from ...dtypes import DType
 from ...ir import Graph, Node
-from .match import Fusion, absorb, on_device, sole_producer
+from ...ops.conv_fused import CONV_DW
+from .match import Fusion, absorb, become, on_device, sole_producer
 
 _EPILOGUE = ("_activation", "_activation_alpha", "_activation_beta")
+
+
+def stage_activation(node: Node, to: str) -> dict:
+    """A Conv's epilogue activation (activation row) as the attributes of the fused node's
+    stage `to` ("activation", "dw_activation", "pw_activation")."""
+    return {to + key[len("_activation"):]: node.attrs[key] for key in _EPILOGUE
+            if key in node.attrs}
 
 
 def _attrs(node: Node) -> dict:
@@ -42,10 +51,10 @@ def _attrs(node: Node) -> dict:
 
 
 def _plain_conv(node: Node) -> bool:
-    """Float32 2-D Conv with constant weights (and bias), no residual or depthwise stage."""
+    """Float32 2-D Conv with constant weights (and bias), no residual."""
     x, w, b = node.input(0), node.input(1), node.input(2)
     if node.op_type != "Conv" or len(node.inputs) > 3 or node.attrs.get("_sum") \
-            or node.attrs.get("_dw") or len(node.outputs) != 1:
+            or len(node.outputs) != 1:
         return False
     out = node.outputs[0].meta
     return (x is not None and x.meta is not None and x.meta.is_static and x.meta.rank == 4
@@ -98,17 +107,15 @@ def rewrite_conv_dw(graph: Graph, dw: Node, ctx) -> str:
     dw_b = dw.input(2)
     if dw_b is None:
         dw_b = graph.add_constant(None, np.zeros(channels, np.float32))
-    inputs = list(pw.inputs) + [None] * (3 - len(pw.inputs))
-    pw.set_inputs(inputs + [dw.input(1), dw_b])
-    pw.attrs.update({"_dw": 1, "_dw_stride": stride, "_dw_input": 3})
-    for key in _EPILOGUE:
-        if key in dw.attrs:
-            pw.attrs["_dw" + key] = dw.attrs[key]
+    attrs = {"dw_stride": stride, **stage_activation(pw, "activation"),
+             **stage_activation(dw, "dw_activation")}
+    become(pw, CONV_DW, [pw.input(0), pw.input(1), pw.input(2), dw.input(1), dw_b], attrs)
     absorb(graph, pw, dw)
-    return f"Conv+Conv(depthwise): {pw.name} absorbed {dw.name}"
+    return f"ConvDw: {pw.name} absorbed {dw.name}"
 
 
-__all__ = ["match_conv_dw", "rewrite_conv_dw"]
+__all__ = ["match_conv_dw", "rewrite_conv_dw", "stage_activation"]
 
 
-ROW = Fusion("conv_dw", match_conv_dw, rewrite_conv_dw)
+ROW = Fusion("conv_dw", match_conv_dw, rewrite_conv_dw,
+             produces=("ConvDw",))

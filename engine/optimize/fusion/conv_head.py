@@ -1,4 +1,4 @@
-"""Fusion row conv_head: a classifier head becomes one Conv node.
+"""Fusion row conv_head: a classifier head becomes one ConvHead node.
 
 A CNN's head is often a 1x1 Conv (with its activation), a GlobalAveragePool, a Flatten (or
 a Reshape to [N, C]) and a fully connected Gemm (MobileNetV2, EfficientNet, ...). At batch
@@ -9,8 +9,10 @@ runtime_ext/src/host/conv_block.cc) runs the four as one: the Conv's output chan
 of 64, each pooled and multiplied into the classes at once, and each chunk's GEMM tiles
 prefetch the next chunk's weights, so the DRAM reads hide under the FMAs.
 
-The Conv node keeps X, W and B (zeros when absent) and appends the Gemm's weight and bias
-(zeros when absent) at `_head_input`, with `_head_trans_b`; its output is the Gemm's.
+The Conv node becomes a graphengine.ConvHead (ops/conv_fused.py) in place: inputs X, W and
+B (zeros when absent), the Gemm's weight FC and bias FC_B (zeros when absent, [classes]);
+attributes `trans_b` (the Gemm's transB) and the Conv's activation as
+`activation[_alpha|_beta]`; its output is the Gemm's.
 
 It fires only where the kernel runs (the target's `conv_blocks`: AVX-512 here) and for
 what it computes: a 1x1 Conv (stride 1, no padding, group 1, constant float32 weights, no
@@ -24,15 +26,16 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Graph, Node
+from ...ops.conv_fused import CONV_HEAD
 from .conv_block import pointwise
-from .match import Fusion, absorb, on_device, sole_producer
+from .conv_dw import stage_activation
+from .match import Fusion, absorb, become, on_device, sole_producer
 
 MAX_ROWS = 4  # block::HeadSpec::kMaxRows
 
 
 def _conv(node: Node) -> bool:
-    return pointwise(node) and len(node.inputs) <= 3 \
-        and not any(node.attrs.get(k) for k in ("_dw", "_pw", "_sum", "_head"))
+    return pointwise(node) and len(node.inputs) <= 3 and not node.attrs.get("_sum")
 
 
 def _flatten(node: Node) -> bool:
@@ -94,16 +97,15 @@ def rewrite_conv_head(graph: Graph, gemm: Node, ctx) -> str:
         fc_b = c
     else:
         fc_b = graph.add_constant(None, c.const.reshape(classes))
-    conv.set_inputs([conv.input(0), w, b, fc, fc_b])
-    conv.attrs.update({"_head": 1, "_head_input": 3,
-                       "_head_trans_b": int(gemm.attrs.get("transB", 0))})
+    attrs = {"trans_b": int(gemm.attrs.get("transB", 0)), **stage_activation(conv, "activation")}
+    become(conv, CONV_HEAD, [conv.input(0), w, b, fc, fc_b], attrs)
     for gone in (gap, flat, gemm):
         absorb(graph, conv, gone)
-    return f"Conv head: {conv.name} absorbed {gap.name}, {flat.name}, {gemm.name}"
+    return f"ConvHead: {conv.name} absorbed {gap.name}, {flat.name}, {gemm.name}"
 
 
 __all__ = ["match_conv_head", "rewrite_conv_head"]
 
 
 ROW = Fusion("conv_head", match_conv_head, rewrite_conv_head,
-             requires=lambda target: target.conv_blocks)
+             requires=lambda target: target.conv_blocks, produces=("ConvHead",))

@@ -59,6 +59,14 @@ def absorb(graph: Graph, keep: Node, gone: Node) -> None:
     keep.meta.fused = keep.meta.fused + (gone.name,) + gone.meta.fused
 
 
+def become(node: Node, op_type: str, inputs: list[Value | None], attrs: dict) -> None:
+    """`node` turns into a node of `op_type` (a fused kernel's op) in place: its name, place
+    in the graph, output and meta stay; its inputs and attributes are the new op's."""
+    node.op_type = op_type
+    node.attrs = dict(attrs)
+    node.set_inputs(inputs)
+
+
 def rename_output(graph: Graph, v: Value, name: str) -> None:
     if name in graph.values:
         return

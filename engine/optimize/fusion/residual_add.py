@@ -13,8 +13,7 @@ def _match_residual(graph: Graph, add: Node):
         conv = sole_producer(graph, add.input(i), {"Conv", "Gemm", "MatMul"})
         other = add.input(1 - i)
         if conv is None or not on_device(conv, add) or conv.attrs.get("_activation") \
-                or conv.attrs.get("_sum") or conv.attrs.get("_dw") or other is None \
-                or other.is_constant:
+                or conv.attrs.get("_sum") or other is None or other.is_constant:
             continue
         if other.meta == conv.outputs[0].meta and other.meta is not None:
             return conv, other

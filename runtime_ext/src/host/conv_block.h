@@ -2,8 +2,9 @@
 // 1x1 project (+ residual), MobileNetV2's building block, with the expanded tensor kept in
 // the core's cache instead of going to memory between three convolutions.
 //
-// Plain arrays and strides only (no oneDNN, no graph types): ConvKernel builds one from a
-// Conv node the compiler fused (optimize/fusion_conv_block.py) and checks every shape first.
+// Plain arrays and strides only (no oneDNN, no graph types): the ConvBlock kernel
+// (kernels_conv.cc) builds one from a ConvBlock node the compiler fused
+// (optimize/fusion/conv_block.py) and checks every shape first.
 #pragma once
 
 #include <cstddef>

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "broadcast.h"
+#include "conv_block.h"
 #include "dnnl_util.h"
 #include "kernel_info.h"
 #include "kernels.h"
@@ -153,6 +154,19 @@ std::string check_conv(const OpQuery& q, KernelInfo* r) {
     if (!a.inputs[1]) throw Error(Status::InvalidArgument("weight W is required"));
     r->preferred_format = conv_preferred_format(a);
   });
+}
+
+std::string check_conv_block(const OpQuery& q, KernelInfo*) {
+  return block::available() ? "" : cat(q.op, " needs the block kernel, which needs AVX-512");
+}
+
+std::string check_conv_head(const OpQuery& q, KernelInfo* r) {
+  const int64_t n = q.shapes[0][0];
+  if (n < 1 || n > block::HeadSpec::kMaxRows) {
+    return cat("ConvHead runs batches of 1 to ", block::HeadSpec::kMaxRows, ", input X has shape ",
+               shape_str(q.shapes[0]));
+  }
+  return check_conv_block(q, r);
 }
 
 std::string check_fused_attention(const OpQuery& q, KernelInfo*) {

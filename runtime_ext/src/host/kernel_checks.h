@@ -21,9 +21,12 @@ std::string check_batch_norm(const OpQuery& q, KernelInfo* r);
 std::string check_same_types(const OpQuery& q, KernelInfo* r);
 std::string check_concat(const OpQuery& q, KernelInfo* r);
 std::string check_cast(const OpQuery& q, KernelInfo* r);
-// The factory's own checks on stand-in tensors (no data): Conv (which also gives oneDNN's
-// preferred format), FusedAttention and EltwiseChain.
+// The factory's own checks on stand-in tensors (no data): Conv and ConvDw (X and W; also
+// oneDNN's preferred format), FusedAttention and EltwiseChain.
 std::string check_conv(const OpQuery& q, KernelInfo* r);
+// ConvBlock and ConvHead: the block kernels run here (AVX-512); a head's batch fits them.
+std::string check_conv_block(const OpQuery& q, KernelInfo* r);
+std::string check_conv_head(const OpQuery& q, KernelInfo* r);
 std::string check_fused_attention(const OpQuery& q, KernelInfo* r);
 std::string check_deconv(const OpQuery& q, KernelInfo* r);
 std::string check_chain(const OpQuery& q, KernelInfo* r);

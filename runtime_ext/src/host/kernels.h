@@ -9,6 +9,9 @@ namespace ge {
 
 // kernels_conv.cc
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a);
+std::unique_ptr<Kernel> make_conv_dw(const KernelArgs& a);     // ConvDw: 1x1 + depthwise post-op
+std::unique_ptr<Kernel> make_conv_block(const KernelArgs& a);  // ConvBlock (conv_block.cc)
+std::unique_ptr<Kernel> make_conv_head(const KernelArgs& a);   // ConvHead (conv_block.cc)
 // For kernel_info: checks X (input 0) and W (input 1) like load would and returns the
 // format oneDNN prefers for X ("nhwc", "nChw16c", ...). Throws Error / dnnl::error.
 std::string conv_preferred_format(const KernelArgs& a);

@@ -3,19 +3,21 @@
 // the stream workspace, unless the spec fixed the formats. Constant weights are reordered
 // once at load into a kernel-owned buffer shared by every instance.
 //
-// Depthwise post-op (attribute dw=1, from the compiler's conv_dw fusion): a 1x1 convolution
-// (stride 1, no padding, group 1) followed by a 3x3 depthwise convolution with pads 1 and
-// stride dw_stride (1 or 2) as one oneDNN primitive, so the expanded activation never goes
-// to memory. Inputs: X, W, B (may be omitted), then the depthwise weights [M,1,3,3] and
-// bias [M], both constant; the 1x1's activation applies before the depthwise stage and
-// dw_activation (with dw_activation_alpha / _beta) after it. Not combinable with sum.
+// ConvDw (the compiler's conv_dw fusion): a 1x1 convolution (stride 1, no padding, group 1)
+// followed by a 3x3 depthwise convolution with pads 1 and stride dw_stride (1 or 2) as one
+// oneDNN primitive with a depthwise post-op, so the expanded activation never goes to
+// memory. Inputs: X, W, B (may be omitted), then the depthwise weights [M,1,3,3] and bias
+// [M], both constant; `activation` applies before the depthwise stage and dw_activation
+// (with dw_activation_alpha / _beta) after it. Not combinable with sum.
 //
-// Project stage (attribute pw=1, from the compiler's conv_block fusion): the node ends in
-// a 1x1 projection (weights [P,M,1,1] and bias [P], constant, after the depthwise inputs),
-// with pw_activation and an optional residual (sum=1, last input): an inverted-residual
-// block, run by the block kernel of conv_block.cc instead of oneDNN. With dw=1 the node is
-// expand -> depthwise -> project; with dw=0 its own W is the depthwise [C,1,3,3] (group C,
-// pads 1, stride 1 or 2) and `activation` follows it.
+// ConvBlock (the conv_block fusion): an inverted-residual block, run by the block kernel of
+// conv_block.cc instead of oneDNN. Inputs: X, W, B, [the depthwise weights and bias,] the 1x1
+// projection's weights [P,M,1,1] and bias [P] (constant), then an optional residual (sum=1,
+// last input); pw_activation follows the residual. With expand=1 the block is expand
+// (`activation`) -> depthwise (dw_stride, dw_activation) -> project; with expand=0 its own W
+// is the depthwise [C,1,3,3] (group C, pads 1, stride 1 or 2) and dw_activation follows it.
+//
+// ConvHead (the conv_head fusion): see ConvHeadKernel below.
 #include <omp.h>
 
 #include <cstring>
@@ -70,7 +72,7 @@ ConvGeometry conv_geometry(const KernelArgs& a, const Shape& x, const Shape& ker
 
 class ConvKernel : public Kernel {
  public:
-  explicit ConvKernel(const KernelArgs& a);
+  ConvKernel(const KernelArgs& a, bool dw);  // dw: ConvDw
   size_t workspace_bytes() const override { return plan_.total(); }
   void set_instances(int n) override {
     for (Prim* p : {&conv_, &src_in_, &res_in_, &dst_out_, &w_in_}) p->set_instances(n, host_engine(dev_));
@@ -165,25 +167,24 @@ int64_t check_dw(const KernelArgs& a, const TensorInfo& w, const TensorInfo& dw_
   return stride;
 }
 
-ConvKernel::ConvKernel(const KernelArgs& a) : dev_(*a.device) {
+ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
-  const bool dw = a.attr_int("dw", 0) != 0;
   const Fusion dw_act = parse_activation(a, "dw_activation");
   size_t n_in = a.inputs.size();
   if (fusion.sum) {
-    if (dw) invalid("dw=1 cannot be combined with sum=1");
+    if (dw) invalid("ConvDw cannot be combined with sum=1");
     if (n_in < 3) invalid("sum=1 needs a residual as the last input");
     r_ = &a.in(n_in - 1);
     --n_in;
   }
   if (dw) {
-    if (n_in < 4) invalid("dw=1 needs the depthwise weight and bias as the last two inputs");
+    if (n_in < 4) invalid("ConvDw needs the depthwise weight and bias as the last two inputs");
     dw_w_ = &a.in(n_in - 2);
     dw_b_ = &a.in(n_in - 1);
     n_in -= 2;
   } else if (dw_act.activation) {
-    invalid("dw_activation needs dw=1");
+    invalid("dw_activation is ConvDw's");
   }
   if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (X, W, optional B), got ", n_in);
   x_ = &a.in(0);
@@ -345,7 +346,7 @@ Status ConvKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
-// ---- inverted-residual block (pw=1) --------------------------------------------------
+// ---- inverted-residual block (ConvBlock) ---------------------------------------------
 block::Clip block_clip(const Fusion& f, const char* stage) {
   if (!f.activation) return {};
   const float inf = std::numeric_limits<float>::infinity();
@@ -438,24 +439,24 @@ const float* const_data(const KernelArgs& a, const TensorInfo* t, const char* wh
 }
 
 ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
-  if (!block::available()) invalid("pw=1 needs the block kernel, which needs AVX-512");
+  if (!block::available()) invalid("ConvBlock needs the block kernel, which needs AVX-512");
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
-  const bool dw = a.attr_int("dw", 0) != 0;
+  const bool dw = a.attr_int("expand", 0) != 0;  // expand -> depthwise, else depthwise only
   size_t n_in = a.inputs.size();
   const TensorInfo* r = nullptr;
   if (fusion.sum) {
     if (n_in < 5) invalid("sum=1 needs a residual as the last input");
     r = &a.in(--n_in);
   }
-  if (n_in < 4) invalid("pw=1 needs the projection weight and bias after the other inputs");
+  if (n_in < 4) invalid("ConvBlock needs the projection weight and bias after the other inputs");
   const TensorInfo& pw_w = a.in(n_in - 2);
   const TensorInfo* pw_b = a.opt_in(n_in - 1);
   n_in -= 2;
   const TensorInfo* dw_w = nullptr;
   const TensorInfo* dw_b = nullptr;
   if (dw) {
-    if (n_in < 4) invalid("dw=1 needs the depthwise weight and bias before the projection's");
+    if (n_in < 4) invalid("expand=1 needs the depthwise weight and bias before the projection's");
     dw_w = &a.in(n_in - 2);
     dw_b = &a.in(n_in - 1);
     n_in -= 2;
@@ -489,14 +490,15 @@ ConvBlockKernel::ConvBlockKernel(const KernelArgs& a) : dev_(*a.device) {
     if (a.attr_int("group", 1) != c || w.shape != Shape{c, 1, 3, 3} || a.attr_ints("pads", {}) != std::vector<int64_t>{1, 1, 1, 1} ||
         a.attr_ints("dilations", {1, 1}) != std::vector<int64_t>{1, 1} || st.size() != 2 || st[0] != st[1] ||
         (st[0] != 1 && st[0] != 2)) {
-      invalid("pw=1 without dw needs a 3x3 depthwise convolution (group = channels, pads 1, stride 1 or 2)");
+      invalid("expand=0 needs a 3x3 depthwise convolution (group = channels, pads 1, stride 1 or 2)");
     }
+    if (fusion.activation) invalid("expand=0 has no stage for `activation` (the depthwise one is dw_activation)");
     s.expand = false;
     s.stride = st[0];
     s.ce = c;
     bw.wd = const_data(a, &w, "depthwise weight");
     bw.bd = const_data(a, b, "depthwise bias");
-    s.act_d = block_clip(fusion, "depthwise");
+    s.act_d = block_clip(parse_activation(a, "dw_activation"), "depthwise");
   }
   if (b && b->shape != Shape{s.ce}) invalid("bias shape ", shape_str(b->shape), " must be [", s.ce, "]");
   if (pw_w.rank() != 4 || pw_w.shape[1] != s.ce || pw_w.shape[2] != 1 || pw_w.shape[3] != 1) {
@@ -551,9 +553,9 @@ Status ConvBlockKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
-// A 1x1 Conv, global average pool and fully connected layer as one kernel (head=1; see
-// block::Head). Inputs: X, W, B (optional), then the fc weight ([classes, C] with
-// head_trans_b=1, else [C, classes]) and its bias ([classes], optional); output [N, classes].
+// ConvHead: a 1x1 Conv, global average pool and fully connected layer as one kernel (see
+// block::Head). Inputs: X, W, B (optional), then the fc weight ([classes, C] with trans_b=1,
+// else [C, classes]) and its bias ([classes], optional); output [N, classes].
 class ConvHeadKernel : public Kernel {
  public:
   explicit ConvHeadKernel(const KernelArgs& a);
@@ -581,11 +583,11 @@ class ConvHeadKernel : public Kernel {
 };
 
 ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
-  if (!block::available()) invalid("head=1 needs the block kernel, which needs AVX-512");
+  if (!block::available()) invalid("ConvHead needs the block kernel, which needs AVX-512");
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
-  if (fusion.sum || a.attr_int("dw", 0) || a.attr_int("pw", 0)) invalid("head=1 takes no sum, dw or pw stage");
-  if (a.inputs.size() != 5) invalid("head=1 needs X, W, B, the fc weight and the fc bias, got ", a.inputs.size(), " inputs");
+  if (fusion.sum) invalid("ConvHead takes no residual (sum)");
+  if (a.inputs.size() != 5) invalid("ConvHead takes X, W, B, the fc weight and bias, got ", a.inputs.size(), " inputs");
   const TensorInfo& x = a.in(0);
   const TensorInfo& w = a.in(1);
   const TensorInfo* b = a.opt_in(2);
@@ -597,18 +599,18 @@ ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
   check_conv(a, x, w, &conv_out);
   if (x.rank() != 4 || w.shape.size() != 4 || w.shape[2] != 1 || w.shape[3] != 1 || conv_out[2] != x.shape[2] ||
       conv_out[3] != x.shape[3] || a.attr_int("group", 1) != 1) {
-    invalid("head=1 needs a 2-D 1x1 convolution with stride 1, no padding and group 1; input X ", shape_str(x.shape),
+    invalid("ConvHead needs a 2-D 1x1 convolution with stride 1, no padding and group 1; input X ", shape_str(x.shape),
             ", weight W ", shape_str(w.shape));
   }
   block::HeadSpec s;
   s.rows = x.shape[0];
   if (s.rows < 1 || s.rows > block::HeadSpec::kMaxRows) {
-    invalid("head=1 runs batches of 1 to ", block::HeadSpec::kMaxRows, ", input X has shape ", shape_str(x.shape));
+    invalid("ConvHead runs batches of 1 to ", block::HeadSpec::kMaxRows, ", input X has shape ", shape_str(x.shape));
   }
   s.pixels = x.shape[2] * x.shape[3];
   s.cin = x.shape[1];
   s.cmid = w.shape[0];
-  s.fc_transposed = a.attr_int("head_trans_b", 1) != 0;
+  s.fc_transposed = a.attr_int("trans_b", 0) != 0;
   if (fc.rank() != 2 || fc.shape[s.fc_transposed ? 1 : 0] != s.cmid) {
     invalid("fc weight shape ", shape_str(fc.shape), " must be ", s.fc_transposed ? "[classes, " : "[", s.cmid,
             s.fc_transposed ? "]" : ", classes]");
@@ -636,11 +638,13 @@ ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_conv(const KernelArgs& a) {
-  if (a.attr_int("head", 0)) return std::make_unique<ConvHeadKernel>(a);
-  if (a.attr_int("pw", 0)) return std::make_unique<ConvBlockKernel>(a);
-  return std::make_unique<ConvKernel>(a);
-}
+std::unique_ptr<Kernel> make_conv(const KernelArgs& a) { return std::make_unique<ConvKernel>(a, false); }
+
+std::unique_ptr<Kernel> make_conv_dw(const KernelArgs& a) { return std::make_unique<ConvKernel>(a, true); }
+
+std::unique_ptr<Kernel> make_conv_block(const KernelArgs& a) { return std::make_unique<ConvBlockKernel>(a); }
+
+std::unique_ptr<Kernel> make_conv_head(const KernelArgs& a) { return std::make_unique<ConvHeadKernel>(a); }
 
 std::string conv_preferred_format(const KernelArgs& a) {
   const TensorInfo& x = a.in(0);

@@ -19,7 +19,10 @@ constexpr int kAnyRank = 12;
 const std::vector<OpRow>& op_table() {
   // name, factory, layout rule, inputs min..max, input 0's dtypes, its ranks, own check
   static const std::vector<OpRow> table = {
-      {"Conv", make_conv, L::kAnyData, 2, 8, T::kF32, 3, 5, check_conv},
+      {"Conv", make_conv, L::kAnyData, 2, 4, T::kF32, 3, 5, check_conv},
+      {"ConvDw", make_conv_dw, L::kAnyData, 4, 5, T::kF32, 4, 4, check_conv},
+      {"ConvBlock", make_conv_block, L::kAnyData, 5, 8, T::kF32, 4, 4, check_conv_block},
+      {"ConvHead", make_conv_head, L::kAnyData, 5, 5, T::kF32, 4, 4, check_conv_head},
       {"MaxPool", make_pool, L::kUniform, 1, 1, T::kF32, 3, 5, nullptr},
       {"AveragePool", make_pool, L::kUniform, 1, 1, T::kF32, 3, 5, nullptr},
       {"GlobalAveragePool", make_pool, L::kUniform, 1, 1, T::kF32, 3, 5, nullptr},
