@@ -145,3 +145,22 @@ def test_a_model_loads_only_on_the_backend_it_was_compiled_for(tmp_path):
     elsewhere = dataclasses.replace(compiled, backend="npu")
     with pytest.raises(InvalidInput, match="unknown backend 'npu'; registered: host, ref"):
         LoadedModel(elsewhere)
+
+
+def test_a_session_compiles_for_the_target_its_options_name():
+    """Compile option `target` in a session: its models load on that backend's device, the
+    session's own (host) device stays for models compiled for the host."""
+    import graphengine
+
+    rng = np.random.default_rng(3)
+    model = _mlp(rng)
+    feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+    with graphengine.Session({"options": {"target": "ref"}}) as sess:
+        gid = sess.add_graph(model)
+        report = sess.compile_graph(gid)
+        assert {p.engine for p in report.placements} == {"device", "host"}
+        np.testing.assert_allclose(sess.run_graph(gid, feeds)["y"], _ort(model, feeds),
+                                   rtol=1e-5, atol=1e-6)
+        assert sess.runtime_stats().bytes_zero_copy == 0  # its device binds nothing in place
+    with pytest.raises(InvalidInput, match="compile option 'target' must be one of"):
+        graphengine.Session({"options": {"target": "tpu"}})
