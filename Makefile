@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test lint bench zoo zoo-build sanitize fuzz clean
+.PHONY: all install run test lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -41,9 +41,15 @@ test: install
 lint: install
 	$(PY) -m ruff check .
 
-# Side by side with onnxruntime (same thread count); results in benchmarks/results/.
+# Side by side with onnxruntime and openvino (same thread count); results in benchmarks/results/.
 # torch only builds missing benchmark models (a local CPU wheel; unpinned pulls CUDA).
-bench: install
+# The peers: onnxruntime (the test extra) and openvino (the bench extra).
+BENCH_DEPS := $(VENV)/.bench-deps
+$(BENCH_DEPS): $(VENV)/.installed
+	$(PY) -c "import openvino" 2>/dev/null || $(PY) -m pip install -q --no-build-isolation -e '.[test,bench]'
+	touch $@
+
+bench: $(BENCH_DEPS)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
@@ -64,6 +70,12 @@ zoo-build: $(ZOO_DEPS)
 zoo: $(ZOO_DEPS)
 	-$(PY) benchmarks/zoo/build.py $(ZOO_BUILD_ARGS)
 	$(PY) benchmarks/zoo/run.py $(ZOO_ARGS)
+
+# Ours, ONNX Runtime and OpenVINO over the model zoo (built first where missing); about
+# 40 s a model on this machine. BENCH_ZOO_ARGS="--only a,b" for a subset.
+bench-zoo: $(ZOO_DEPS) $(BENCH_DEPS)
+	-$(PY) benchmarks/zoo/build.py $(ZOO_BUILD_ARGS)
+	$(PY) benchmarks/bench_zoo.py $(BENCH_ZOO_ARGS)
 
 # The runtime built with ASan + UBSan (separate build dir and venv, which reuses .venv's
 # packages), then the runtime tests under it. Any sanitizer report fails the run.

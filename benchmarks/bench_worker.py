@@ -1,12 +1,18 @@
-"""One side of a side-by-side benchmark, in its own process (driven by benchmarks/run.py).
+"""One side of a side-by-side benchmark, in its own process (driven by benchmarks/run.py and
+benchmarks/bench_zoo.py).
 
-    python benchmarks/bench_worker.py --side ours|ort --model NAME [--threads 2] [--batch 32]
+    python benchmarks/bench_worker.py --side ours|ort|ov --model NAME|zoo/NAME|PATH
+                                      [--threads 2] [--batch 32]
 
 On start it compiles and loads the model for batch 1 (ours: Session add_graph + compile_graph;
-ORT: InferenceSession creation), runs it a few times, and prints one JSON line with the
-compile+load time, the process's peak RSS so far and (ours) the FLOPs of one batch-1 run
-from the compile report (the throughput reply carries the batch-N count). Then it answers
-JSON commands, one per line on stdin, with one JSON line on stdout:
+ORT: InferenceSession creation; OpenVINO: read_model, reshape to the inputs' shapes,
+compile_model on the CPU plugin with INFERENCE_NUM_THREADS = threads, f32 precision and the
+latency hint), runs it once (the first run is part of compile+load: engines defer work to
+it), runs it a few more times, and prints one JSON line with the compile+load time, the
+process's peak RSS so far and (ours) the FLOPs of one batch-1 run from the compile report
+(the throughput reply carries the batch-N count). `zoo/NAME` is a zoo model
+(benchmarks/zoo/): its recorded batch-1 inputs, repeated along the batch axis for batch N.
+Then it answers JSON commands, one per line on stdin, with one JSON line on stdout:
 
     {"cmd": "latency", "seconds": S, "min_runs": N}     batch-1 run times
     {"cmd": "throughput", "seconds": S, "min_runs": N}  batch-N run times (loads batch N first)
@@ -29,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import model_path, ort_session, random_inputs
+from common import bench_inputs, ort_session
 
 
 def peak_rss_mb() -> float:
@@ -73,6 +79,41 @@ class Ort:
         return dict(zip(names, self.session.run(names, inputs)))
 
 
+class Ov:
+    """OpenVINO's CPU plugin, the model reshaped to each concrete input shape (as ours
+    specializes per signature): one compiled model per signature loaded."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import openvino
+
+        self.core = openvino.Core()
+        self.path = path
+        self.threads = threads
+        self.flops = 0.0
+        self.requests: dict[tuple, tuple] = {}  # signature -> (infer request, outputs)
+
+    @staticmethod
+    def _key(inputs: dict[str, np.ndarray]) -> tuple:
+        return tuple(sorted((k, a.shape) for k, a in inputs.items()))
+
+    def load(self, inputs: dict[str, np.ndarray]) -> None:
+        model = self.core.read_model(str(self.path))
+        model.reshape({name: list(a.shape) for name, a in inputs.items()})
+        compiled = self.core.compile_model(model, "CPU", {
+            "INFERENCE_NUM_THREADS": self.threads, "INFERENCE_PRECISION_HINT": "f32",
+            "PERFORMANCE_HINT": "LATENCY"})
+        self.requests[self._key(inputs)] = (compiled.create_infer_request(),
+                                            list(compiled.outputs))
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        request, outputs = self.requests[self._key(inputs)]
+        res = request.infer(inputs)
+        return {o.get_any_name(): np.asarray(res[o]) for o in outputs}
+
+
+SIDES = {"ours": Ours, "ort": Ort, "ov": Ov}
+
+
 def timed_runs(side, inputs, seconds: float, min_runs: int, max_runs: int = 100000) -> list[float]:
     times: list[float] = []
     deadline = time.perf_counter() + seconds
@@ -85,20 +126,19 @@ def timed_runs(side, inputs, seconds: float, min_runs: int, max_runs: int = 1000
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--side", choices=("ours", "ort"), required=True)
+    ap.add_argument("--side", choices=tuple(SIDES), required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32, help="batch of the throughput runs")
     args = ap.parse_args(argv)
 
-    path = model_path(args.model)
-    small = random_inputs(path, batch=1, seed=0)
-    big = random_inputs(path, batch=args.batch, seed=1)
-    side = (Ours if args.side == "ours" else Ort)(path, args.threads)
+    path, small, big = bench_inputs(args.model, args.batch)
+    side = SIDES[args.side](path, args.threads)
     t0 = time.perf_counter()
     side.load(small)
+    side.run(small)
     compile_load = time.perf_counter() - t0
-    for _ in range(3):
+    for _ in range(2):
         side.run(small)
     print(json.dumps({"ready": True, "compile_load_s": compile_load, "rss_mb": peak_rss_mb(),
                       "flops": side.flops}), flush=True)
@@ -109,12 +149,15 @@ def main(argv=None) -> int:
         if cmd["cmd"] == "latency":
             reply = {"times": timed_runs(side, small, cmd["seconds"], cmd["min_runs"])}
         elif cmd["cmd"] == "throughput":
-            if not big_loaded:
-                side.load(big)
-                side.run(big)
-                big_loaded = True
-            reply = {"times": timed_runs(side, big, cmd["seconds"], cmd["min_runs"]),
-                     "flops": side.flops}
+            if big is None:
+                reply = {"times": [], "flops": 0.0, "note": "the model has no batch axis"}
+            else:
+                if not big_loaded:
+                    side.load(big)
+                    side.run(big)
+                    big_loaded = True
+                reply = {"times": timed_runs(side, big, cmd["seconds"], cmd["min_runs"]),
+                         "flops": side.flops}
         elif cmd["cmd"] == "dump":
             np.savez(cmd["path"], **side.run(small))
             reply = {"ok": True}

@@ -6,6 +6,7 @@ This module is torch-free (numpy + onnx, and onnxruntime only when ``ort_run`` o
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import sys
@@ -50,6 +51,24 @@ def random_inputs(
     """Random inputs for a model given by name (cache), path, or ModelProto."""
     # One rule for valid random feeds, shared with the tests (tests/zoo.py is torch-free).
     return zoo.random_inputs(_load(name_or_path), seed=seed, batch=batch, dims=dims)
+
+
+def bench_inputs(model: str, batch: int) -> tuple[Path, dict, dict | None]:
+    """(path, batch-1 feeds, batch-N feeds or None when the model has no batch axis) for a
+    benchmark model: `zoo/NAME` is a zoo model, whose recorded batch-1 inputs (valid token
+    ids, masks, ...) are repeated along the batch axis; anything else random inputs."""
+    if model.startswith("zoo/"):
+        name = model[4:]
+        folder = model_cache_dir() / "zoo" / name
+        meta = json.loads((folder / "meta.json").read_text())
+        with np.load(folder / "ref_b1.npz") as data:
+            small = {k[6:]: data[k] for k in data.files if k.startswith("input:")}
+        big = None
+        if meta.get("batched") and all(a.ndim and a.shape[0] == 1 for a in small.values()):
+            big = {k: np.ascontiguousarray(np.repeat(a, batch, axis=0)) for k, a in small.items()}
+        return folder / "model.onnx", small, big
+    path = model_path(model)
+    return path, random_inputs(path, batch=1, seed=0), random_inputs(path, batch=batch, seed=1)
 
 
 def ort_session(path, threads: int = 2):

@@ -1,11 +1,13 @@
-"""Side-by-side benchmark: GraphEngine (in-process Session API) vs ONNX Runtime.
+"""Side-by-side benchmark: GraphEngine (in-process Session API) vs ONNX Runtime and OpenVINO.
 
     python benchmarks/run.py [--models resnet18,mobilenetv2,bert_mini,mlp,branchy]
                              [--threads 2] [--rounds 4] [--seconds 1.5] [--quick]
 
 For each model, each side runs in its own process (benchmarks/bench_worker.py) with the
 same thread count: ours is a Session on a Device(threads); ORT an InferenceSession with
-intra_op_num_threads=threads. Measured per side:
+intra_op_num_threads=threads; OpenVINO (`ov`) its CPU plugin with INFERENCE_NUM_THREADS =
+threads, f32 precision, the latency hint, the model reshaped to each input shape. Measured
+per side:
 
   * latency at batch 1 (p50, p90), in `rounds` rounds; each round starts fresh processes
     for both sides and measures them one after the other (alternating which goes first),
@@ -14,8 +16,9 @@ intra_op_num_threads=threads. Measured per side:
     every round is kept in the JSON with the CPU share other processes used during it;
   * throughput at batch 32 (images) or 8 (sequences): batch / median run time, best of
     `tp_rounds` rounds;
-  * compile+load time: ours Session.add_graph + compile_graph; ORT InferenceSession()
-    (median of the rounds);
+  * compile+load time: ours Session.add_graph + compile_graph; ORT InferenceSession();
+    OpenVINO read_model + reshape + compile_model; each with its first run (median of the
+    rounds);
   * peak RSS of the process once the batch-1 model is loaded and has run (median);
   * the largest output difference between the two;
   * the rate of each side's reported runs in GFLOP/s (the convolutions and matrix products
@@ -50,6 +53,7 @@ sys.path.insert(0, str(HERE))
 from common import model_path  # noqa: E402
 
 DEFAULT_MODELS = ("resnet18", "mobilenetv2", "bert_mini", "mlp", "branchy")
+SIDES = ("ours", "ort", "ov")
 SEQUENCE_MODELS = {"bert_mini", "minilm6"}
 # Targets from issue 4: ours/ORT latency at most, ours/ORT throughput at least.
 TARGETS = {"resnet18": 1.0, "mlp": 1.0, "mobilenetv2": 1.2, "bert_mini": 1.2}
@@ -142,7 +146,7 @@ def bench_model(name: str, args) -> dict:
     batch = 8 if name in SEQUENCE_MODELS else 32
     result: dict = {"model": name, "batch": batch, "sides": {}}
     samples = {s: {"latency": [], "throughput": [], "compile_load_s": [], "rss_mb": [],
-                   "foreign": []} for s in ("ours", "ort")}
+                   "foreign": []} for s in SIDES}
     dumps: dict = {}
     busy: list[float] = []
     flops = {"b1": 0.0, "tp": 0.0}  # of one run, from ours' compile reports
@@ -150,7 +154,7 @@ def bench_model(name: str, args) -> dict:
     # the other side idle). A process can land in a slower "mode" for its whole life (thread
     # placement, the host's neighbours), so independent processes, best of the rounds.
     for r in range(args.rounds):
-        order = ("ours", "ort") if r % 2 == 0 else ("ort", "ours")
+        order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
         workers = {}
         for side in order:
             busy.append(wait_quiet(args.quiet_wait))
@@ -179,6 +183,8 @@ def bench_model(name: str, args) -> dict:
             w.close()
     diff = max((float(np.max(np.abs(dumps["ours"][k] - dumps["ort"][k])))
                 for k in dumps["ort"] if k in dumps["ours"]), default=float("nan"))
+    diff_ov = max((float(np.max(np.abs(dumps["ours"][k] - dumps["ov"][k])))
+                   for k in dumps["ov"] if k in dumps["ours"]), default=float("nan"))
     for side, smp in samples.items():
         lat = min(smp["latency"], key=statistics.median)
         tp = min(smp["throughput"], key=statistics.median)
@@ -197,15 +203,22 @@ def bench_model(name: str, args) -> dict:
     for side in result["sides"].values():
         side["gflops_b1"] = flops["b1"] / side["p50_ms"] * 1e-6
         side["gflops_throughput"] = flops["tp"] * side["throughput"] / batch * 1e-9
-    ours, ort = result["sides"]["ours"], result["sides"]["ort"]
-    result["ratio"] = {
-        "p50": ours["p50_ms"] / ort["p50_ms"],
-        "p90": ours["p90_ms"] / ort["p90_ms"],
-        "throughput": ours["throughput"] / ort["throughput"],
-        "compile_load": ours["compile_load_s"] / ort["compile_load_s"],
-        "rss": ours["rss_mb"] / ort["rss_mb"],
-    }
+    ours = result["sides"]["ours"]
+    for key, peer in (("ratio", "ort"), ("ratio_ov", "ov")):
+        other = result["sides"][peer]
+        result[key] = {
+            "p50": ours["p50_ms"] / other["p50_ms"],
+            "p90": ours["p90_ms"] / other["p90_ms"],
+            "throughput": ours["throughput"] / other["throughput"],
+            "compile_load": ours["compile_load_s"] / other["compile_load_s"],
+            "rss": ours["rss_mb"] / other["rss_mb"],
+        }
+    peers = [result["sides"][p] for p in ("ort", "ov")]
+    result["speedup_vs_best_peer"] = {
+        "b1": min(p["p50_ms"] for p in peers) / ours["p50_ms"],
+        "throughput": ours["throughput"] / max(p["throughput"] for p in peers)}
     result["max_abs_diff"] = diff
+    result["max_abs_diff_ov"] = diff_ov
     target = TARGETS.get(name)
     if target is not None:
         result["target"] = target
@@ -247,27 +260,33 @@ def table(results: list[dict], streams: dict, concurrency: list[dict], peak: flo
             f"{'batch':>5s} {'compile+load s':>14s} {'peak RSS MB':>11s}")
     lines = [head, "-" * len(head)]
     for r in results:
-        for side in ("ours", "ort"):
+        for side in SIDES:
             s = r["sides"][side]
             lines.append(f"{r['model']:12s} {side:5s} {s['p50_ms']:10.3f} {s['p90_ms']:10.3f} "
                          f"{s['throughput']:9.1f} {r['batch']:5d} {s['compile_load_s']:14.3f} "
                          f"{s['rss_mb']:11.1f}")
-        q = r["ratio"]
         verdict = ""
         if "target" in r:
             verdict = (f"  target {r['target']:.1f}x: "
                        f"{'met' if r['meets_target'] else 'NOT met'}")
-        lines.append(f"{'':12s} {'ratio':5s} {q['p50']:9.2f}x {q['p90']:9.2f}x "
-                     f"{q['throughput']:8.2f}x {'':5s} {q['compile_load']:13.2f}x "
-                     f"{q['rss']:10.2f}x  max|diff| {r['max_abs_diff']:.1e}{verdict}")
+        for key, label, diff in (("ratio", "/ort", r["max_abs_diff"]),
+                                 ("ratio_ov", "/ov", r["max_abs_diff_ov"])):
+            q = r[key]
+            lines.append(f"{'':12s} {label:5s} {q['p50']:9.2f}x {q['p90']:9.2f}x "
+                         f"{q['throughput']:8.2f}x {'':5s} {q['compile_load']:13.2f}x "
+                         f"{q['rss']:10.2f}x  max|diff| {diff:.1e}"
+                         f"{verdict if key == 'ratio' else ''}")
+        sp = r["speedup_vs_best_peer"]
+        lines.append(f"{'':12s} {'best':5s} b1 {sp['b1']:.2f}x, b{r['batch']} "
+                     f"{sp['throughput']:.2f}x (best peer / ours: above 1, ours is faster)")
         if r.get("flops_b1") and peak:
             lines.append(f"{'':12s} {'rate':5s} " + "; ".join(
                 f"{side} b1 {r['sides'][side]['gflops_b1']:.0f} GFLOP/s "
                 f"({r['sides'][side]['gflops_b1'] / peak:.0%}), b{r['batch']} "
                 f"{r['sides'][side]['gflops_throughput']:.0f} "
                 f"({r['sides'][side]['gflops_throughput'] / peak:.0%})"
-                for side in ("ours", "ort")))
-    lines.append("ratio = ours / ORT: below 1 is better for latency, time and memory; "
+                for side in SIDES))
+    lines.append("/ort, /ov = ours / that peer: below 1 is better for latency, time and memory; "
                  "above 1 is better for throughput.")
     if peak:
         lines.append(f"rate = convolutions and matrix products per second (% of the FMA peak, "
@@ -346,12 +365,14 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=HERE).stdout.strip()
     import onnxruntime
+    import openvino
 
     from graphengine import _runtime
     record = {
         "timestamp": stamp, "commit": commit, "threads": args.threads,
         "rounds": args.rounds, "host": platform.node(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "onnxruntime": onnxruntime.__version__,
+        "openvino": openvino.__version__,
         "onednn": _runtime.dnnl_version(), "fma_peak_gflops": peak, "models": results,
         "streams": streams, "concurrency": concurrency,
     }
