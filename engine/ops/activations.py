@@ -32,7 +32,7 @@ unary("HardSigmoid", lambda x, a: np.clip(x * np.float32(a["alpha"]) + np.float3
       attrs={"alpha": A.f(0.2), "beta": A.f(0.5)},
       device=unary_device("HardSigmoid", ("alpha", "beta")))
 unary("Swish", lambda x, a: x / (1 + np.exp(-np.float32(a["alpha"]) * x)),
-      attrs={"alpha": A.f(1.0)})
+      attrs={"alpha": A.f(1.0)}, device=unary_device("Swish", ("alpha",)))
 unary("Shrink", lambda x, a: np.where(x < -a["lambd"], x + a["bias"],
                                       np.where(x > a["lambd"], x - a["bias"], 0)),
       NUMERIC, attrs={"bias": A.f(0.0), "lambd": A.f(0.5)})

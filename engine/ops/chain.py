@@ -22,7 +22,8 @@ from .shape_helpers import FLOATS, check_dtype, out, shape_in
 # The ops a chain step may be ("GeluTanh": Gelu with approximate="tanh").
 STEP_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
-    "Abs", "Neg", "Gelu", "GeluTanh", "Clip", "HardSigmoid", "HardSwish", "Reciprocal"})
+    "Abs", "Neg", "Gelu", "GeluTanh", "Clip", "HardSigmoid", "HardSwish", "Reciprocal",
+    "Swish"})
 BINARY_STEPS = frozenset({"Add", "Sub", "Mul", "Div"})
 
 
@@ -60,7 +61,7 @@ def run_step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
     name, attrs, extra = op, {}, []
     if op == "GeluTanh":
         name, attrs = "Gelu", {"approximate": "tanh"}
-    elif op == "LeakyRelu":
+    elif op in ("LeakyRelu", "Swish"):
         attrs = {"alpha": alpha}
     elif op == "HardSigmoid":
         attrs = {"alpha": alpha, "beta": beta}

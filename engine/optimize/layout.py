@@ -22,10 +22,11 @@ NHWC otherwise.
 A node is layout-agnostic when the device kernel computes the same result in the region's
 format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py `Layout`):
 convolutions (CONV), pools, BatchNormalization and unary elementwise ops (UNIFORM), binary
-elementwise ops whose inputs are all activations of one shape (ELEMENTWISE), elementwise
-chains (CHAIN) and Concat of 4-D activations (CONCAT: the kernel joins the bytes as stored;
-blocked only when no operand's channels would be padded). Every other device op (PLAIN)
-reads and writes plain NCHW: the pass converts its region inputs back to NCHW.
+elementwise ops whose inputs are activations of one shape or scalar constants
+(ELEMENTWISE), elementwise chains (CHAIN) and Concat of 4-D activations (CONCAT: the kernel
+joins the bytes as stored; blocked only when no operand's channels would be padded). Every
+other device op (PLAIN) reads and writes plain NCHW: the pass converts its region inputs
+back to NCHW.
 In a blocked region, a value whose channels are not a multiple of the block is stored
 padded (zero channels up to the next block) when only convolutions read it — the runtime
 lets no other kernel touch a padded tensor — and NHWC otherwise. A convolution reads a
@@ -125,9 +126,10 @@ def _agnostic(node: Node) -> bool:
     kind = layout_of(node)
     if kind in (Layout.CONV, Layout.UNIFORM):
         return _is_act4d(node.input(0))
-    if kind is Layout.ELEMENTWISE:
+    if kind is Layout.ELEMENTWISE:  # a scalar operand broadcasts alike in every format
         ins = [v for v in node.inputs if v is not None]
-        return all(_is_act4d(v) and v.meta == out.meta for v in ins)
+        return all(_is_act4d(v) and v.meta == out.meta
+                   or v.is_constant and v.meta is not None and v.meta.numel == 1 for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not _is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)

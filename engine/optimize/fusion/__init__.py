@@ -26,6 +26,7 @@ from ...target import Target
 from ...target import get as get_target
 from . import (
     activation,
+    activation_form,
     attention,
     conv_block,
     conv_bn,
@@ -45,6 +46,9 @@ _EPILOGUES = ("matmul_bias", "residual_add", "activation")
 FUSIONS: list[Fusion] = [
     conv_bn.ROW,
     erf_gelu.ROW,
+    # Activations spelled out in arithmetic (GPT-2's gelu_new, SiLU, QuickGELU) become their
+    # op, after the structural Erf-GELU row has taken its own form.
+    dataclasses.replace(activation_form.ROW, after=("erf_gelu",)),
     layernorm.ROW,
     dataclasses.replace(attention.ROW, after=("layernorm",)),
     # The epilogues of a Conv/MatMul/Gemm: bias, then the residual sum, then the activation
@@ -52,8 +56,8 @@ FUSIONS: list[Fusion] = [
     # and the Erf form of GELU must be one Gelu node before it can be an activation.
     dataclasses.replace(matmul_bias.ROW, after=("attention",)),
     dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
-    dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "matmul_bias",
-                                               "residual_add")),
+    dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "activation_form",
+                                               "matmul_bias", "residual_add")),
     # Depthwise, block and head fusions merge Conv nodes that already carry their epilogues
     # into ConvDw, ConvBlock and ConvHead nodes.
     dataclasses.replace(conv_dw.ROW, after=("activation",)),

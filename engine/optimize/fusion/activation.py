@@ -1,18 +1,22 @@
-"""An activation as the epilogue of the Conv, MatMul or Gemm before it."""
+"""An activation as the epilogue of the Conv, MatMul or Gemm before it, directly or through a
+view of its output (an elementwise function commutes with a Reshape)."""
 
 from __future__ import annotations
 
 from ...ir import Graph, Node
-from .match import Fusion, absorb, on_device, sole_producer
+from .match import Fusion, absorb_through_view, on_device, producer_through_view
 
-_ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish"}
+_ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish", "Swish"}
 
 
 def _match_activation(graph: Graph, act: Node):
     if act.op_type not in _ACTIVATIONS:
         return None
-    prod = sole_producer(graph, act.input(0), {"Conv", "Gemm", "MatMul"})
-    if prod is None or not on_device(prod, act) or prod.attrs.get("_activation"):
+    found = producer_through_view(graph, act.input(0), {"Conv", "Gemm", "MatMul"})
+    if found is None:
+        return None
+    prod, view = found
+    if not on_device(prod, act) or prod.attrs.get("_activation"):
         return None
     attrs: dict = {"_activation": act.op_type}
     if act.op_type == "Clip":
@@ -23,17 +27,20 @@ def _match_activation(graph: Graph, act: Node):
         attrs["_activation_beta"] = float(hi.const) if hi is not None else float("inf")
     elif act.op_type == "LeakyRelu":
         attrs["_activation_alpha"] = float(act.attrs.get("alpha", 0.01))
+    elif act.op_type == "Swish":
+        attrs["_activation_alpha"] = float(act.attrs.get("alpha", 1.0))
     elif act.op_type == "Gelu":
         if act.attrs.get("approximate", "none") == "tanh":
             attrs["_activation"] = "GeluTanh"
-    return prod, attrs
+    return prod, view, attrs
 
 
 def _rewrite_activation(graph: Graph, act: Node, ctx) -> str:
-    prod, attrs = ctx
+    prod, view, attrs = ctx
     prod.attrs.update(attrs)
-    absorb(graph, prod, act)
-    return f"{prod.op_type}+{act.op_type}: {prod.name} absorbed {act.name}"
+    absorb_through_view(graph, prod, view, act)
+    through = f" (through {view.op_type} {view.name})" if view is not None else ""
+    return f"{prod.op_type}+{act.op_type}: {prod.name} absorbed {act.name}{through}"
 
 
 ROW = Fusion("activation", _match_activation, _rewrite_activation,

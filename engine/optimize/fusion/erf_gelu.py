@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...ir import Graph, Node
-from .match import Fusion, const_close, on_device, other, rename_output, sole_producer
+from .match import Fusion, const_close, on_device, other, replace_region, sole_producer
 
 
 def _match_gelu(graph: Graph, last: Node):
@@ -38,16 +38,7 @@ def _match_gelu(graph: Graph, last: Node):
 
 def _rewrite_gelu(graph: Graph, last: Node, ctx) -> str:
     x, nodes = ctx
-    out = last.outputs[0]
-    gelu = graph.add_node("Gelu", [x], attrs={"approximate": "none"},
-                          name=graph.unique_name("gelu"), after=last)
-    gelu.meta.engine, gelu.meta.partition = last.meta.engine, last.meta.partition
-    gelu.outputs[0].meta = out.meta
-    graph.replace_all_uses(out, gelu.outputs[0])
-    for n in reversed(nodes):
-        graph.remove_node(n)
-    rename_output(graph, gelu.outputs[0], out.name)
-    gelu.meta.fused = tuple(n.name for n in nodes)
+    gelu = replace_region(graph, last, nodes, "Gelu", [x], {"approximate": "none"})
     return f"Erf-GELU: {len(nodes)} nodes -> {gelu.name}"
 
 

@@ -43,6 +43,40 @@ def sole_producer(graph: Graph, v: Value | None, op_types: set[str]) -> Node | N
     return v.producer
 
 
+# Nodes that only relabel their input's elements (the runtime makes them aliases): an
+# elementwise epilogue commutes with them.
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def producer_through_view(graph: Graph, v: Value | None, op_types: set[str]
+                          ) -> tuple[Node, Node | None] | None:
+    """(producer, None) when v's sole producer is one of op_types; (producer, view) when v
+    is a view (Reshape, ...) of such a producer's output and each is the other's only
+    link (GPT-2's Gemm -> Reshape -> activation); else None."""
+    p = sole_producer(graph, v, op_types)
+    if p is not None:
+        return p, None
+    view = sole_producer(graph, v, set(VIEWS))
+    if view is None:
+        return None
+    p = sole_producer(graph, view.input(0), op_types)
+    return (p, view) if p is not None and on_device(p, view) else None
+
+
+def absorb_through_view(graph: Graph, keep: Node, view: Node | None, gone: Node) -> None:
+    """absorb(), where `gone` (elementwise) reads keep's output through `view`: keep now
+    computes gone's function, the view relabels that, and the view's output takes over
+    gone's readers and name."""
+    if view is None:
+        absorb(graph, keep, gone)
+        return
+    out, vout = gone.outputs[0], view.outputs[0]
+    graph.replace_all_uses(out, vout)
+    graph.remove_node(gone)
+    rename_output(graph, vout, out.name)
+    keep.meta.fused = keep.meta.fused + (gone.name,) + gone.meta.fused
+
+
 def absorb(graph: Graph, keep: Node, gone: Node) -> None:
     """`gone` read only keep's output; keep now produces gone's output value."""
     out = gone.outputs[0]
@@ -65,6 +99,24 @@ def become(node: Node, op_type: str, inputs: list[Value | None], attrs: dict) ->
     node.op_type = op_type
     node.attrs = dict(attrs)
     node.set_inputs(inputs)
+
+
+def replace_region(graph: Graph, last: Node, nodes: list[Node], op_type: str,
+                   inputs: list[Value], attrs: dict) -> Node:
+    """One `op_type` node takes over what `nodes` (ending in `last`, read from outside only
+    through last's output) computed: their readers, their output name, their names as
+    `meta.fused`."""
+    out = last.outputs[0]
+    node = graph.add_node(op_type, inputs, attrs=attrs, name=graph.unique_name(op_type.lower()),
+                          after=last)
+    node.meta.engine, node.meta.partition = last.meta.engine, last.meta.partition
+    node.outputs[0].meta = out.meta
+    graph.replace_all_uses(out, node.outputs[0])
+    for n in reversed(nodes):
+        graph.remove_node(n)
+    rename_output(graph, node.outputs[0], out.name)
+    node.meta.fused = tuple(n.name for n in nodes)
+    return node
 
 
 def rename_output(graph: Graph, v: Value, name: str) -> None:

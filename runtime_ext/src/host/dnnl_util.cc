@@ -98,6 +98,9 @@ Fusion parse_activation(const KernelArgs& a, const std::string& key) {
     f.alg = alg::eltwise_gelu_erf;
   } else if (act == "GeluTanh") {
     f.alg = alg::eltwise_gelu_tanh;
+  } else if (act == "Swish") {  // x * sigmoid(alpha * x)
+    f.alg = alg::eltwise_swish;
+    f.alpha = static_cast<float>(a.attr_float(alpha, 1.0));
   } else if (act == "HardSwish") {
     f.alg = alg::eltwise_hardswish;
     f.alpha = 1.f / 6.f;

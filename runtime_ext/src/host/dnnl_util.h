@@ -38,7 +38,7 @@ bool md_format(const dnnl::memory::desc& md, Format* out);
 
 // The fusion attributes of Conv, Gemm and MatMul:
 //   activation: "" | Relu | LeakyRelu | Clip | Sigmoid | Tanh | Gelu | GeluTanh |
-//               HardSwish | HardSigmoid, with activation_alpha / activation_beta,
+//               HardSwish | HardSigmoid | Swish, with activation_alpha / activation_beta,
 //   sum: 1 -> the node's last input is a residual added before the activation.
 struct Fusion {
   bool sum = false;

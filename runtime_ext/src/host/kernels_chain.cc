@@ -44,7 +44,7 @@ bool step_alg(Step* s) {
       {"Neg", false, alg::eltwise_linear},     {"Gelu", false, alg::eltwise_gelu_erf},
       {"GeluTanh", false, alg::eltwise_gelu_tanh}, {"Clip", false, alg::eltwise_clip_v2},
       {"HardSigmoid", false, alg::eltwise_hardsigmoid}, {"HardSwish", false, alg::eltwise_hardswish},
-      {"Reciprocal", false, alg::eltwise_pow},
+      {"Reciprocal", false, alg::eltwise_pow}, {"Swish", false, alg::eltwise_swish},
   };
   for (const auto& e : kTable) {
     if (s->op == e.name) {

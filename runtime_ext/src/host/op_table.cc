@@ -51,6 +51,7 @@ const std::vector<OpRow>& op_table() {
       {"Clip", make_unary, L::kUniform, 1, 3, T::kF32, 0, kAnyRank, nullptr},
       {"HardSigmoid", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"HardSwish", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
+      {"Swish", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Softplus", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Reciprocal", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Identity", make_unary, L::kUniform, 1, 1, T::kAny, 0, kAnyRank, nullptr},
