@@ -52,7 +52,16 @@ from .bounds import MAX_OFFLINE_MODELS
 from .errors import InvalidGraph, InvalidInput, InvalidModel
 from .ir import Graph, TensorMeta
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
-from .offline_codec import ALIGN, Reader, Writer, align, array_bytes, check_nesting, plain
+from .offline_codec import (
+    ALIGN,
+    Reader,
+    Writer,
+    align,
+    array_bytes,
+    check_nesting,
+    plain,
+    whole,
+)
 
 MAGIC = b"GEOM"
 FORMAT_VERSION = 2
@@ -253,7 +262,8 @@ def load_all(data: bytes | bytearray | memoryview | np.ndarray) -> OfflineModel:
                                f"signatures; at most {MAX_OFFLINE_MODELS} are read")
         models = [reader.decode(m) for m in desc["models"]]
         gear = desc["gear"]
-        gear = Gear(str(gear["dim"]), tuple(int(v) for v in gear["values"])) if gear else None
+        gear = Gear(str(gear["dim"]), tuple(whole(v, "a gear value") for v in gear["values"])
+                    ) if gear else None
         if gear is not None and len(gear.values) != len(models):
             raise InvalidModel(f"offline model gear '{gear.dim}' has {len(gear.values)} "
                                f"values for {len(models)} compiled models")

@@ -57,6 +57,16 @@ def align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def whole(value: Any, what: str) -> int:
+    """`value` as an int when it is one (JSON integers; not a bool, a float, inf or text:
+    `int()` would truncate 1.5, overflow on inf and parse "7"), else InvalidModel naming
+    `what`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidModel(f"offline model is corrupted: {what} is "
+                           f"{bounded_text(repr(value), 40)}, not an integer")
+    return int(value)
+
+
 def _type_name(cls: type) -> str:
     if not cls.__module__.startswith(_ENGINE) or "<" in cls.__qualname__:
         raise ValueError(f"{cls.__module__}.{cls.__qualname__} is not a type of "
@@ -257,7 +267,7 @@ class Reader:
         return obj
 
     def array(self, x: dict) -> np.ndarray:
-        shape = tuple(int(d) for d in x["shape"])
+        shape = tuple(whole(d, "an array dimension") for d in x["shape"])
         if "items" in x:
             dtype = x["dtype"]
             if dtype != "object" and not re.match(r"^[<>|][US]\d+$", dtype):
@@ -271,15 +281,17 @@ class Reader:
         except ValueError:
             raise InvalidModel(f"offline model holds an array of unknown dtype "
                                f"{x['dtype']!r}") from None
-        nbytes = int(x["nbytes"])
+        nbytes = whole(x["nbytes"], "an array's nbytes")
         if nbytes != math.prod(shape) * dtype.itemsize or min(shape, default=0) < 0:
             raise InvalidModel(f"offline model is corrupted: a {dtype}{list(shape)} array "
                                f"cannot take {nbytes} bytes")
         if "pieces" not in x:
-            return self._slice(int(x["offset"]), nbytes).view(dtype).reshape(shape)
+            return self._slice(whole(x["offset"], "an array's offset"), nbytes).view(
+                dtype).reshape(shape)
         # Every piece is checked against the bytes the file holds before the array's
         # memory is taken: a declared size alone allocates nothing.
-        spans = [(int(offset), int(size)) for offset, size in x["pieces"]]
+        spans = [(whole(offset, "a piece's offset"), whole(size, "a piece's size"))
+                 for offset, size in x["pieces"]]
         at = 0
         for offset, size in spans:
             self._slice(offset, size)
@@ -309,7 +321,7 @@ class Reader:
 
     def graph(self, x: dict) -> Graph:
         g = Graph(x["name"])
-        g.opset = int(x["opset"])
+        g.opset = whole(x["opset"], "a graph's opset")
         try:
             for name, meta in x["inputs"]:
                 g.add_input(name, self.decode(meta))
@@ -412,7 +424,7 @@ def array_bytes(x: Any) -> int:
     if not isinstance(x, dict):
         return 0
     if x.get("$") == "array":
-        return int(x.get("nbytes", 0))
+        return whole(x.get("nbytes", 0), "an array's nbytes")
     return sum(array_bytes(v) for k, v in x.items() if k != "$")
 
 

@@ -4,6 +4,7 @@ edited and the file re-sealed) are refused with a domain error, or import and ru
 
 from __future__ import annotations
 
+import copy
 import json
 import struct
 import zlib
@@ -144,8 +145,9 @@ def test_offline_description_edits(session, data):
             del container[key]
         elif how == "nudge" and isinstance(old, int) and not isinstance(old, bool):
             container[key] = old + data.draw(st.sampled_from([-64, -1, 1, 64, 1 << 20]))
-        else:
-            container[key] = data.draw(st.sampled_from(_VALUES))
+        else:  # a copy: a later edit of this example must not change _VALUES itself
+            # (an edit inside a shared value once made it contain itself: an endless tree)
+            container[key] = copy.deepcopy(data.draw(st.sampled_from(_VALUES)))
     try:
         bad = _rebuild(desc, weights)
     except ValueError:  # inf in strict JSON

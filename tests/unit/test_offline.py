@@ -400,6 +400,16 @@ def with_edit(fn):
      r"'TensorSig.name' holds an int, where str belongs"),
     (with_edit(lambda d: d["models"][0]["programs"][0]["tensors"].__setitem__(0, [1])),
      r"'DeviceProgram.tensors' holds a list"),
+    # An array's numbers that are not integers (found by the fuzz harness: inf reached
+    # int() as a raw OverflowError; 1.5 would have been truncated and "8" parsed).
+    (with_edit(lambda d: weights_of(d).update(offset=float("inf"))),
+     r"an array's offset is inf, not an integer"),
+    (with_edit(lambda d: weights_of(d).update(nbytes=1.5)),
+     r"an array's nbytes is 1.5, not an integer"),
+    (with_edit(lambda d: weights_of(d)["shape"].__setitem__(0, "8")),
+     r"an array dimension is '8', not an integer"),
+    (with_edit(lambda d: weights_of(d)["shape"].__setitem__(0, True)),
+     r"an array dimension is True, not an integer"),
     # Consistent kinds, inconsistent data flow: refused at load naming the tensor, not a
     # KeyError in the first run.
     (with_edit(lambda d: d["models"][0]["inputs"][0].update(name="renamed")),

@@ -9,7 +9,15 @@ used at least twice, evaluates it with the reference kernels on probe points spa
 [-12, 12] and beyond, and compares the result with each known activation (`_FORMS`): GELU
 (tanh and erf), Swish with its alpha fitted from the probe at x = 1. A region that matches
 within float32 rounding everywhere becomes one node of that op, which the activation row
-then folds into the Conv/MatMul/Gemm before it or the chain row into a chain.
+then folds into the Conv/MatMul/Gemm before it.
+
+It fires only where that fold follows: x comes from a Conv, MatMul or Gemm (or a view of
+one) and nothing but the region reads it. There the activation costs nothing (oneDNN
+applies it as a post-op while the output is in registers); elsewhere the chain row already
+runs the spelled-out ops in one pass, and oneDNN's standalone swish is a few float32 steps
+less exact than sigmoid-then-multiply (1.4e-6 relative against 1e-7), which is nothing
+for a float model but flips the scale of a DynamicQuantizeLinear downstream (a quantized
+OCR model of the zoo: every output moved by a quantum).
 
 Only analytic ops take part (no Clip, Min, Max, Where, comparisons): two analytic functions
 of one variable that agree on a dense set of an interval agree everywhere on it, so the probe
@@ -26,7 +34,7 @@ import numpy as np
 from ... import ops
 from ...dtypes import DType
 from ...ir import Graph, Node, Value
-from .match import Fusion, on_device, replace_region
+from .match import VIEWS, Fusion, on_device, replace_region
 
 _ANALYTIC = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Tanh", "Erf", "Sigmoid", "Exp", "Neg",
              "Reciprocal"}
@@ -123,6 +131,20 @@ def _same(f: np.ndarray, g: np.ndarray) -> bool:
     return bool(np.all(np.abs(f[ok] - g[ok]) <= 2e-5 * (1 + np.abs(g[ok]))))
 
 
+def _epilogue_source(graph: Graph, x: Value, nodes: list[Node]) -> bool:
+    """x is a Conv/MatMul/Gemm output (or a view of one) read only by the region."""
+    region = set(nodes)
+    if x in graph.outputs or any(u not in region for u in x.users):
+        return False
+    p = x.producer
+    if p is not None and p.op_type in VIEWS and p.input(0) is not None:
+        inner = p.input(0)
+        if len(inner.users) != 1:
+            return False
+        p = inner.producer
+    return p is not None and p.op_type in ("Conv", "Gemm", "MatMul") and on_device(p, nodes[-1])
+
+
 def match_activation_form(graph: Graph, last: Node):
     if last.op_type not in ("Mul", "Div") or len(last.outputs) != 1:
         return None
@@ -148,7 +170,7 @@ def match_activation_form(graph: Graph, last: Node):
                 or x.meta.dtype is not DType.FLOAT32:
             continue
         nodes = _region(graph, last, x)
-        if nodes is None or len(nodes) < 2:
+        if nodes is None or len(nodes) < 2 or not _epilogue_source(graph, x, nodes):
             continue
         f = _evaluate(nodes, x)
         if f is None:
