@@ -102,22 +102,30 @@ def _corners(boxes: np.ndarray, center: bool) -> np.ndarray:
                      np.maximum(x1, x2)], axis=1)
 
 
-def _iou(b: np.ndarray, i: int, j: int) -> float:
-    ih = min(b[i, 2], b[j, 2]) - max(b[i, 0], b[j, 0])
-    iw = min(b[i, 3], b[j, 3]) - max(b[i, 1], b[j, 1])
-    if ih <= 0 or iw <= 0:
-        return 0.0
+def _ious(b: np.ndarray, i: int, rest: np.ndarray) -> np.ndarray:
+    """IoU of box i with each box of `rest` (indices), 0 where the boxes do not overlap or
+    one is empty (ONNX NonMaxSuppression), in float64, term by term as the scalar form."""
+    r = b[rest]
+    ih = np.minimum(b[i, 2], r[:, 2]) - np.maximum(b[i, 0], r[:, 0])
+    iw = np.minimum(b[i, 3], r[:, 3]) - np.maximum(b[i, 1], r[:, 1])
     inter = ih * iw
     a1 = (b[i, 2] - b[i, 0]) * (b[i, 3] - b[i, 1])
-    a2 = (b[j, 2] - b[j, 0]) * (b[j, 3] - b[j, 1])
+    a2 = (r[:, 2] - r[:, 0]) * (r[:, 3] - r[:, 1])
     union = a1 + a2 - inter
-    if a1 <= 0 or a2 <= 0 or union <= 0:
-        return 0.0
-    return float(inter / union)
+    # not "> 0": a NaN coordinate gives a NaN IoU (which suppresses), as in the scalar form
+    zero = (ih <= 0) | (iw <= 0) | (a1 <= 0) | (a2 <= 0) | (union <= 0)
+    with np.errstate(all="ignore"):
+        return np.where(zero, 0.0, inter / np.where(zero, 1.0, union))
 
 
 def nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    """Greedy NMS per batch and class: candidates above the score threshold in order of
+    score (then index), each kept unless a kept box overlaps it by more than the IoU
+    threshold. Vectorized over the candidates (a detector's 8400 boxes x 80 classes took
+    15 ms as a Python loop per box): a kept box suppresses every later candidate at once,
+    which keeps exactly the boxes the one-by-one rule keeps."""
     boxes, scores = ins[0], ins[1]
+
     def get(i: int) -> Any:
         return opt(ins, i, nonempty=True)
 
@@ -127,21 +135,24 @@ def nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     limit = int(np.asarray(limit).reshape(-1)[0])
     iou_t = float(np.asarray(get(3)).reshape(-1)[0]) if get(3) is not None else 0.0
     score_t = get(4)
+    score_t = None if score_t is None else float(np.asarray(score_t).reshape(-1)[0])
     picked = []
     for b in range(boxes.shape[0]):
         corners = _corners(boxes[b].astype(np.float64), bool(a["center_point_box"]))
         for c in range(scores.shape[1]):
             s = scores[b, c]
-            cand = [i for i in range(len(s))
-                    if score_t is None or s[i] > float(np.asarray(score_t).reshape(-1)[0])]
-            cand.sort(key=lambda i: (-s[i], i))
-            kept: list[int] = []
-            for i in cand:
-                if len(kept) >= limit:
-                    break
-                if all(_iou(corners, i, j) <= iou_t for j in kept):
-                    kept.append(i)
-                    picked.append((b, c, i))
+            cand = (np.arange(len(s)) if score_t is None
+                    else np.flatnonzero(s.astype(np.float64) > score_t))
+            if limit <= 0 or not cand.size:
+                continue
+            order = cand[np.lexsort((cand, -s[cand]))]  # score descending, then index
+            kept = 0
+            while order.size and kept < limit:
+                i = int(order[0])
+                picked.append((b, c, i))
+                kept += 1
+                rest = order[1:]
+                order = rest[_ious(corners, i, rest) <= iou_t]
     return [np.array(picked, dtype=np.int64).reshape(-1, 3)]
 
 

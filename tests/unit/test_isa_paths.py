@@ -44,6 +44,8 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
              "gelu avx512"),
     "softmax": (lambda: _one([helper.make_node("Softmax", ["x"], ["y"], axis=-1)], [8, 77]),
                 "rows avx512"),
+    "softmax_strided": (lambda: _one([helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+                                     [2, 16, 37]), "strided avx512"),
     "gemv": (lambda: _one([helper.make_node("MatMul", ["x", "w"], ["y"])], [1, 96],
                           [("w", _weights(96, 130))]), "gemv avx512"),
     "matmul_gelu": (lambda: _one([helper.make_node("MatMul", ["x", "w"], ["m"]),

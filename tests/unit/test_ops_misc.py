@@ -183,6 +183,31 @@ def test_nms_and_roialign() -> None:
           {"output_height": 2, "output_width": 3, "sampling_ratio": 2}, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("center, score_t", [(0, None), (1, 0.3), (0, 0.6)])
+def test_nms_many_overlapping_boxes_match_onnxruntime(seed: int, center: int, score_t) -> None:
+    """Hundreds of boxes in clusters (many suppressions), tied scores (order by index),
+    empty boxes, two batches and three classes, a per-class limit: the vectorized greedy
+    keeps what onnxruntime keeps, in its order."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    centers = rng.uniform(0, 50, (2, 12, 2))[:, rng.integers(0, 12, n)]
+    size = rng.uniform(0.5, 6, (2, n, 2))
+    if center:
+        boxes = np.concatenate([centers, size], axis=2)
+    else:
+        lo = centers - size / 2
+        boxes = np.concatenate([lo[..., ::-1], (lo + size)[..., ::-1]], axis=2)
+        boxes[:, ::7] = boxes[:, ::7, [2, 3, 0, 1]]  # corners given the other way round
+    boxes[:, 5, 2:] = boxes[:, 5, :2]  # an empty box
+    scores = np.round(rng.uniform(0, 1, (2, 3, n)), 2)  # ties
+    inputs = [("b", boxes.astype(np.float32)), ("s", scores.astype(np.float32)),
+              ("m", i64(40)), ("i", np.array([0.45], np.float32))]
+    if score_t is not None:
+        inputs.append(("t", np.array([score_t], np.float32)))
+    check("NonMaxSuppression", inputs, {"center_point_box": center}, exact_shapes=False)
+
+
 def test_losses() -> None:
     x = rand(3, 5, 2)
     target = np.array([[0, 4], [1, -1], [2, 3]], np.int64)

@@ -675,6 +675,39 @@ def test_softmax_rows_match_float64(n):
         assert impl == "rows avx512" if AVX512 else impl.startswith("oneDNN")
 
 
+def _softmax64_axis(x: np.ndarray, axis: int) -> np.ndarray:
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("shape, axis", [((1, 4, 16, 70), 2), ((2, 3, 5), 0), ((2, 3, 5), 1),
+                                         ((3, 17, 33), 1), ((1, 64, 8400), 1),
+                                         ((2, 5, 4, 3), -3)])
+def test_softmax_along_an_inner_axis_matches_float64(shape, axis):
+    # An axis that is not the innermost runs on the runtime's strided kernel (softmax.h)
+    # where the CPU has AVX-512: the inner size in whole vectors and with a tail, one and
+    # several outer slices, one and two threads (a detector's DFL softmax is [1, 4, 16, N]
+    # along 16, which oneDNN ran on its reference implementation).
+    x = randn(*shape) * 20
+    m, _ = load_op("Softmax", [x], x.shape, axis=axis)
+    close(m.execute([x])[0], _softmax64_axis(x, axis), rtol=2e-5, atol=1e-7)
+    impl = m.profile()[0]["impl"]
+    assert impl == "strided avx512" if AVX512 else impl.startswith("oneDNN")
+
+
+def test_softmax_along_an_inner_axis_edges():
+    x = randn(3, 6, 20) * 5
+    x[0, 2, 3] = -np.inf  # exp 0
+    x[1, :, 4] = 1e30  # equal huge values along the axis: uniform
+    x[2, 1, 7] = np.nan  # that column is NaN, its neighbours are not
+    out = run_op("Softmax", [x], x.shape, axis=1)
+    assert out[0, 2, 3] == 0.0
+    close(out[1, :, 4], np.full(6, 1 / 6), rtol=1e-6)
+    assert np.isnan(out[2, :, 7]).all() and not np.isnan(out[2, :, 6]).any()
+    close(out[0], _softmax64_axis(x[:1], 1)[0], rtol=2e-5, atol=1e-7)
+
+
 def test_softmax_rows_edges():
     x = randn(4, 40) * 5
     x[0, 3] = -np.inf  # exp 0

@@ -39,6 +39,27 @@ class SoftmaxRowsKernel : public Kernel {
   int64_t rows_ = 0, n_ = 0;
 };
 
+// Softmax along an axis that is not the innermost of a plain tensor: softmax.h's strided.
+class SoftmaxStridedKernel : public Kernel {
+ public:
+  SoftmaxStridedKernel(const TensorInfo& x, const TensorInfo& y, int axis) : x_(&x), y_(&y) {
+    n_ = x.shape[static_cast<size_t>(axis)];
+    inner_ = 1;
+    for (size_t d = static_cast<size_t>(axis) + 1; d < x.shape.size(); ++d) inner_ *= x.shape[d];
+    outer_ = n_ && inner_ ? x.numel / (n_ * inner_) : 0;
+  }
+  Status run(ExecContext& ctx) override {
+    softmax::strided(ctx.ptr<const float>(*x_), ctx.ptr<float>(*y_), outer_, n_, inner_, omp_get_max_threads());
+    return Status::Ok();
+  }
+  std::string impl() const override { return "strided avx512"; }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  int64_t outer_ = 0, n_ = 0, inner_ = 1;
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
@@ -51,8 +72,9 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a) {
   if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " does not match input ", shape_str(x.shape));
   const int rank = std::max(1, x.rank());
   const int axis = normalize_axis(a.attr_int("axis", -1), rank);
-  if (a.op == "Softmax" && axis == rank - 1 && x.plain() && y.plain() && cpu_has_avx512()) {
-    return std::make_unique<SoftmaxRowsKernel>(x, y);
+  if (a.op == "Softmax" && x.plain() && y.plain() && cpu_has_avx512()) {
+    if (axis == rank - 1) return std::make_unique<SoftmaxRowsKernel>(x, y);
+    if (x.rank() > axis + 1) return std::make_unique<SoftmaxStridedKernel>(x, y, axis);
   }
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   dnnl::memory::desc md = plain_md(x.shape);

@@ -78,7 +78,50 @@ void row(const float* x, float* y, int64_t n) {
   if (tail) _mm512_mask_storeu_ps(y + whole, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + whole), inv));
 }
 
+// Softmax along an axis of n with `inner` contiguous floats after it, for the `width`
+// (<= kLanes) columns starting at c of one outer slice: the columns are the vector lanes,
+// the axis is walked with stride `inner` (three passes over n vectors; the 16 columns of n
+// rows stay in L1 for the n of a softmax).
+void columns(const float* x, float* y, int64_t n, int64_t inner, int64_t width) {
+  const __mmask16 mask = static_cast<__mmask16>(width >= kLanes ? 0xFFFF : (1u << width) - 1);
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m = neg_inf;
+  for (int64_t j = 0; j < n; ++j) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(neg_inf, mask, x + j * inner));
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 e = exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j * inner), m));
+    _mm512_mask_storeu_ps(y + j * inner, mask, e);
+    s = _mm512_add_ps(s, e);
+  }
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.f), s);
+  for (int64_t j = 0; j < n; ++j) {
+    _mm512_mask_storeu_ps(y + j * inner, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, y + j * inner), inv));
+  }
+}
+
 }  // namespace
+
+void strided(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, int threads) {
+  if (outer <= 0 || n <= 0 || inner <= 0) return;
+  const int64_t blocks = (inner + kLanes - 1) / kLanes;  // per outer slice
+  const int64_t tasks = outer * blocks;
+  auto one = [&](int64_t k) {
+    const int64_t o = k / blocks, c = (k % blocks) * kLanes;
+    const int64_t at = o * n * inner + c;
+    columns(x + at, y + at, n, inner, std::min(kLanes, inner - c));
+  };
+  const int64_t by_work = std::max<int64_t>(1, outer * n * inner / kParallelElements);
+  const int nt = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(std::max(1, threads)), tasks, by_work}));
+  if (nt == 1) {
+    for (int64_t k = 0; k < tasks; ++k) one(k);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), team = omp_get_num_threads();
+    for (int64_t k = tasks * t / team; k < tasks * (t + 1) / team; ++k) one(k);
+  }
+}
 
 void rows(const float* x, float* y, int64_t rows, int64_t n, int64_t stride, int threads) {
   if (rows <= 0 || n <= 0) return;
