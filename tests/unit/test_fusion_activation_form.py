@@ -111,6 +111,26 @@ def test_a_spelled_out_activation_becomes_the_matmul_epilogue(body, consts, op, 
     assert kernels.count("MatMul") == 1 and op not in kernels and "Tanh" not in kernels
 
 
+def test_an_erf_gelu_after_the_bias_add_reaches_the_matmul():
+    """0.5 x (1 + erf(x / sqrt 2)) in a spelling the structural Erf-GELU row does not know,
+    on MatMul + bias (Swin's MLP): the bias joins the MatMul first, then the GELU does."""
+    bias = numpy_helper.from_array(rng.standard_normal(24).astype(np.float32), "bias")
+
+    def body(h):
+        return [helper.make_node("Add", [h, "bias"], ["a"]),
+                helper.make_node("Mul", ["a", "half"], ["ha"]),
+                helper.make_node("Mul", ["a", "rs2"], ["z"]),
+                helper.make_node("Erf", ["z"], ["e"]),
+                helper.make_node("Add", ["one", "e"], ["u"]),
+                helper.make_node("Mul", ["ha", "u"], ["y"])]
+    compiled = _run(_model(body, [bias, _c("half", 0.5), _c("rs2", 0.7071067811865476),
+                                  _c("one", 1.0)]))
+    fusions = compiled.report.fusions
+    assert any(f.startswith("Gelu(approximate=none) written out") for f in fusions), fusions
+    assert any(f.startswith("MatMul+Gelu:") for f in fusions), fusions
+    assert [p.op_type for p in compiled.report.placements] == ["MatMul"]
+
+
 def test_a_near_miss_and_a_shared_intermediate_stay_as_written():
     near = [_c("half", 0.5), _c("three", 3.0), _c("k", 0.04), _c("s2pi", 0.7978845608028654),
             _c("one", 1.0)]

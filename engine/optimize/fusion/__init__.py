@@ -46,15 +46,16 @@ _EPILOGUES = ("matmul_bias", "residual_add", "activation")
 FUSIONS: list[Fusion] = [
     conv_bn.ROW,
     erf_gelu.ROW,
-    # Activations spelled out in arithmetic (GPT-2's gelu_new, SiLU, QuickGELU) become their
-    # op, after the structural Erf-GELU row has taken its own form.
-    dataclasses.replace(activation_form.ROW, after=("erf_gelu",)),
     layernorm.ROW,
     dataclasses.replace(attention.ROW, after=("layernorm",)),
     # The epilogues of a Conv/MatMul/Gemm: bias, then the residual sum, then the activation
     # (oneDNN applies post-ops in that order); a Conv's BatchNormalization is folded first,
     # and the Erf form of GELU must be one Gelu node before it can be an activation.
     dataclasses.replace(matmul_bias.ROW, after=("attention",)),
+    # Activations spelled out in arithmetic (GPT-2's gelu_new, SiLU, QuickGELU, other GELU
+    # spellings) become their op where they can be an epilogue: after the structural Erf-GELU
+    # row has taken its own form and the bias has joined its MatMul/Gemm/Conv.
+    dataclasses.replace(activation_form.ROW, after=("erf_gelu", "matmul_bias")),
     dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
     dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "activation_form",
                                                "matmul_bias", "residual_add")),
