@@ -36,6 +36,7 @@ from . import (
     erf_gelu,
     layernorm,
     matmul_bias,
+    pad_conv,
     residual_add,
 )
 from .match import Fusion
@@ -44,6 +45,7 @@ __all__ = ["FUSIONS", "Fusion", "check_order", "fuse"]
 
 _EPILOGUES = ("matmul_bias", "residual_add", "activation")
 FUSIONS: list[Fusion] = [
+    pad_conv.ROW,  # a spatial zero Pad becomes the Conv's own pads, before any row reads them
     conv_bn.ROW,
     erf_gelu.ROW,
     layernorm.ROW,
