@@ -675,6 +675,20 @@ def test_softmax_rows_match_float64(n):
         assert impl == "rows avx512" if AVX512 else impl.startswith("oneDNN")
 
 
+@pytest.mark.parametrize("op", ["Add", "Mul", "Sub", "Div"])
+@pytest.mark.parametrize("a_shape, b_shape", [((1, 4, 2, 16, 16), (1, 4, 1, 16, 16)),
+                                              ((3, 5, 7), (3, 1, 7)), ((2, 3, 4, 5), (3, 1, 5))])
+def test_a_broadcast_onednn_would_run_on_its_reference_runs_on_our_loops(op, a_shape, b_shape):
+    # A middle axis broadcast (Swin's window-attention mask): oneDNN picked "ref:any", many
+    # times slower than the runtime's loops over collapsed rows, which now run it.
+    a, b = randn(*a_shape), randn(*b_shape) + (3.0 if op == "Div" else 0.0)
+    for weights in (False, True):  # a model input, or a constant like the mask
+        m, feeds = load_op(op, [a, Const(b) if weights else b], a_shape)
+        want = {"Add": a + b, "Mul": a * b, "Sub": a - b, "Div": a / b}[op]
+        close(m.execute(feeds)[0], want, rtol=1e-6, atol=1e-6)
+        assert "ref" not in m.profile()[0]["impl"]
+
+
 def _softmax64_axis(x: np.ndarray, axis: int) -> np.ndarray:
     x = x.astype(np.float64)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
