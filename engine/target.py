@@ -70,9 +70,10 @@ def _native(backend: str) -> Target:
     """A backend of the native runtime, as its device describes itself: its kernels, its
     kernel info store and its capabilities. Rebuilt when those change (the host's follow
     its ISA switch: tests run the AVX-512 kernels and the others in one process)."""
+    import functools
     import os
 
-    from .runtime import default_device
+    from .runtime import default_device, kernel_info
 
     device = default_device(backend=backend)
     caps = device.caps
@@ -80,8 +81,7 @@ def _native(backend: str) -> Target:
     if key not in _native_cache:
         _native_cache[key] = Target(
             name=backend, isa=caps["isa"], ops=frozenset(device.supported_ops()),
-            kernel_info=lambda op, dtypes, shapes, attrs=None: device.kernel_info(
-                op, list(dtypes), [list(s) for s in shapes], dict(attrs or {})),
+            kernel_info=functools.partial(kernel_info, device=device),
             blocked_format=caps["blocked_format"], conv_blocks=caps["conv_blocks"],
             epilogues=caps["epilogues"],
             max_weight_segments=caps["max_weight_segments"], backend=backend,

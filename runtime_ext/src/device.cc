@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <utility>
 
 namespace ge {
@@ -15,18 +14,14 @@ namespace {
 // GE_NO_AVX512 set (to anything) in the environment starts with the AVX-512 paths off.
 std::atomic<bool> g_avx512_allowed{std::getenv("GE_NO_AVX512") == nullptr};
 
-struct Registry {
-  std::mutex mu;
-  std::map<std::string, DeviceFactory> factories;
-};
-
-Registry& registry() {
-  static Registry* r = [] {
-    auto* reg = new Registry;  // never destroyed: devices may outlive static destruction
-    register_builtin_backends([reg](const std::string& name, DeviceFactory f) {
-      reg->factories[name] = std::move(f);
+// The built-in backends by name: filled once (thread-safe static init), read-only after.
+const std::map<std::string, DeviceFactory>& registry() {
+  static const auto* r = [] {
+    auto* factories = new std::map<std::string, DeviceFactory>;  // never destroyed
+    register_builtin_backends([factories](const std::string& name, DeviceFactory f) {
+      (*factories)[name] = std::move(f);
     });
-    return reg;
+    return factories;
   }();
   return *r;
 }
@@ -54,33 +49,20 @@ void Device::start() {
 
 void Device::stop() { scheduler_.reset(); }
 
-void register_backend(const std::string& name, DeviceFactory factory) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.factories[name] = std::move(factory);
-}
-
 std::shared_ptr<Device> create_device(const std::string& name, int threads) {
-  DeviceFactory f;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.factories.find(name);
-    if (it == r.factories.end()) {
-      std::string known;
-      for (const auto& [n, _] : r.factories) known += (known.empty() ? "" : ", ") + n;
-      invalid("unknown backend '", name, "'; registered: ", known);
-    }
-    f = it->second;
+  const auto& factories = registry();
+  auto it = factories.find(name);
+  if (it == factories.end()) {
+    std::string known;
+    for (const auto& [n, _] : factories) known += (known.empty() ? "" : ", ") + n;
+    invalid("unknown backend '", name, "'; registered: ", known);
   }
-  return f(threads);
+  return it->second(threads);
 }
 
 std::vector<std::string> backend_names() {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mu);
   std::vector<std::string> names;
-  for (const auto& [n, _] : r.factories) names.push_back(n);
+  for (const auto& [n, _] : registry()) names.push_back(n);
   return names;  // std::map: sorted
 }
 

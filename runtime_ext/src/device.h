@@ -138,8 +138,6 @@ class Device {
 // ---- the backend registry ----
 using DeviceFactory = std::function<std::shared_ptr<Device>(int threads)>;
 
-// Makes a backend available by name. Replaces an earlier factory of the same name.
-void register_backend(const std::string& name, DeviceFactory factory);
 // A new device of backend `name`. Throws Error(InvalidArgument) naming the known backends.
 std::shared_ptr<Device> create_device(const std::string& name, int threads);
 // Registered backend names, sorted.

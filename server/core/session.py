@@ -40,11 +40,11 @@ from graphengine.engine.runtime import LoadedModel, RuntimeStats, default_device
 from ..timing import StageTimes, stage
 from . import gears as gearing
 from .admission import Admission
-from .instances import POLL_SECONDS
 
 __all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 
 MAX_SIGNATURES = 8  # compiled signatures kept per graph (LRU), beyond its gears
+POLL_SECONDS = 0.05  # how often a caller waiting for a compile looks at its cancel and deadline
 
 CompileHook = Callable[[CompileReport, float], None]  # (report, load seconds)
 
@@ -327,24 +327,23 @@ class Session(Admission):
                 model = entry.models.get(entry.static_key)
                 if model is None:
                     model = self._pool_for(entry, entry.static_shapes, control, times)
-                if control is not None:
-                    control.check(f"starting a run of '{entry.graph.name}'")
-                return model.run(inputs, output_names, control, times)
-            shapes = []
-            for name in entry.input_names:
-                x = inputs.get(name)
-                if x is None:
-                    meta = entry.graph.values[name].meta
-                    raise InvalidInput(f"missing input '{name}' (expected {meta})",
-                                       graph=entry.graph.name, tensor=name)
-                shapes.append(x.shape if type(x) is np.ndarray else np.shape(x))
-            key = tuple(shapes)
-            last = entry.last_signature
-            if last is not None and last[0] == key:
-                model = last[1]
             else:
-                model = self._pool_for(entry, dict(zip(entry.input_names, key)), control, times)
-                entry.last_signature = (key, model)
+                shapes = []
+                for name in entry.input_names:
+                    x = inputs.get(name)
+                    if x is None:
+                        meta = entry.graph.values[name].meta
+                        raise InvalidInput(f"missing input '{name}' (expected {meta})",
+                                           graph=entry.graph.name, tensor=name)
+                    shapes.append(x.shape if type(x) is np.ndarray else np.shape(x))
+                key = tuple(shapes)
+                last = entry.last_signature
+                if last is not None and last[0] == key:
+                    model = last[1]
+                else:
+                    model = self._pool_for(entry, dict(zip(entry.input_names, key)), control,
+                                           times)
+                    entry.last_signature = (key, model)
             if control is not None:
                 control.check(f"starting a run of '{entry.graph.name}'")
             return model.run(inputs, output_names, control, times)

@@ -9,7 +9,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from graphengine import _runtime
+from graphengine.engine.dtypes import DType
 from graphengine.engine.importers import load_model
+from graphengine.engine.ir import Graph, TensorMeta
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import LoadedModel
 
@@ -166,9 +169,6 @@ def test_where_no_epilogue_can_take_it_the_spelling_stays_for_the_chain():
 def test_swish_runs_on_the_device_as_an_op_and_a_chain_step():
     """The Swish op itself (ONNX opset 24's, or what the row makes): a device kernel, a
     chain step and an epilogue, each matching the reference."""
-    from graphengine import _runtime
-    from graphengine.engine.dtypes import DType
-    from graphengine.engine.ir import Graph, TensorMeta
 
     info = _runtime.kernel_info("Swish", ["float32"], [[2, 3]], {"alpha": 1.5})
     assert info["supported"], info
@@ -180,6 +180,8 @@ def test_swish_runs_on_the_device_as_an_op_and_a_chain_step():
     g.outputs = [y]
     compiled = compile_graph(g, CompileOptions())
     assert {p.engine for p in compiled.report.placements} == {"device"}
+    assert any(f.startswith("EltwiseChain(Swish+Mul)") for f in compiled.report.fusions), \
+        compiled.report.fusions
     xv = rng.standard_normal((3, 5)).astype(np.float32) * 4
     got = LoadedModel(compiled).execute({"x": xv})[y.name]
     want = 0.5 * xv / (1 + np.exp(-1.5 * xv))

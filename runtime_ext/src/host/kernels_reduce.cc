@@ -1,5 +1,6 @@
 // ReduceMean and ReduceSum on oneDNN reduction; ReduceMax and ReduceMin as a loop of our
-// own (oneDNN's max gave -FLT_MAX for a row of -inf and dropped NaNs, numpy's propagate).
+// own (oneDNN's max gave -FLT_MAX for a row of -inf and dropped NaNs, numpy's propagate),
+// and Sum/Mean too where oneDNN would run its reference implementation.
 // Axes come from the attr "axes" or (opset 18) a constant second input; keepdims only
 // changes the output's shape, not its bytes, so the kernels always see the keepdims form.
 #include <algorithm>
@@ -73,9 +74,9 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
 // once in memory order, each element folded into its output element. Dims are merged into
 // runs of reduced or kept axes, so the inner loop either folds a contiguous row into one
 // output or folds a row into a row of outputs.
-class ExtremeKernel : public Kernel {
+class FoldKernel : public Kernel {
  public:
-  explicit ExtremeKernel(const KernelArgs& a) {
+  explicit FoldKernel(const KernelArgs& a) {
     a.expect_inputs(1, 2);
     a.expect_outputs(1, 1);
     x_ = &a.in(0);
@@ -104,7 +105,7 @@ class ExtremeKernel : public Kernel {
       dims_.push_back(1);
       strides_.push_back(0);
     }
-    const bool typed = with_arith_type(x_->dtype, [this](auto v) { run_ = &ExtremeKernel::run_as<decltype(v)>; });
+    const bool typed = with_arith_type(x_->dtype, [this](auto v) { run_ = &FoldKernel::run_as<decltype(v)>; });
     if (!typed) invalid(a.op, " does not support ", dtype_name(x_->dtype));
   }
 
@@ -162,15 +163,15 @@ class ExtremeKernel : public Kernel {
   bool sum_ = false;
   double scale_ = 1.0;  // ReduceMean: 1 / the elements folded into each output
   Shape dims_, strides_;
-  Status (ExtremeKernel::*run_)(ExecContext&) = nullptr;
+  Status (FoldKernel::*run_)(ExecContext&) = nullptr;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
-  if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<ExtremeKernel>(a);
+  if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
   auto k = std::make_unique<ReduceKernel>(a);
-  if (k->impl().find(" ref") != std::string::npos) return std::make_unique<ExtremeKernel>(a);
+  if (k->impl().find(" ref") != std::string::npos) return std::make_unique<FoldKernel>(a);
   return k;
 }
 
