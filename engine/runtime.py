@@ -18,7 +18,7 @@ import dataclasses
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -26,7 +26,8 @@ from graphengine import _runtime
 from graphengine.errors import Cancelled, DeadlineExceeded
 
 from . import ops
-from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
+from .bounds import MemoryBudget, physical_memory_bytes
+from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput, ResourceExhausted
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 
 _device_lock = threading.Lock()
@@ -116,10 +117,15 @@ class LoadedModel:
     `execute()` calls run at once; more wait for a free instance. `execute_async()` returns
     a `concurrent.futures.Future`. `execute(..., iterations=N)` is sink mode: N runs in one
     launch over a queue of inputs.
+
+    `host_budget()` gives the memory a host program's run may hold at once (a session's:
+    what its quota has left; by default the machine's): its kernels size outputs from data
+    (a Tile's repeats, a Range's limit), so the bound is kept as they allocate.
     """
 
     def __init__(self, compiled: CompiledModel, device: _runtime.Device | None = None,
-                 instances: int = 1) -> None:
+                 instances: int = 1,
+                 host_budget: Callable[[], MemoryBudget | None] | None = None) -> None:
         if not isinstance(instances, int) or instances < 1:
             raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
                                graph=compiled.name, stage="load")
@@ -131,6 +137,7 @@ class LoadedModel:
                                f"'{compiled.backend}', not for a '{self.device.name}' device",
                                graph=compiled.name, stage="load")
         self.instances = instances
+        self.host_budget = host_budget or _machine_budget
         self.natives: dict[int, _runtime.Model] = {}
         for prog in compiled.programs:
             if isinstance(prog, DeviceProgram):
@@ -399,14 +406,31 @@ class LoadedModel:
         env.update(zip(prog.output_names, outs))
 
     def _run_host(self, prog: HostProgram, env: dict[str, np.ndarray]) -> None:
+        budget = self.host_budget()
+        # The arrays the run allocates count against the budget; ones it was given (inputs,
+        # constants, device outputs) are already held by someone else.
+        guard = _runtime.HostBudget(budget.bytes) if budget is not None else None
         for step in prog.steps:
             args = [None if n is None else env[n] if n in env else prog.constants[n]
                     for n in step.inputs]
             try:
                 with np.errstate(all="ignore"):  # IEEE results (inf, nan) are the answer
-                    outs = ops.get(step.op_type).compute(args, step.attrs)
+                    if guard is None:
+                        outs = ops.get(step.op_type).compute(args, step.attrs)
+                    else:
+                        with guard:
+                            outs = ops.get(step.op_type).compute(args, step.attrs)
             except GraphEngineError:
                 raise
+            except MemoryError as exc:
+                if guard is None or not guard.refused:
+                    raise ops.kernel_error(step.name, step.op_type, exc, args,
+                                           self.compiled.name) from None
+                raise ResourceExhausted(
+                    f"node '{step.name}' ({step.op_type}) needs more memory than the run may "
+                    f"hold: host program {prog.index} would hold {guard.refused} bytes at "
+                    f"once (the node's inputs: {ops.describe_args(args)}); {budget.reason}",
+                    graph=self.compiled.name, node=step.name, stage="execute") from None
             except Exception as exc:
                 raise ops.kernel_error(step.name, step.op_type, exc, args,
                                        self.compiled.name) from None
@@ -480,6 +504,11 @@ class RuntimeStats:
                             stream_seconds=tuple((a[i] if i < len(a) else 0.0)
                                                  + (b[i] if i < len(b) else 0.0)
                                                  for i in range(longest)))
+
+
+def _machine_budget() -> MemoryBudget | None:
+    total = physical_memory_bytes()
+    return MemoryBudget(total, f"the machine has {total}") if total else None
 
 
 def load(compiled: CompiledModel, device: _runtime.Device | None = None,

@@ -35,7 +35,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     signal,
     strings,
 )
-from .api import infer_node, kernel_error, node_attrs, run_node
+from .api import describe_args, infer_node, kernel_error, node_attrs, run_node
 from .registry import (
     REQUIRED,
     AttrKind,
@@ -51,6 +51,7 @@ from .registry import (
 )
 
 __all__ = [
-    "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "Layout", "OpSchema", "all_ops", "get",
-    "has", "infer_node", "kernel_error", "node_attrs", "register", "run_node", "shape_error",
+    "REQUIRED", "AttrKind", "AttrSpec", "DeviceKernel", "Layout", "OpSchema", "all_ops",
+    "describe_args", "get", "has", "infer_node", "kernel_error", "node_attrs", "register",
+    "run_node", "shape_error",
 ]

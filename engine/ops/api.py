@@ -36,16 +36,27 @@ def kernel_error(name: str, op_type: str, exc: Exception, args: Sequence[Any],
     failing the op's rules are the request's error (InvalidInput), named by node and by what
     it was given; anything else is the kernel's own failure (ExecutionError)."""
     if isinstance(exc, (IndexError, KeyError, ValueError)):
-        given = ", ".join("none" if a is None else _describe(a) for a in args)
         return InvalidInput(f"node '{name}' ({op_type}): the inputs do not fit the op: {exc} "
-                            f"(inputs: {given})", graph=graph, node=name, stage="execute")
+                            f"(inputs: {describe_args(args)})", graph=graph, node=name,
+                            stage="execute")
     return ExecutionError(f"node '{name}' ({op_type}) failed: {type(exc).__name__}: {exc}",
                           graph=graph, node=name, stage="execute")
 
 
+def describe_args(args: Sequence[Any]) -> str:
+    """A kernel's inputs for a message: dtype[shape] each, small integer ones with their
+    values (the repeats, limits or shapes that sized the work)."""
+    return ", ".join("none" if a is None else _describe(a) for a in args)
+
+
 def _describe(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return f"sequence of {len(value)}"
     arr = np.asarray(value)
-    return f"{arr.dtype.name}[{','.join(map(str, arr.shape))}]"
+    text = f"{arr.dtype.name}[{','.join(map(str, arr.shape))}]"
+    if arr.dtype.kind in "iu" and arr.size <= 8:
+        text += f" {arr.reshape(-1).tolist()}"
+    return text
 
 
 def run_node(node: Node, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:

@@ -21,7 +21,7 @@
 
 // numpy's C API, for the per-run arrays: building an output through it takes ~1 us where
 // nanobind's export (numpy.asarray over a buffer object) took 10-15 us with the caches
-// cold after a long run. Only this file uses it (imported in the module's init).
+// cold after a long run. Imported in the module's init; host_budget.cc uses it too.
 #define PY_ARRAY_UNIQUE_SYMBOL ge_runtime_numpy_api
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
@@ -33,6 +33,8 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+
+void bind_host_budget(nb::module_& m);  // host_budget.cc
 
 namespace {
 
@@ -624,6 +626,7 @@ NB_MODULE(_runtime, m) {
            "Cancel: callable from any thread, e.g. gRPC's callback when a call ends.")
       .def_prop_ro("cancelled", [](const CancelToken& t) { return t.flag.load(std::memory_order_relaxed); });
 
+  bind_host_budget(m);
   m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");
   m.def("supported_ops", [] { return host_device().supported_ops(); },
         "Op names the host backend's kernels implement (Device.supported_ops() for any device).");

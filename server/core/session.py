@@ -425,7 +425,8 @@ class Session(Admission):
             self._admit(nbytes, entry)
             try:
                 t_load = time.perf_counter()
-                pool = LoadedModel(compiled, self._device_for(compiled), self.options.instances)
+                pool = LoadedModel(compiled, self._device_for(compiled), self.options.instances,
+                                   host_budget=self._budget)
                 load_seconds = time.perf_counter() - t_load
                 with entry.lock:
                     entry.models[key] = pool

@@ -9,10 +9,12 @@ import tracemalloc
 import zlib
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphengine
+from graphengine import _runtime
 from graphengine.api.types import SessionLimits, SessionOptions
 from graphengine.engine import bounds, offline, pipeline
 from graphengine.engine.errors import InvalidInput, InvalidModel, ResourceExhausted
@@ -155,6 +157,81 @@ def test_a_quota_that_fits_still_compiles_and_runs() -> None:
         sess.compile_graph(gid)
         out = sess.run_graph(gid, {"x": np.ones((3, 16), np.float32)})
         assert out["y"].shape == (3, 5)
+
+
+# ---- host programs: kernels that size their outputs from data -----------------------------
+def test_host_budget_counts_what_numpy_holds_and_refuses_past_it() -> None:
+    guard = _runtime.HostBudget(1 << 20)
+    with guard:
+        a = np.ones(1000, np.float32)
+        assert guard.held >= 4000 and a.ctypes.data % 64 == 0
+        with pytest.raises(MemoryError):
+            np.tile(a, 1 << 20)  # 4 GiB
+        b = np.concatenate([a, a])
+    outside = np.ones(1 << 20)  # after exit: numpy's own allocator, not counted
+    assert guard.refused >= 4000 << 20 and guard.peak < 1 << 20
+    assert guard.held >= 12000
+    del a, b  # arrays made inside free through the budget after it is left
+    assert guard.held == 0 and outside.sum() == 1 << 20
+
+
+def _host_sized(op: str) -> onnx.ModelProto:
+    """A graph whose host node sizes its output from the input 'n'."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])
+    n = helper.make_tensor_value_info("n", TensorProto.INT64, [2])
+    nodes = {
+        "Tile": [helper.make_node("Tile", ["x", "n"], ["y"], name="grow")],
+        "Expand": [helper.make_node("Expand", ["x1", "n"], ["y"], name="grow")],
+        "ConstantOfShape": [helper.make_node("ConstantOfShape", ["n"], ["y"], name="grow")],
+        "Range": [helper.make_node("ReduceProd", ["n"], ["lim"], keepdims=0),
+                  helper.make_node("Cast", ["lim"], ["limf"], to=TensorProto.FLOAT),
+                  helper.make_node("Range", ["zero", "limf", "one"], ["y"], name="grow")],
+    }[op]
+    inits = [numpy_helper.from_array(np.array(0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(1, np.float32), "one")]
+    if op == "Expand":
+        nodes.insert(0, helper.make_node("ReduceMax", ["x"], ["x1"], keepdims=0))
+    graph = helper.make_graph(nodes, f"sized_{op}", [x, n],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op", ["Tile", "Expand", "ConstantOfShape", "Range"])
+def test_a_host_kernel_sized_by_data_is_held_to_the_quota(op) -> None:
+    x = np.ones((2, 2), np.float32)
+    with Session({"memory_limit_bytes": 1 << 26}) as sess:
+        gid = sess.add_graph(_host_sized(op))
+        assert sess.run_graph(gid, {"x": x, "n": np.array([4, 3])})["y"].size > 0
+        given = r"float32\[\], float32\[\]" if op == "Range" else r"int64\[2\] \[100000, 100000\]"
+        with pytest.raises(ResourceExhausted, match=(
+                rf"node 'grow' \({op}\) needs more memory.* would hold \d+ bytes.*{given}.*"
+                rf"session '.*' uses \d+ of its 67108864 byte limit")):
+            sess.run_graph(gid, {"x": x, "n": np.array([100000, 100000])})
+        assert sess.run_graph(gid, {"x": x, "n": np.array([4, 3])})["y"].size > 0
+
+
+def test_an_offline_host_step_is_held_to_the_quota() -> None:
+    """A file's host step sizes its output from the file's own numbers (here an attribute
+    the load does not re-infer): the run is held to the quota all the same."""
+    graph = helper.make_graph(
+        [helper.make_node("RandomNormal", [], ["noise"], name="noise", shape=[2, 3]),
+         helper.make_node("Add", ["x", "noise"], ["y"], name="add")], "noisy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with graphengine.Session() as sess:
+        data = sess.export_model(sess.add_graph(model))
+
+    def huge(desc: dict) -> dict:
+        (step,) = [s for p in desc["models"][0]["programs"] for s in p.get("steps", ())]
+        step["attrs"]["shape"] = [1 << 20, 1 << 20]
+        return desc
+
+    with Session({"memory_limit_bytes": 1 << 26}) as sess:
+        gid = sess.add_graph(reseal(data, huge))
+        with pytest.raises(ResourceExhausted, match=r"node 'noise' \(RandomNormal\)"):
+            sess.run_graph(gid, {"x": np.ones((2, 3), np.float32)})
 
 
 # ---- offline files -----------------------------------------------------------------------
