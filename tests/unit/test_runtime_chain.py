@@ -11,9 +11,11 @@ RNG = np.random.default_rng(5)
 
 
 def _chain_spec(ops, operands, n_operands=1, alphas=None, shape=(2, 3)):
-    spec = {"name": "m", "arena_bytes": 4096, "num_streams": 1, "num_events": 0,
+    step = max(256, -(-int(np.prod(shape)) * 4 // 64) * 64)
+    spec = {"name": "m", "arena_bytes": step * (n_operands + 2), "num_streams": 1,
+            "num_events": 0,
             "tensors": [{"name": f"t{i}", "dtype": "float32", "shape": list(shape),
-                         "region": "arena", "offset": 256 * i} for i in range(n_operands + 2)],
+                         "region": "arena", "offset": step * i} for i in range(n_operands + 2)],
             "tasks": [{"kind": "kernel", "name": "chain", "op": "EltwiseChain", "stream": 0,
                        "inputs": list(range(n_operands + 1)), "outputs": [n_operands + 1],
                        "attrs": {"ops": ops, "operands": operands,
@@ -56,3 +58,71 @@ def test_runtime_chain_with_scalar_operand_and_empty_tensors():
     empty = rt.Model(dev, _chain_spec("Add,Relu", [1, -1], shape=(0, 3)))
     (y,) = empty.execute([np.zeros((0, 3), np.float32)] * 2)
     assert y.shape == (0, 3)
+
+
+@pytest.mark.parametrize("lead", ["Relu", "Sigmoid", "Exp", "Sqrt", "Neg", "HardSwish"])
+def test_a_unary_led_chain_runs_jit_and_matches_its_steps_alone(lead):
+    """oneDNN has no jit eltwise with post-ops: a chain led by a unary step is led by an
+    exact `x * 1`, so it runs the jit binary (not `ref:any`, several times slower), and gives
+    each element what the step's own kernel gives, special values included."""
+    dev = rt.Device()
+    chain = rt.Model(dev, _chain_spec(f"{lead},Mul", [-1, 1], alphas=[0.0, 0.0],
+                                      shape=(4, 1024)))
+    (impl,) = {t["impl"] for t in chain.profile()}
+    assert "ref" not in impl and "jit" in impl, impl
+    alone = {"name": "m", "arena_bytes": 65536, "num_streams": 1, "num_events": 0,
+             "tensors": [{"name": f"t{i}", "dtype": "float32", "shape": [4, 1024],
+                          "region": "arena", "offset": 16384 * i} for i in range(2)],
+             "tasks": [{"kind": "kernel", "name": "u", "op": lead, "stream": 0,
+                        "inputs": [0], "outputs": [1], "attrs": {}}],
+             "inputs": [0], "outputs": [1]}
+    single = rt.Model(dev, alone)
+    x = RNG.standard_normal((4, 1024)).astype(np.float32) * 4
+    x[0, :6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30]
+    two = np.full((4, 1024), 2, np.float32)
+    (y,) = chain.execute([x, two])
+    (u,) = single.execute([x])
+    np.testing.assert_array_equal(y, u * 2)
+
+
+def _one_task(op, shapes, out_shape, attrs=None, consts=None):
+    """A one-task model: inputs of `shapes`, one float32 output."""
+    tensors, offset = [], 0
+    for i, shape in enumerate([*shapes, out_shape]):
+        tensors.append({"name": f"t{i}", "dtype": "float32", "shape": list(shape),
+                        "region": "arena", "offset": offset})
+        offset += max(64, -(-int(np.prod(shape)) * 4 // 64) * 64)
+    n = len(shapes)
+    return {"name": "m", "arena_bytes": offset, "num_streams": 1, "num_events": 0,
+            "tensors": tensors,
+            "tasks": [{"kind": "kernel", "name": "k", "op": op, "stream": 0,
+                       "inputs": list(range(n)), "outputs": [n], "attrs": attrs or {}}],
+            "inputs": list(range(n)), "outputs": [n]}
+
+
+@pytest.mark.parametrize("rows", [16, 4096])  # below and above the loops' size
+def test_small_elementwise_and_reductions_skip_onednn_and_agree_with_large(rows):
+    """A oneDNN primitive's execute costs ~2 us before any work: small plain Mul/Add/Sub/Div,
+    reductions and Neg/Abs/Sqrt run on the runtime's loops (a decoder of hidden 64 has dozens
+    per token), larger ones on oneDNN; both give numpy's answer."""
+    dev = rt.Device()
+    x = RNG.standard_normal((rows, 64)).astype(np.float32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    s = (RNG.random((rows, 1)) + 0.5).astype(np.float32)
+    cases = [
+        ("Mul", [x, s], {}, x * s),
+        ("Div", [x, s], {}, x / s),
+        ("ReduceMean", [x], {"axes": [1], "keepdims": 1}, x.mean(axis=1, keepdims=True)),
+        ("ReduceSum", [x], {"axes": [1], "keepdims": 1}, x.sum(axis=1, keepdims=True)),
+        ("Neg", [x], {}, -x),
+        ("Abs", [x], {}, np.abs(x)),
+        ("Sqrt", [np.abs(x)], {}, np.sqrt(np.abs(x))),
+    ]
+    for op, ins, attrs, want in cases:
+        m = rt.Model(dev, _one_task(op, [a.shape for a in ins], want.shape, attrs))
+        (impl,) = {t["impl"] for t in m.profile()}
+        assert ("oneDNN" in impl) == (rows > 16), (op, rows, impl)
+        with np.errstate(invalid="ignore"):
+            (got,) = m.execute(ins)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-5, equal_nan=True,
+                                   err_msg=op)
