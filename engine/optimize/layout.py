@@ -7,8 +7,11 @@ only (typically the graph's input and the flatten before the classifier), and in
 TransData pairs are removed. Where both formats order the bytes the same way (one channel
 in NHWC, or 1x1 spatial with whole channel blocks: a global pool's [N,C,1,1] output before
 the classifier) the conversion is a FormatView instead: the same bytes under the other
-format name, which the memory planner aliases and which runs no task. The runtime executes
-exactly the formats chosen here (tensor slots carry them).
+format name, which the memory planner aliases and which runs no task. A Transpose that only
+turns NHWC-ordered data into the region's NHWC storage or back (a TensorFlow model's
+[0, 3, 1, 2] into its convolutions, [0, 2, 3, 1] out of them) becomes such a view too, a
+TransposeView. The runtime executes exactly the formats chosen here (tensor slots carry
+them).
 
 The region's format (`region_format`): NHWC, or oneDNN's blocked format for the CPU
 (nChw16c with AVX-512, nChw8c with AVX2; the target's `blocked_format`). oneDNN's brgemm
@@ -35,6 +38,8 @@ kernels take it directly.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .. import ops
 from ..dtypes import DType
@@ -72,6 +77,69 @@ _register_conversion("TransData", lambda node, attrs: DeviceKernel(
 # Same bytes in both formats: an alias of the input (schema.alias), no task.
 _register_conversion("FormatView", lambda node, attrs: DeviceKernel("Copy", {}, (0,)),
                      alias={0: 0})
+
+
+# A Transpose between NHWC-ordered data and the layout region moves no byte: NHWC data
+# permuted to logical NCHW ([0, 3, 1, 2], a TensorFlow model's way into its convolutions)
+# stored NHWC is the same bytes, and so is an NHWC-stored tensor permuted back ([0, 2, 3, 1],
+# its way out) stored plain. Such a Transpose becomes a TransposeView: an alias (no task) of
+# its input under the permuted shape and the other format.
+_INTO_REGION, _OUT_OF_REGION = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def _transpose_view_infer(node: Node, attrs):
+    m = node.inputs[0].meta
+    return [type(m)(m.dtype, tuple(m.shape[p] for p in attrs["perm"]))]
+
+
+if not ops.has("TransposeView"):
+    ops.register(OpSchema(
+        "TransposeView", 1, 1, _transpose_view_infer,
+        lambda ins, a: [np.transpose(ins[0], a["perm"])],
+        attrs={"perm": AttrSpec(AttrKind.INTS, None),
+               "src_format": AttrSpec(AttrKind.STRING, NCHW),
+               "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
+        device=lambda node, attrs: DeviceKernel("Copy", {}, (0,)), alias={0: 0},
+        layout=Layout.CONVERT))
+
+
+def _transpose_perm(node: Node) -> list[int] | None:
+    if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if not (_is_act4d(x) and _is_act4d(y)):
+        return None
+    perm = node.attrs.get("perm")
+    return None if perm is None else [int(p) % 4 for p in perm]
+
+
+def _transpose_views(graph: Graph, own: dict[Node, str]) -> int:
+    """Transposes that only change the format become TransposeViews (see above); formats
+    of the region are already set. Returns how many."""
+    outputs = set(graph.outputs)
+    count = 0
+    for node in list(graph.nodes):
+        perm = _transpose_perm(node)
+        if perm is None:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        if perm == _INTO_REGION and not x.format and y not in outputs:
+            # into the region: worth it when a region node reads y in NHWC; y must not leave
+            # the partition (a partition's edges are plain)
+            readers = [u for u in y.users if own.get(u) == NHWC
+                       and any(w is y and _reads_own_layout(u, i) for i, w in enumerate(u.inputs))]
+            if not readers or any(u.meta.partition != node.meta.partition for u in y.users):
+                continue
+            fmt = (NCHW, NHWC)
+        elif perm == _OUT_OF_REGION and x.format == NHWC and not y.format:
+            fmt = (NHWC, NCHW)
+        else:
+            continue
+        node.op_type = "TransposeView"
+        node.attrs = {"perm": perm, "src_format": fmt[0], "dst_format": fmt[1]}
+        y.format = NHWC if fmt[1] == NHWC else ""
+        count += 1
+    return count
 
 
 def same_bytes(shape, a: str, b: str) -> bool:
@@ -229,6 +297,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     for node, f in own.items():
         if not _is_head(node):
             node.outputs[0].format = f
+    views = _transpose_views(graph, own)
     inserted = _plain_partition_outputs(graph)
     # (value, format, partition of the reader) -> the converted value; per partition, since
     # a conversion belongs to its reader's partition
@@ -241,6 +310,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
             src = v.format or NCHW
             if v.producer is not None and _is_conversion(v.producer) \
                     and (v.producer.inputs[0].format or NCHW) == fmt \
+                    and v.producer.inputs[0].meta == v.meta \
                     and v.producer.meta.partition == before.meta.partition:
                 # the inverse of what made v; only inside one partition: a value crossing
                 # partitions is plain (the loader takes nothing else at a partition's edge)
@@ -282,9 +352,10 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     for f in own.values():
         counts[f] = counts.get(f, 0) + 1
     summary = ", ".join(f"{n} nodes {f}" for f, n in sorted(counts.items()))
-    views = sum(n.op_type == "FormatView" for n in graph.nodes)
-    return PassResult(graph, inserted > 0, f"{summary}, {inserted - views} TransData and "
-                      f"{views} FormatView inserted")
+    same = sum(n.op_type == "FormatView" for n in graph.nodes)
+    return PassResult(graph, inserted > 0 or views > 0,
+                      f"{summary}, {inserted - same} TransData and {same} FormatView inserted, "
+                      f"{views} Transpose made views")
 
 
 def _plain_partition_outputs(graph: Graph) -> int:

@@ -109,3 +109,46 @@ def test_a_value_crossing_partitions_past_a_host_node_is_plain(fmt):
         if isinstance(prog, DeviceProgram):
             for i in [*prog.inputs, *prog.outputs]:
                 assert prog.tensors[i].format in ("", "nchw"), prog.tensors[i]
+
+
+def _tf_style(extra_plain_reader: bool, batch: int = 2):
+    """A TensorFlow export's convolutions: NHWC input, Transpose [0,3,1,2] in, Conv/Relu,
+    Transpose [0,2,3,1] out; optionally the NCHW view is also read by a plain op (a
+    ReduceMean over H, W into a second output)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (16, 3, 3, 3)), ("w2", (8, 16, 3, 3)))]
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2]),
+             helper.make_node("Conv", ["xt", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["b"], ["br"]),
+             helper.make_node("Transpose", ["br"], ["y"], perm=[0, 2, 3, 1])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if extra_plain_reader:
+        nodes.append(helper.make_node("Softmax", ["xt"], ["m"], axis=1))
+        outputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes, "tf_style", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                          [batch, 12, 12, 3])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("extra_plain_reader", [False, True])
+def test_nhwc_transposes_around_the_region_become_views(extra_plain_reader):
+    """A Transpose that only moves NHWC data into the region's NHWC storage (or back out)
+    moves no byte: it is a TransposeView (no task) instead of a Transpose plus a TransData."""
+    model = _tf_style(extra_plain_reader)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True,
+                                                               layout_format="nhwc"))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    kinds = [t.op for t in prog.tasks if t.kind == "kernel"]
+    assert "Transpose" not in kinds and kinds.count("TransData") == int(extra_plain_reader), kinds
+    x = np.random.default_rng(4).standard_normal((2, 12, 12, 3)).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": x})
+    for out, ref in zip(compiled.outputs, want):
+        np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=1e-4)
