@@ -83,20 +83,27 @@ _register_conversion("FormatView", lambda node, attrs: DeviceKernel("Copy", {}, 
 # permuted to logical NCHW ([0, 3, 1, 2], a TensorFlow model's way into its convolutions)
 # stored NHWC is the same bytes, and so is an NHWC-stored tensor permuted back ([0, 2, 3, 1],
 # its way out) stored plain. Such a Transpose becomes a TransposeView: an alias (no task) of
-# its input under the permuted shape and the other format.
+# its input under the permuted shape and the other format. So does a vision transformer's
+# patch embedding out of the region: [N, C, H, W] stored NHWC, flattened to [N, C, H*W] and
+# transposed to [N, H*W, C], is the NHWC bytes as they are.
 _INTO_REGION, _OUT_OF_REGION = [0, 3, 1, 2], [0, 2, 3, 1]
 
 
 def _transpose_view_infer(node: Node, attrs):
     m = node.inputs[0].meta
-    return [type(m)(m.dtype, tuple(m.shape[p] for p in attrs["perm"]))]
+    shape = attrs.get("shape") or [m.shape[p] for p in attrs["perm"]]
+    return [type(m)(m.dtype, tuple(shape))]
+
+
+def _transpose_view(ins, a):
+    out = np.transpose(ins[0], a["perm"])
+    return [out.reshape(a["shape"]) if a.get("shape") else out]
 
 
 if not ops.has("TransposeView"):
     ops.register(OpSchema(
-        "TransposeView", 1, 1, _transpose_view_infer,
-        lambda ins, a: [np.transpose(ins[0], a["perm"])],
-        attrs={"perm": AttrSpec(AttrKind.INTS, None),
+        "TransposeView", 1, 1, _transpose_view_infer, _transpose_view,
+        attrs={"perm": AttrSpec(AttrKind.INTS, None), "shape": AttrSpec(AttrKind.INTS, None),
                "src_format": AttrSpec(AttrKind.STRING, NCHW),
                "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
         device=lambda node, attrs: DeviceKernel("Copy", {}, (0,)), alias={0: 0},
@@ -113,12 +120,43 @@ def _transpose_perm(node: Node) -> list[int] | None:
     return None if perm is None else [int(p) % 4 for p in perm]
 
 
+def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Node] | None:
+    """For a device Transpose [0, 2, 1] of a Flatten/Reshape of an NHWC-stored [N, C, H, W]
+    into [N, C, H*W] (a vision transformer's patch embedding: Conv, flatten, transpose):
+    (the NHWC value, the flattening node), whose [N, H*W, C] result is the NHWC bytes."""
+    if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
+        return None
+    perm = node.attrs.get("perm")
+    r = node.inputs[0]
+    flat = r.producer if r is not None else None
+    if perm is None or [int(p) % 3 for p in perm] != [0, 2, 1] or flat is None \
+            or flat.op_type not in ("Reshape", "Flatten") or flat.meta.engine is not Engine.DEVICE \
+            or flat.meta.partition != node.meta.partition or r in outputs or r.users != [node]:
+        return None
+    x = flat.inputs[0]
+    if not _is_act4d(x) or x.format != NHWC or r.meta is None or not r.meta.is_static:
+        return None
+    n, c, h, w = x.meta.shape
+    return (x, flat) if tuple(r.meta.shape) == (n, c, h * w) else None
+
+
 def _transpose_views(graph: Graph, own: dict[Node, str]) -> int:
     """Transposes that only change the format become TransposeViews (see above); formats
     of the region are already set. Returns how many."""
     outputs = set(graph.outputs)
     count = 0
     for node in list(graph.nodes):
+        flattened = _flattened_region_value(node, outputs)
+        if flattened is not None and not node.outputs[0].format:
+            x, flat = flattened
+            n, c, h, w = x.meta.shape
+            node.set_inputs([x])
+            graph.remove_node(flat)
+            node.op_type = "TransposeView"
+            node.attrs = {"perm": _OUT_OF_REGION, "shape": [n, h * w, c],
+                          "src_format": NHWC, "dst_format": NCHW}
+            count += 1
+            continue
         perm = _transpose_perm(node)
         if perm is None:
             continue
@@ -206,6 +244,19 @@ def _agnostic(node: Node) -> bool:
     return False
 
 
+def _reached_from_convolutions(candidates: list[Node]) -> list[Node]:
+    """The candidates (in graph order) that are convolutions or read a value another one
+    in the region made. An agnostic op no convolution's output reaches (a ViT's scaled
+    attention scores [N, heads, L, L], whose only convolution is the patch embedding) would
+    only put a conversion on each side of itself."""
+    inside: set[Node] = set()
+    for node in candidates:
+        if layout_of(node) is Layout.CONV or any(
+                v is not None and v.producer in inside for v in node.inputs):
+            inside.add(node)
+    return [n for n in candidates if n in inside]
+
+
 def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
     """A Concat along the batch axis into a graph output (the batch split's join) stays
     plain: each part is converted where it is made, on its own stream, instead of the whole
@@ -289,7 +340,8 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if not enabled or not _has_transdata(target):
         return PassResult(graph, False, "layout assignment off")
     outputs = set(graph.outputs)
-    region_nodes = [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)]
+    region_nodes = _reached_from_convolutions(
+        [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)])
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, False, "no convolution: layouts stay plain")
     region = region_format(graph, fmt, target)

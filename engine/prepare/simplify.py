@@ -22,11 +22,22 @@ def eliminate_dead_nodes(graph: Graph) -> PassResult:
     return PassResult(graph, removed > 0, f"{removed} nodes, {dropped} constants removed")
 
 
+def _same_type_cast(node) -> bool:
+    """A Cast (or CastLike) to the type its input already has: an exporter's leftover
+    (torch casts a softmax to float32 after computing it in float32), a copy for nothing."""
+    if node.op_type not in ("Cast", "CastLike") or not node.inputs or not node.outputs:
+        return False
+    src, out = node.inputs[0], node.outputs[0]
+    return (src is not None and src.meta is not None and out.meta is not None
+            and src.meta.dtype == out.meta.dtype)
+
+
 def eliminate_identities(graph: Graph) -> PassResult:
-    """Bypass Identity and inference-mode Dropout (whose mask output is unused)."""
+    """Bypass Identity, inference-mode Dropout (whose mask output is unused) and Casts to
+    the type their input has."""
     removed = 0
     for node in list(graph.nodes):
-        if node.op_type not in _NO_OPS:
+        if node.op_type not in _NO_OPS and not _same_type_cast(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

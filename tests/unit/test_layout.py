@@ -152,3 +152,51 @@ def test_nhwc_transposes_around_the_region_become_views(extra_plain_reader):
         "CPUExecutionProvider"]).run(None, {"x": x})
     for out, ref in zip(compiled.outputs, want):
         np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=1e-4)
+
+
+def _patch_embedding(scale_scores: bool):
+    """A vision transformer's front: Conv patch embedding, Flatten(2) + Transpose(0,2,1) into
+    tokens; with `scale_scores`, an attention score tensor [N, heads, L, L] scaled by a
+    constant (layout-agnostic, but no convolution's output reaches it)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array((rng.standard_normal((32, 3, 4, 4)) * 0.3)
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([2, 16, 2, 16], np.int64), "heads"),
+             numpy_helper.from_array(np.array(0.25, np.float32), "scale")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["p"], strides=[4, 4]),
+             helper.make_node("Reshape", ["p", "flat"], ["pf"]),
+             helper.make_node("Transpose", ["pf"], ["tokens"], perm=[0, 2, 1])]
+    inits.append(numpy_helper.from_array(np.array([2, 32, 16], np.int64), "flat"))
+    outputs = [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, None)]
+    if scale_scores:
+        nodes += [helper.make_node("Reshape", ["tokens", "heads"], ["th"]),
+                  helper.make_node("Transpose", ["th"], ["q"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Transpose", ["th"], ["k"], perm=[0, 2, 3, 1]),
+                  helper.make_node("MatMul", ["q", "k"], ["scores"]),
+                  helper.make_node("Mul", ["scores", "scale"], ["scaled"])]
+        outputs.append(helper.make_tensor_value_info("scaled", TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes, "patches", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                         [2, 3, 16, 16])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("scale_scores", [False, True])
+def test_patch_embedding_tokens_are_a_view_and_unreached_ops_stay_plain(scale_scores):
+    model = _patch_embedding(scale_scores)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True,
+                                                               layout_format="nhwc"))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    kinds = [t.op for t in prog.tasks if t.kind == "kernel"]
+    # the input's TransData only: the tokens are the NHWC bytes, and the scaled scores (no
+    # convolution reaches them) are not sent through NHWC and back
+    assert kinds.count("TransData") == 1, kinds
+    assert "Transpose" not in kinds[:2], kinds
+    x = np.random.default_rng(7).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {"x": x})
+    for out, ref in zip(compiled.outputs, want):
+        np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=1e-4)

@@ -79,6 +79,21 @@ def test_dead_nodes_and_identities_go_but_outputs_keep_their_names():
     assert g.node("relu").inputs[0] is x
 
 
+def test_a_cast_to_the_type_it_has_goes_and_a_real_cast_stays():
+    """torch exports a float32 softmax followed by Cast(to=float32), twice: copies for
+    nothing, which also hid the attention pattern from its fusion."""
+    g, x = graph_with_x()
+    same = g.add_node("Cast", [x], attrs={"to": 1}, name="same")
+    again = g.add_node("Cast", [same.outputs[0]], attrs={"to": 1}, name="again")
+    real = g.add_node("Cast", [again.outputs[0]], attrs={"to": 7}, outputs=["y"], name="real")
+    g.outputs = real.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == ["real"] and g.node("real").inputs[0] is x
+    assert g.outputs[0].meta.dtype is DType.INT64
+
+
 def test_cse_merges_equal_nodes_only():
     g, x = graph_with_x()
     a = g.add_node("Softmax", [x], attrs={"axis": 1}, name="a")
