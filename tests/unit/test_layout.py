@@ -140,18 +140,23 @@ def _tf_style(extra_plain_reader: bool, batch: int = 2):
 def test_nhwc_transposes_around_the_region_become_views(extra_plain_reader):
     """A Transpose that only moves NHWC data into the region's NHWC storage (or back out)
     moves no byte: it is a TransposeView (no task) instead of a Transpose plus a TransData."""
-    model = _tf_style(extra_plain_reader)
+    kinds = _nhwc_kernels_matching_ort(_tf_style(extra_plain_reader), (2, 12, 12, 3))
+    assert "Transpose" not in kinds and kinds.count("TransData") == int(extra_plain_reader), kinds
+
+
+def _nhwc_kernels_matching_ort(model, shape) -> list[str]:
+    """The kernel ops of the model compiled with an NHWC region, after checking its outputs
+    against ONNX Runtime's on a random input of `shape` named x."""
     compiled = compile_graph(load_model(model), CompileOptions(lint=True,
                                                                layout_format="nhwc"))
     (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
-    kinds = [t.op for t in prog.tasks if t.kind == "kernel"]
-    assert "Transpose" not in kinds and kinds.count("TransData") == int(extra_plain_reader), kinds
-    x = np.random.default_rng(4).standard_normal((2, 12, 12, 3)).astype(np.float32)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
     got = LoadedModel(compiled).execute({"x": x})
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, {"x": x})
     for out, ref in zip(compiled.outputs, want):
         np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=1e-4)
+    return [t.op for t in prog.tasks if t.kind == "kernel"]
 
 
 def _patch_embedding(scale_scores: bool):
@@ -185,18 +190,8 @@ def _patch_embedding(scale_scores: bool):
 
 @pytest.mark.parametrize("scale_scores", [False, True])
 def test_patch_embedding_tokens_are_a_view_and_unreached_ops_stay_plain(scale_scores):
-    model = _patch_embedding(scale_scores)
-    compiled = compile_graph(load_model(model), CompileOptions(lint=True,
-                                                               layout_format="nhwc"))
-    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
-    kinds = [t.op for t in prog.tasks if t.kind == "kernel"]
+    kinds = _nhwc_kernels_matching_ort(_patch_embedding(scale_scores), (2, 3, 16, 16))
     # the input's TransData only: the tokens are the NHWC bytes, and the scaled scores (no
     # convolution reaches them) are not sent through NHWC and back
     assert kinds.count("TransData") == 1, kinds
     assert "Transpose" not in kinds[:2], kinds
-    x = np.random.default_rng(7).standard_normal((2, 3, 16, 16)).astype(np.float32)
-    got = LoadedModel(compiled).execute({"x": x})
-    want = ort.InferenceSession(model.SerializeToString(), providers=[
-        "CPUExecutionProvider"]).run(None, {"x": x})
-    for out, ref in zip(compiled.outputs, want):
-        np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=1e-4)
