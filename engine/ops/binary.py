@@ -104,12 +104,13 @@ def _cmp(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Fn:
     return lambda x, y, a: fn(widen(x), widen(y))
 
 
-# Same-shape operands meet element by element in any one format (Layout.ELEMENTWISE).
-_EW = Layout.ELEMENTWISE
-binary("Add", _float_op(np.add), device=_device("Add"), layout=_EW)
-binary("Sub", _float_op(np.subtract), device=_device("Sub"), layout=_EW)
-binary("Mul", _float_op(np.multiply), device=_device("Mul"), layout=_EW)
-binary("Div", _div, device=_device("Div"), layout=_EW)
+# Same-shape operands meet element by element in any one format (Layout.ELEMENTWISE); the
+# four arithmetic ops also take a per-channel operand (Layout.CHANNEL).
+_EW, _CH = Layout.ELEMENTWISE, Layout.CHANNEL
+binary("Add", _float_op(np.add), device=_device("Add"), layout=_CH)
+binary("Sub", _float_op(np.subtract), device=_device("Sub"), layout=_CH)
+binary("Mul", _float_op(np.multiply), device=_device("Mul"), layout=_CH)
+binary("Div", _div, device=_device("Div"), layout=_CH)
 binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow"), layout=_EW)
 binary("Mod", _mod, attrs={"fmod": A.i(0)})
 binary("BitShift", _bitshift, INTS, attrs={"direction": A.s(A.REQUIRED)})

@@ -57,6 +57,8 @@ class Layout(enum.Enum):
     #                output that is not 4-D (ConvHead's [N, classes]) is plain
     UNIFORM = "uniform"  # data input 0 and the output share the region's format
     ELEMENTWISE = "elementwise"  # like UNIFORM when every input has the output's shape
+    CHANNEL = "channel"  # ELEMENTWISE that also takes a per-channel operand [N|1, C, 1, 1]
+    #                      read plain (a squeeze-excitation scale), in any format
     CHAIN = "chain"  # ELEMENTWISE that also takes constant scalars (EltwiseChain)
     CONCAT = "concat"  # every input and the output share one format
     CONVERT = "convert"  # a format conversion (TransData, FormatView)

@@ -232,10 +232,13 @@ def _agnostic(node: Node) -> bool:
     kind = layout_of(node)
     if kind in (Layout.CONV, Layout.UNIFORM):
         return _is_act4d(node.input(0))
-    if kind is Layout.ELEMENTWISE:  # a scalar operand broadcasts alike in every format
+    if kind in (Layout.ELEMENTWISE, Layout.CHANNEL):
+        # a scalar operand broadcasts alike in every format; a per-channel one is read plain
         ins = [v for v in node.inputs if v is not None]
-        return all(_is_act4d(v) and v.meta == out.meta
-                   or v.is_constant and v.meta is not None and v.meta.numel == 1 for v in ins)
+        return any(_is_act4d(v) and v.meta == out.meta for v in ins) and all(
+            _is_act4d(v) and v.meta == out.meta
+            or v.is_constant and v.meta is not None and v.meta.numel == 1
+            or kind is Layout.CHANNEL and _per_channel(v, out) for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not _is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)
@@ -266,10 +269,24 @@ def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
             and int(node.attrs.get("axis", 0)) % 4 == 0)
 
 
+def _per_channel(v: Value, out: Value) -> bool:
+    """Whether v is a per-channel operand [N|1, C, 1, 1] of out [N, C, H, W] (H*W > 1): a
+    squeeze-excitation's scale. Plain, its bytes are the same in NHWC and blocked formats
+    (runtime_ext/src/host/layout.h, per_channel_of)."""
+    if not _is_act4d(v) and not (v.is_constant and v.meta is not None and v.meta.rank == 4):
+        return False
+    s, y = v.meta.shape, out.meta.shape
+    return (y[2] * y[3] > 1 and s[1] == y[1] and s[2] == 1 and s[3] == 1
+            and s[0] in (1, y[0]))
+
+
 def _reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
     if layout_of(node) in (Layout.CONV, Layout.UNIFORM):
         return index == 0 or index == _residual(node)
+    if layout_of(node) is Layout.CHANNEL:
+        v = node.inputs[index]
+        return v is None or not _per_channel(v, node.outputs[0])
     return True
 
 

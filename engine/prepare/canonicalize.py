@@ -3,7 +3,8 @@
 A 1-D pool over [N, C, L] is the 2-D pool of [N, C, 1, L] (Unsqueeze and Squeeze are views:
 no task, no copy); InstanceNormalization and GroupNormalization are a LayerNormalization of
 [N, groups, rest] followed by the per-channel scale and bias; RMSNormalization is the steps
-exporters wrote before opset 23 had it. Both forms are exact rewrites,
+exporters wrote before opset 23 had it; a ReduceMean or ReduceMax over H and W of a 4-D
+tensor is the global pool. The forms are exact rewrites (up to summation order),
 so the host runs them as well as the device; the device then needs no kernel of its own for
 them (audio encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host
 and cut the device program in two).
@@ -131,11 +132,47 @@ def _as_rms_steps(graph: Graph, node: Node) -> None:
     graph.remove_node(node)
 
 
+_SPATIAL_REDUCE = {"ReduceMean": "GlobalAveragePool", "ReduceMax": "GlobalMaxPool"}
+
+
+def _reduce_axes(node: Node) -> list[int] | None:
+    if "axes" in node.attrs:
+        return [int(a) for a in node.attrs["axes"]]
+    axes = node.input(1)
+    if axes is None or axes.const is None:
+        return None
+    return [int(a) for a in np.asarray(axes.const).reshape(-1)]
+
+
+def _spatial_reduce(node: Node) -> bool:
+    x = node.input(0)
+    if node.op_type not in _SPATIAL_REDUCE or _rank(x) != 4 or len(node.outputs) != 1 \
+            or x.meta.dtype.numpy != np.float32:
+        return False
+    axes = _reduce_axes(node)
+    return axes is not None and sorted(a % 4 for a in axes) == [2, 3] and len(axes) == 2
+
+
+def _as_global_pool(graph: Graph, node: Node) -> None:
+    """A mean (max) over H and W of [N, C, H, W] is a global pool: a squeeze-excitation's
+    squeeze written as ReduceMean(axes=[2, 3]) then runs in the convolutions' format instead
+    of converting the whole feature map to NCHW for it."""
+    pooled = graph.add_node(_SPATIAL_REDUCE[node.op_type], [node.inputs[0]],
+                            name=graph.unique_name(node.name), after=node).outputs[0]
+    if not int(node.attrs.get("keepdims", 1)):
+        axes = graph.add_constant(None, np.array([2, 3], np.int64))
+        pooled = graph.add_node("Squeeze", [pooled, axes], name=graph.unique_name(
+            f"{node.name}_squeeze"), after=pooled.producer).outputs[0]
+    graph.replace_all_uses(node.outputs[0], pooled)
+    graph.remove_node(node)
+
+
 # (match, rewrite): the rewrite replaces the node and everything reading its output
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
     (_group_norm, _as_layer_norm),
     (_rms_norm, _as_rms_steps),
+    (_spatial_reduce, _as_global_pool),
 ]
 
 

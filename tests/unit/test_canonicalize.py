@@ -89,3 +89,32 @@ def test_rms_normalization_runs_as_device_steps(axis):
                                      "s")]
     _check(helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=axis, epsilon=1e-4),
            x, inits, opset=23)
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax"])
+@pytest.mark.parametrize("axes,keepdims,opset", [([2, 3], 1, 13), ([-1, -2], 0, 13),
+                                                 ([2, 3], 1, 18), ([1, 2], 1, 13)])
+def test_spatial_reductions_run_as_global_pools(op, axes, keepdims, opset):
+    """A mean (max) over H and W is the global pool (the form that runs in a convolution's
+    format); other axes stay the reduction."""
+    from graphengine.engine.prepare.canonicalize import canonicalize
+
+    x = np.random.default_rng(3).standard_normal((2, 6, 5, 7)).astype(np.float32)
+    inits = []
+    if opset >= 18:
+        inits = [numpy_helper.from_array(np.array(axes, np.int64), "axes")]
+        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)
+    else:
+        node = helper.make_node(op, ["x"], ["y"], axes=axes, keepdims=keepdims)
+    _check(node, x, inits, opset=opset)
+    graph = load_model(helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", opset)], ir_version=8))
+    from graphengine.engine.prepare import infer_shapes
+
+    infer_shapes(graph)
+    canonicalize(graph)
+    pools = [n.op_type for n in graph.nodes if n.op_type.startswith("Global")]
+    assert pools == ([] if axes == [1, 2] else
+                     ["GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"])

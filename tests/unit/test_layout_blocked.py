@@ -194,3 +194,45 @@ def test_concat_of_conv_towers_stays_in_the_region(fmt, channels, concat_format)
     assert all(v.producer.op_type == "Conv" and v.format == concat_format for v in cat.inputs)
     # TransData only at the edges: after the input (unless read plain) and before the output
     assert sum(n.op_type == "TransData" for n in g.nodes) <= 2
+
+
+def _squeeze_excitation(batch: int, spatial_mean: bool):
+    """conv -> SE (squeeze: GlobalAveragePool or ReduceMean over H, W; two 1x1 convs, a
+    sigmoid; the per-channel scale multiplies the feature map) -> conv."""
+    c = 32
+    inits = [numpy_helper.from_array((RNG.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (c, 8, 3, 3)), ("f1", (8, c, 1, 1)), ("f2", (c, 8, 1, 1)),
+                          ("w2", (16, c, 1, 1)))]
+    inits.append(numpy_helper.from_array(np.array([2, 3], np.int64), "hw"))
+    squeeze = (helper.make_node("ReduceMean", ["a", "hw"], ["s"], keepdims=1) if spatial_mean
+               else helper.make_node("GlobalAveragePool", ["a"], ["s"]))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a0"], ["a"]), squeeze,
+             helper.make_node("Conv", ["s", "f1"], ["s1"]),
+             helper.make_node("Relu", ["s1"], ["s2"]),
+             helper.make_node("Conv", ["s2", "f2"], ["s3"]),
+             helper.make_node("Sigmoid", ["s3"], ["scale"]),
+             helper.make_node("Mul", ["a", "scale"], ["b"]),
+             helper.make_node("Conv", ["b", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                    [batch, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw8c", "nChw16c"])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("spatial_mean", [False, True])
+def test_squeeze_excitation_stays_in_the_region(fmt, batch, spatial_mean):
+    """The squeeze (a global pool, or the ReduceMean over H, W exporters write for it) and the
+    per-channel Mul run in the region's format: the feature map is never converted back to
+    NCHW for them (before: a TransData out and one back in around each SE block)."""
+    model = _squeeze_excitation(batch, spatial_mean)
+    x = RNG.standard_normal((batch, 8, 12, 12)).astype(np.float32)
+    compiled = run_both(model, {"x": x}, fmt)
+    (prog,) = compiled.programs
+    converted = [t for t in prog.tasks if t.op == "TransData"]
+    assert len(converted) <= 2, [(t.name, t.attrs) for t in converted]  # the image in, y out
+    (mul,) = [t for t in prog.tasks if t.op == "Mul"]
+    assert prog.tensors[mul.outputs[0]].format == fmt

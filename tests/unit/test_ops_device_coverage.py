@@ -84,18 +84,24 @@ def test_split_opset13_equal_parts_without_sizes():
 # ---- the one table -------------------------------------------------------------------------
 def test_schema_layouts_agree_with_the_runtime_s_format_rules():
     """A device op the layout pass may keep in the region's format (its schema's Layout is
-    UNIFORM or ELEMENTWISE) runs in that format on the runtime too: kernel_info offers nhwc
-    for 4-D operands of one shape."""
+    UNIFORM, ELEMENTWISE or CHANNEL) runs in that format on the runtime too: kernel_info
+    offers nhwc for 4-D operands of one shape, and for CHANNEL with a per-channel operand;
+    an ELEMENTWISE op is not offered the per-channel form."""
     act, checked = [1, 16, 4, 4], 0
+    binary = (ops.Layout.ELEMENTWISE, ops.Layout.CHANNEL)
     for name in ops.all_ops():
         schema = ops.get(name)
-        if schema.device is None or schema.layout not in (ops.Layout.UNIFORM,
-                                                          ops.Layout.ELEMENTWISE):
+        if schema.device is None or schema.layout not in (ops.Layout.UNIFORM, *binary):
             continue
+        if schema.layout in binary and name != "Where":
+            info = _runtime.kernel_info(name, ["float32"] * 2, [act, [1, 16, 1, 1]], {})
+            if info["supported"]:
+                assert ("nhwc" in info["formats"]) == (schema.layout is ops.Layout.CHANNEL), \
+                    (name, info)
         if name == "BatchNormalization":
             info = _runtime.kernel_info(name, ["float32"] * 5, [act] + [[16]] * 4, {})
         else:
-            n = {"Where": 3}.get(name, 2 if schema.layout is ops.Layout.ELEMENTWISE else 1)
+            n = {"Where": 3}.get(name, 2 if schema.layout in binary else 1)
             info = None
             for dts in (["float32"] * n, ["bool"] * n, ["bool"] + ["float32"] * (n - 1)):
                 info = _runtime.kernel_info(name, dts, [act] * n, {})

@@ -502,8 +502,11 @@ def test_kernel_info_per_op_dtype_and_rank():
     ki = rt.kernel_info
     assert ki("Relu", ["float32"], [[1, 16, 8, 8]])["preferred_format"] == "any"
     assert ki("Add", ["int64", "int64"], [[3], [3]])["supported"]
-    add_b = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 16, 1, 1]])
+    add_b = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 1, 8, 8]])
     assert add_b["supported"] and add_b["formats"] == ["nchw"]
+    # a per-channel operand (a squeeze-excitation's scale) broadcasts in any format
+    add_c = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 16, 1, 1]])
+    assert add_c["supported"] and "nhwc" in add_c["formats"] and "nChw16c" in add_c["formats"]
     assert not ki("Add", ["float32", "float32"], [[3], [4]])["supported"]
     assert not ki("Pow", ["int32", "int32"], [[3], [3]])["supported"]
     assert not ki("Softmax", ["float64"], [[2, 3]])["supported"]

@@ -88,12 +88,14 @@ KernelInfo host_kernel_info(const Device& device, const std::string& op, const s
       r.formats = formats_for(s0);
       r.preferred_format = "any";
       break;
-    case LayoutRule::kElementwise: {
+    case LayoutRule::kElementwise:
+    case LayoutRule::kChannel: {
       Shape out = s0;
       for (int i = 1; i < n; ++i) broadcast_shapes(out, shapes[i], &out);  // checked above
       bool same = true;
       for (int i = 0; i < n; ++i) {
-        if (shape_numel(shapes[i]) > 1 && shapes[i] != out) same = false;
+        const bool channel = rule->layout == LayoutRule::kChannel && per_channel_of(shapes[i], out);
+        if (shape_numel(shapes[i]) > 1 && shapes[i] != out && !channel) same = false;
       }
       r.formats = same ? formats_for(out) : std::vector<std::string>{"nchw"};
       r.preferred_format = same ? "any" : "nchw";

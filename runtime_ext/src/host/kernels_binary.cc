@@ -252,6 +252,11 @@ class DnnlBinaryKernel : public PrimitiveKernel {
     dnnl::memory::desc md0, md1, mdy;
     if (other.shape == y.shape) {  // same shapes: any common format, as flat vectors
       md0 = md1 = mdy = plain_md(Shape{y.numel});
+    } else if (!y.plain()) {  // a per-channel (or one-element) operand, plain, of a formatted output
+      // Described in the output's format, which orders a [N|1, C, 1, 1] tensor's bytes as
+      // plain does (unpadded): oneDNN's jit broadcast takes src1 in src0's layout.
+      md0 = mdy = format_md(y.shape, y.format);
+      md1 = other.numel == 1 ? plain_md(Shape(y.shape.size(), 1)) : format_md(other.shape, y.format);
     } else {
       const size_t r = std::max<size_t>(1, y.shape.size());
       Shape s1(r - std::min(r, other.shape.size()), 1);
@@ -281,6 +286,7 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   // A small plain operation: the loops finish it in less than a primitive's execute
   // costs on its own (~1.5-2 us here, the time of 2-3 thousand elements).
   if (y.numel <= kLoopsUpTo && x.plain() && z.plain() && y.plain()) return nullptr;
+
   using alg = dnnl::algorithm;
   alg f;
   bool commutative = true;
@@ -310,6 +316,9 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   // [1,4,2,16,16]) on its reference implementation, several times slower than our loops
   // over collapsed rows (31% of that model's run): then the loops, which take any plain
   // broadcast. Formats other than plain need oneDNN, whatever it picks.
+  // A per-channel operand of a formatted output (a squeeze-excitation's scale) runs on
+  // oneDNN's per-channel broadcast, whatever implementation it picks: the loops read
+  // logical (plain) strides.
   if (k->impl().find(" ref") != std::string::npos && x.plain() && z.plain() && y.plain()) return nullptr;
   return k;
 }
@@ -319,6 +328,12 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
 std::unique_ptr<Kernel> make_binary(const KernelArgs& a) {
   auto k = std::make_unique<BinaryKernel>(a);  // validates the node in every case
   if (auto fast = dnnl_binary(a)) return fast;
+  const TensorInfo& y = a.out(0);
+  for (const TensorInfo* t : {&a.in(0), &a.in(1)}) {
+    if (!y.plain() && y.numel > 0 && t->numel > 1 && t->shape != y.shape) {
+      invalid("a broadcast into a ", format_name(y.format), " output runs on oneDNN only (float32 Add/Sub/Mul/Div)");
+    }
+  }
   return k;
 }
 std::unique_ptr<Kernel> make_where(const KernelArgs& a) { return std::make_unique<WhereKernel>(a); }

@@ -39,6 +39,11 @@ class UnionFind {
 
 }  // namespace
 
+bool per_channel_of(const Shape& s, const Shape& y) {
+  return s.size() == 4 && y.size() == 4 && y[2] * y[3] > 1 && s[1] == y[1] && s[2] == 1 && s[3] == 1 &&
+         (s[0] == 1 || s[0] == y[0]);
+}
+
 LayoutRule layout_rule(const std::string& op) {
   const OpRow* row = find_op(op);
   return row ? row->layout : LayoutRule::kPlainOnly;
@@ -142,13 +147,17 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
       case LayoutRule::kUniform:
         join(t, {in0, out0});
         break;
-      case LayoutRule::kElementwise: {
+      case LayoutRule::kElementwise:
+      case LayoutRule::kChannel: {
+        const bool channel = layout_rule(t.op) == LayoutRule::kChannel;
         bool same = valid(out0);
         std::vector<int64_t> data = {out0};
         for (int64_t i : t.inputs) {
           if (!valid(i) || !same) continue;
           if (tensors[i].numel == 1) continue;  // scalar-like: no layout
-          same = tensors[i].shape == tensors[out0].shape;
+          // a per-channel operand has the same bytes in NCHW and NHWC (1x1 spatial)
+          same = tensors[i].shape == tensors[out0].shape ||
+                 (channel && per_channel_of(tensors[i].shape, tensors[out0].shape));
           data.push_back(i);
         }
         if (same) {
@@ -245,13 +254,19 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
       std::string e = same_format({in0, out0});
       return e.empty() ? plain_except({in0, out0}, "parameters of this op must be nchw") : e;
     }
-    case LayoutRule::kElementwise: {
+    case LayoutRule::kElementwise:
+    case LayoutRule::kChannel: {
       const TensorInfo* y = at(out0);
       std::vector<int64_t> data = {out0};
       bool same = y != nullptr;
       for (int64_t i : t.inputs) {
         const TensorInfo* ti = at(i);
         if (!ti || ti->numel <= 1) continue;
+        if (same && rule == LayoutRule::kChannel && per_channel_of(ti->shape, y->shape)) {
+          std::string e = format_invariant(*ti) ? "" : need_plain(ti, "a per-channel operand is read plain");
+          if (!e.empty()) return e;
+          continue;
+        }
         same = same && ti->shape == y->shape;
         data.push_back(i);
       }

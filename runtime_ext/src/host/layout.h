@@ -35,11 +35,17 @@ enum class LayoutRule {
   kAnyData,      // Conv: data input, output and residual may each be in any format
   kUniform,      // data input and output share one format (pools, BatchNorm, unary)
   kElementwise,  // kUniform when every non-scalar operand has the output's shape
+  kChannel,      // kElementwise, plus per-channel operands ([N|1, C, 1, 1], plain: a scale)
   kConvert,      // TransData: input and output in any formats
   kConcat,       // Concat: every input and the output share one format
 };
 
 LayoutRule layout_rule(const std::string& op);
+
+// True when `s` is a per-channel operand of an output `y` [N, C, H, W] with H*W > 1:
+// [N or 1, C, 1, 1]. Stored plain, its bytes are those of [N|1, 1, 1, C] in NHWC and of
+// [N|1, C/b, 1, 1, b] in a blocked format, so a kChannel kernel reads it in any format.
+bool per_channel_of(const Shape& s, const Shape& y);
 
 // Decides the format of every tensor (heuristic mode: plain or nhwc). Pure: reads the
 // spec's tasks and I/O lists and the validated `tensors` (shape, dtype, region, offset);
