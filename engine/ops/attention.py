@@ -370,3 +370,36 @@ register(OpSchema("FusedAttention", 3, 4, _fused_attention_infer, _fused_attenti
                       "scale": A.f(A.REQUIRED), "q_perm": A.ints(list(IDENTITY4)),
                       "k_perm": A.ints(list(IDENTITY4)), "v_perm": A.ints(list(IDENTITY4)),
                       "out_perm": A.ints(list(IDENTITY4))}))
+
+
+# ---- Rope: the rotate-half rotary embedding, fused ------------------------------------------
+ROPE = "graphengine.Rope"
+
+
+def _rope_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    dt = check_dtype(node, 0, FLOATS, "X")
+    xs, cs, ss = (shape_in(node, i) for i in range(3))
+    if xs is not None and cs is not None and ss is not None:
+        d = xs[-1] if xs else None
+        if not xs or (isinstance(d, int) and d % 2) or broadcast(node, [xs, cs, ss]) != tuple(xs):
+            raise shape_error(node, f"X {list(xs)} needs an even last axis that cos {list(cs)} "
+                                    f"and sin {list(ss)} broadcast to")
+        if cs[-1] != d or ss[-1] != d:
+            raise shape_error(node, f"cos {list(cs)} and sin {list(ss)} must span X's last "
+                                    f"axis ({d})")
+    return [out(dt, xs)]
+
+
+def _rope(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x[..., h:], x[..., :h])."""
+    x, cos, sin = ins
+    h = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    return [(x * cos + rotated * sin).astype(x.dtype)]
+
+
+def _rope_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    return reject(node) or kernel("Rope", {}, (0, 1, 2))
+
+
+register(OpSchema(ROPE, 3, 3, _rope_infer, _rope, device=_rope_device))

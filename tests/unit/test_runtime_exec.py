@@ -538,7 +538,8 @@ def test_kernel_info_knows_every_device_op():
               "ConvDw": [[1, 4, 8, 8], [8, 4, 1, 1], [8], [8, 1, 3, 3], [8]],
               "ConvBlock": [[1, 16, 8, 8], [32, 16, 1, 1], [32], [32, 1, 3, 3], [32],
                             [16, 32, 1, 1], [16]],
-              "ConvHead": [[1, 16, 4, 4], [32, 16, 1, 1], [32], [10, 32], [10]]}
+              "ConvHead": [[1, 16, 4, 4], [32, 16, 1, 1], [32], [10, 32], [10]],
+              "Rope": [[1, 4, 8, 8], [1, 1, 8, 8], [1, 1, 8, 8]]}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},

@@ -6,7 +6,8 @@ reader (match.py). Fused nodes record the names of what they absorbed in `meta.f
 driver returns one line per fusion for the compile report. A fused epilogue (bias, residual
 sum, activation) travels as `_`-prefixed attributes of the Conv/MatMul/Gemm that absorbed it;
 a fused kernel is a node of an op of its own (FusedAttention, EltwiseChain, and the
-graphengine domain's ConvDw, ConvBlock, ConvHead: ops/conv_fused.py).
+graphengine domain's ConvDw, ConvBlock, ConvHead: ops/conv_fused.py, and Rope:
+ops/attention.py).
 
 The order of the table is a contract: each row names the rows that must run before it
 (`Fusion.after`), and `check_order` refuses a table that breaks one (after torch.fx's
@@ -38,6 +39,7 @@ from . import (
     matmul_bias,
     pad_conv,
     residual_add,
+    rope,
 )
 from .match import Fusion
 
@@ -49,6 +51,9 @@ FUSIONS: list[Fusion] = [
     conv_bn.ROW,
     erf_gelu.ROW,
     layernorm.ROW,
+    # The rotary embedding's Muls and Add are its own before any epilogue or chain row
+    # could take them.
+    rope.ROW,
     dataclasses.replace(attention.ROW, after=("layernorm",)),
     # The epilogues of a Conv/MatMul/Gemm: bias, then the residual sum, then the activation
     # (oneDNN applies post-ops in that order); a Conv's BatchNormalization is folded first,
@@ -67,7 +72,8 @@ FUSIONS: list[Fusion] = [
     dataclasses.replace(conv_block.ROW, after=("conv_dw",)),
     dataclasses.replace(conv_head.ROW, after=("activation", "conv_block")),
     # Last: the epilogues of Conv/MatMul take their activations first.
-    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "conv_dw", "conv_block", "conv_head")),
+    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "rope", "conv_dw", "conv_block",
+                                            "conv_head")),
 ]
 
 

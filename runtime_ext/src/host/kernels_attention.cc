@@ -313,4 +313,63 @@ void check_attention(const KernelArgs& a) { geometry(a); }
 
 std::unique_ptr<Kernel> make_attention(const KernelArgs& a) { return std::make_unique<AttentionKernel>(a); }
 
+namespace {
+
+// Rope: the rotate-half rotary embedding of LLaMA-style decoders, fused by the compiler
+// (engine/optimize/fusion/rope.py) from the Slices, Neg, Concat, two Muls and the Add
+// exporters write: Y = X * cos + rotate_half(X) * sin, rotate_half(X) = [-X2, X1] for the
+// halves X1, X2 of the last axis. cos and sin (float32, the same shape) span the last axis
+// and broadcast over the others (positions x heads); each row of X is read once.
+class RopeKernel : public Kernel {
+ public:
+  explicit RopeKernel(const KernelArgs& a) {
+    a.expect_inputs(3, 3);
+    a.expect_outputs(1, 1);
+    x_ = &a.in(0);
+    cos_ = &a.in(1);
+    sin_ = &a.in(2);
+    y_ = &a.out(0);
+    for (const TensorInfo* t : {x_, cos_, sin_, y_}) a.expect_dtype(*t, DType::kFloat32, t->name.c_str());
+    if (y_->shape != x_->shape) invalid("output shape ", shape_str(y_->shape), " differs from X ", shape_str(x_->shape));
+    if (x_->rank() < 1 || x_->shape.back() % 2) invalid("X ", shape_str(x_->shape), " needs an even last axis");
+    if (cos_->shape != sin_->shape) invalid("cos ", shape_str(cos_->shape), " and sin ", shape_str(sin_->shape), " differ");
+    d_ = x_->shape.back();
+    if (cos_->rank() < 1 || cos_->shape.back() != d_) invalid("cos ", shape_str(cos_->shape), " must span X's last axis (", d_, ")");
+    // The rows of X (its last axis) and where each row's cos/sin row starts: the plan of
+    // the broadcast over the leading axes.
+    Shape lead_x(x_->shape.begin(), x_->shape.end() - 1), lead_c(cos_->shape.begin(), cos_->shape.end() - 1);
+    if (lead_x.empty()) lead_x.push_back(1);
+    plan_ = plan_broadcast(lead_x, {&lead_c}, {"cos"});
+  }
+
+  Status run(ExecContext& ctx) override {
+    const float* x = ctx.ptr<const float>(*x_);
+    const float* c = ctx.ptr<const float>(*cos_);
+    const float* s = ctx.ptr<const float>(*sin_);
+    float* y = ctx.ptr<float>(*y_);
+    const int64_t d = d_, h = d_ / 2;
+    for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
+      for (int64_t i = 0; i < n; ++i) {  // row o + i of X, cos/sin row off[0] + i * st[0]
+        const float* xr = x + (o + i) * d;
+        const float* cr = c + (off[0] + i * st[0]) * d;
+        const float* sr = s + (off[0] + i * st[0]) * d;
+        float* yr = y + (o + i) * d;
+        for (int64_t k = 0; k < h; ++k) yr[k] = xr[k] * cr[k] - xr[k + h] * sr[k];
+        for (int64_t k = h; k < d; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
+      }
+    });
+    return Status::Ok();
+  }
+  std::string impl() const override { return "rope loop"; }
+
+ private:
+  const TensorInfo *x_, *cos_, *sin_, *y_;
+  int64_t d_ = 0;
+  BroadcastPlan plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_rope(const KernelArgs& a) { return std::make_unique<RopeKernel>(a); }
+
 }  // namespace ge

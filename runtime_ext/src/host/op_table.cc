@@ -74,6 +74,7 @@ const std::vector<OpRow>& op_table() {
       {"Cast", make_cast, L::kPlainOnly, 1, 1, T::kAny, 0, kAnyRank, check_cast},
       {"TransData", make_transdata, L::kConvert, 1, 1, T::kDnnl, 3, 5, nullptr},
       {"FusedAttention", make_attention, L::kPlainOnly, 3, 4, T::kF32, 4, 4, check_fused_attention},
+      {"Rope", make_rope, L::kPlainOnly, 3, 3, T::kF32, 1, kAnyRank, nullptr},
       {"EltwiseChain", make_chain, L::kElementwise, 1, -1, T::kF32, 0, kAnyRank, check_chain},
       {"Equal", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
       {"Less", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
