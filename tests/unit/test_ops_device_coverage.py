@@ -345,3 +345,47 @@ def test_runtime_topk_and_argmax_reject_bad_attributes_at_load():
     assert not bad["supported"] and "bool" in bad["reason"]
     gnd = rt.kernel_info("GatherND", ["float32", "float32"], [[2, 5], [1, 1]], {})
     assert not gnd["supported"] and "GatherND indices must be int64 or int32" in gnd["reason"]
+
+
+# ---- MaxPool on plain planes --------------------------------------------------------------
+def _max_pool_ref(x, k, s, pads, out):
+    """numpy: pad with -inf, take each window's max; `out` the output's spatial size."""
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + pads[0] + pads[2] + k[0], w + pads[1] + pads[3] + k[1]), -np.inf,
+                 np.float32)
+    xp[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    y = np.empty((n, c, *out), np.float32)
+    for r in range(out[0]):
+        for q in range(out[1]):
+            y[:, :, r, q] = xp[:, :, r * s[0]:r * s[0] + k[0], q * s[1]:q * s[1] + k[1]].max((2, 3))
+    return y
+
+
+@pytest.mark.parametrize("shape,k,s,pads,out", [
+    ((2, 8, 1, 128), (1, 2), (1, 2), (0, 0, 0, 0), (1, 64)),  # a 1-D pool lifted to 2-D
+    ((1, 4, 1, 23), (1, 3), (1, 2), (0, 1, 0, 1), (1, 12)),
+    ((1, 4, 1, 23), (1, 4), (1, 3), (0, 0, 0, 0), (1, 8)),  # ceil_mode: one more window
+    ((1, 3, 9, 7), (3, 2), (2, 2), (1, 1, 1, 0), (5, 4)),
+])
+def test_plain_max_pool_matches_numpy(shape, k, s, pads, out):
+    """A plain MaxPool runs where oneDNN has only its simple_nchw reference on a loop of the
+    runtime's (windows inside the row unchecked, the edges checked)."""
+    x = randn(*shape)
+    oshape = [shape[0], shape[1], *out]
+    nbytes = [int(np.prod(t)) * 4 for t in (shape, oshape)]
+    spec = {"name": "m", "arena_bytes": nbytes[0] + nbytes[1] + 64, "num_streams": 1,
+            "num_events": 0,
+            "tensors": [{"name": "x", "dtype": "float32", "shape": list(shape),
+                         "region": "arena", "offset": 0},
+                        {"name": "y", "dtype": "float32", "shape": oshape, "region": "arena",
+                         "offset": -(-nbytes[0] // 64) * 64}],
+            "tasks": [{"kind": "kernel", "name": "p", "op": "MaxPool", "stream": 0,
+                       "inputs": [0], "outputs": [1],
+                       "attrs": {"kernel_shape": list(k), "strides": list(s),
+                                 "pads": list(pads), "ceil_mode": 1}}],
+            "inputs": [0], "outputs": [1]}
+    m = _runtime.Model(_runtime.Device(), spec)
+    (got,) = m.execute([x])
+    np.testing.assert_array_equal(got, _max_pool_ref(x, k, s, pads, out))
+    impl = m.profile()[0]["impl"]
+    assert "simple_nchw" not in impl and "ref" not in impl, impl
