@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, optional_index, reject
 from .kernel_utils import opt
-from .registry import OpSchema, register, shape_error
+from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, out, shape_in, sym
 
 Act = Callable[[np.ndarray], np.ndarray]
@@ -64,18 +66,16 @@ def _activations(op: str, a: dict[str, Any], dirs: int) -> list[list[Act]]:
     return [fns[d * per:(d + 1) * per] for d in range(dirs)]
 
 
-def _cell(op: str, a: dict[str, Any], acts: list[Act], x: np.ndarray, h: np.ndarray,
-          c: np.ndarray | None, w: np.ndarray, r: np.ndarray, b: np.ndarray,
+def _cell(op: str, a: dict[str, Any], acts: list[Act], xw: np.ndarray, h: np.ndarray,
+          c: np.ndarray | None, r: np.ndarray, rb: np.ndarray,
           p: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    hidden = r.shape[-1]
+    """One time step for a batch of rows: `xw` is the input's projection with its bias
+    (x W^T + Wb), computed for every step at once by run_rnn."""
     clip = a.get("clip")
 
     def cl(v: np.ndarray) -> np.ndarray:
         return np.clip(v, -clip, clip) if clip is not None else v
 
-    gates = len(w) // hidden
-    wb, rb = b[:gates * hidden], b[gates * hidden:]
-    xw = x @ w.T + wb
     if op == "RNN":
         return acts[0](cl(xw + h @ r.T + rb)), None
     if op == "GRU":
@@ -119,26 +119,36 @@ def run_rnn(op: str, ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     lens = np.full(batch, seq) if lens is None else np.asarray(lens).astype(np.int64)
     h0, c0 = get(5), get(6) if op == "LSTM" else None
     p = get(7) if op == "LSTM" else None
+    if lens.shape != (batch,) or (batch and (lens.min() < 0 or lens.max() > seq)):
+        raise ValueError(f"sequence_lens {lens.tolist()} must hold {batch} lengths within "
+                         f"[0, {seq}]")
     acts = _activations(op, a, dirs)
     xs = x.astype(np.float64)
     y = np.zeros((seq, dirs, batch, hidden))
     yh = np.zeros((dirs, batch, hidden))
     yc = np.zeros((dirs, batch, hidden))
+    rows = np.arange(batch)
     for d in range(dirs):
         reverse = a["direction"] == "reverse" or d == 1
         h = np.zeros((batch, hidden)) if h0 is None else h0[d].astype(np.float64)
         c = np.zeros((batch, hidden)) if c0 is None else c0[d].astype(np.float64)
-        for bi in range(batch):
-            n = int(lens[bi])
-            steps = range(n - 1, -1, -1) if reverse else range(n)
-            hb, cb = h[bi:bi + 1], c[bi:bi + 1]
-            for t in steps:
-                hb, c_new = _cell(op, a, acts[d], xs[t, bi:bi + 1], hb, cb, w[d].astype(
-                    np.float64), r[d].astype(np.float64), b[d],
-                    None if p is None else p[d].astype(np.float64))
-                cb = c_new if c_new is not None else cb
-                y[t, d, bi] = hb[0]
-            yh[d, bi], yc[d, bi] = hb[0], cb[0]
+        # The input's projection for every step and row in one product; the loop over time
+        # then carries the whole batch, each row at its own position (reversed rows start at
+        # their own last step) and frozen once its sequence has ended.
+        xw = xs @ w[d].astype(np.float64).T + b[d][:gates * hidden]
+        rd, rb = r[d].astype(np.float64), b[d][gates * hidden:]
+        pd = None if p is None else p[d].astype(np.float64)
+        for k in range(int(lens.max()) if batch else 0):
+            active = k < lens
+            t = np.where(active, lens - 1 - k if reverse else k, 0)
+            h_new, c_new = _cell(op, a, acts[d], xw[t, rows], h, c, rd, rb, pd)
+            h = np.where(active[:, None], h_new, h)
+            if c_new is not None:
+                c = np.where(active[:, None], c_new, c)
+            y[t[active], d, rows[active]] = h_new[active]
+        # a row whose sequence is empty has no last output: 0 (ONNX Runtime's answer),
+        # not its initial state
+        yh[d], yc[d] = np.where(lens[:, None] > 0, h, 0), np.where(lens[:, None] > 0, c, 0)
     if a["layout"]:
         y = np.transpose(y, (2, 0, 1, 3))
         yh, yc = np.swapaxes(yh, 0, 1), np.swapaxes(yc, 0, 1)
@@ -169,13 +179,41 @@ def _rnn_infer(op: str) -> Callable[[Node, dict[str, Any]], list[TensorMeta]]:
     return infer
 
 
+def _rnn_device(op: str) -> Callable[[Node, dict[str, Any]], DeviceKernel | str]:
+    """The runtime's RNN/GRU/LSTM kernel (float32): for the default activations only."""
+    def device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+        why = reject(node)
+        if why:
+            return why
+        lens = node.input(4)
+        if lens is not None and (lens.meta is None or lens.meta.dtype is not DType.INT32):
+            return "sequence_lens must be int32"
+        dirs = 2 if a["direction"] == "bidirectional" else 1
+        acts = a.get("activations")
+        if acts and [s.lower() for s in acts] != [s.lower() for s in _DEFAULT_ACTS[op]] * dirs:
+            return f"activations {list(acts)}: the device runs the default ones only"
+        if a.get("activation_alpha") or a.get("activation_beta"):
+            return "activation_alpha/beta: the device runs the default activations only"
+        attrs = {"direction": a["direction"], "layout": int(a["layout"])}
+        if a.get("clip") is not None:
+            attrs["clip"] = float(a["clip"])
+        if op == "LSTM":
+            attrs["input_forget"] = int(a["input_forget"])
+        if op == "GRU":
+            attrs["linear_before_reset"] = int(a["linear_before_reset"])
+        return kernel(op, attrs, [0, 1, 2] + [optional_index(node, i)
+                                              for i in range(3, len(node.inputs))])
+    return device
+
+
 _COMMON = {"activation_alpha": A.floats(), "activation_beta": A.floats(),
            "activations": A.strings(), "clip": A.f(), "direction": A.s("forward", A.DIRECTIONS),
            "hidden_size": A.i(), "layout": A.i(0)}
 register(OpSchema("RNN", 3, 6, _rnn_infer("RNN"), lambda ins, a: run_rnn("RNN", ins, a),
-                  attrs=_COMMON, min_outputs=0, max_outputs=2))
+                  attrs=_COMMON, min_outputs=0, max_outputs=2, device=_rnn_device("RNN")))
 register(OpSchema("GRU", 3, 6, _rnn_infer("GRU"), lambda ins, a: run_rnn("GRU", ins, a),
                   attrs={**_COMMON, "linear_before_reset": A.i(0)}, min_outputs=0,
-                  max_outputs=2))
+                  max_outputs=2, device=_rnn_device("GRU")))
 register(OpSchema("LSTM", 3, 8, _rnn_infer("LSTM"), lambda ins, a: run_rnn("LSTM", ins, a),
-                  attrs={**_COMMON, "input_forget": A.i(0)}, min_outputs=0, max_outputs=3))
+                  attrs={**_COMMON, "input_forget": A.i(0)}, min_outputs=0, max_outputs=3,
+                  device=_rnn_device("LSTM")))

@@ -40,6 +40,7 @@ std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
 // kernels_attention.cc
 std::unique_ptr<Kernel> make_attention(const KernelArgs& a);  // FusedAttention
 std::unique_ptr<Kernel> make_rope(const KernelArgs& a);       // Rope (rotate-half rotary embedding)
+std::unique_ptr<Kernel> make_rnn(const KernelArgs& a);        // RNN, GRU, LSTM
 // kernels_chain.cc
 std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 // For kernel_info: checks the inputs and attributes like load would. Throws Error.

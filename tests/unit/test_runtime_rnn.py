@@ -1,0 +1,111 @@
+"""The runtime's RNN / GRU / LSTM kernel against ONNX Runtime: directions, layouts,
+sequence lengths, initial states, peepholes, clip, input_forget, linear_before_reset; other
+activations stay on the host."""
+
+import copy
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import LoadedModel
+
+RNG = np.random.default_rng(21)
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _model(op, seq=7, batch=3, size=10, hidden=12, direction="forward", layout=0,
+           lens=False, states=False, peep=False, **attrs):
+    dirs = 2 if direction == "bidirectional" else 1
+    g = GATES[op]
+    w = (RNG.standard_normal((dirs, g * hidden, size)) * 0.4).astype(np.float32)
+    r = (RNG.standard_normal((dirs, g * hidden, hidden)) * 0.4).astype(np.float32)
+    b = (RNG.standard_normal((dirs, 2 * g * hidden)) * 0.2).astype(np.float32)
+    x_shape = [batch, seq, size] if layout else [seq, batch, size]
+    state = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"),
+             numpy_helper.from_array(b, "B")]
+    inputs = ["x", "W", "R", "B"]
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
+    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    if lens:
+        inits.append(numpy_helper.from_array(
+            RNG.integers(0, seq + 1, batch).astype(np.int32), "lens"))
+    inputs.append("lens" if lens else "")
+    if states:
+        for name in ("h0", "c0") if op == "LSTM" else ("h0",):
+            feeds[name] = RNG.standard_normal(state).astype(np.float32)
+            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, state))
+    inputs += ["h0" if states else ""]
+    if op == "LSTM":
+        inputs += ["c0" if states else ""]
+        if peep:
+            inits.append(numpy_helper.from_array(
+                (RNG.standard_normal((dirs, 3 * hidden)) * 0.3).astype(np.float32), "P"))
+        inputs += ["P" if peep else ""]
+    while inputs[-1] == "":
+        inputs.pop()
+    outs = ["y", "yh", "yc"][: 3 if op == "LSTM" else 2]
+    node = helper.make_node(op, inputs, outs, hidden_size=hidden, direction=direction,
+                            layout=layout, **attrs)
+    graph = helper.make_graph([node], "rnn", graph_inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None)
+                               for o in outs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)],
+                             ir_version=8), feeds
+
+
+def _ort(model, feeds):
+    """ONNX Runtime's outputs; it runs layout 0 only, so a layout-1 model runs as its layout-0
+    twin on transposed inputs, its outputs transposed back."""
+    node = model.graph.node[0]
+    layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+    if layout:
+        model = copy.deepcopy(model)
+        for a in model.graph.node[0].attribute:
+            if a.name == "layout":
+                a.i = 0
+        for v in model.graph.input:
+            dims = v.type.tensor_type.shape.dim
+            first = dims[0].dim_value
+            dims[0].dim_value = dims[1].dim_value
+            dims[1].dim_value = first
+        feeds = {k: np.ascontiguousarray(np.swapaxes(v, 0, 1)) for k, v in feeds.items()}
+    outs = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)
+    if layout:
+        outs = [np.transpose(outs[0], (2, 0, 1, 3))] + [np.swapaxes(o, 0, 1) for o in outs[1:]]
+    return outs
+
+
+def _check(model, feeds, device=True):
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    engines = {p.engine for p in compiled.report.placements}
+    assert engines == ({"device"} if device else {"host"}), compiled.report.render()
+    got = LoadedModel(compiled).execute(feeds)
+    for out, ref in zip(compiled.outputs, _ort(model, feeds)):
+        np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=2e-5, err_msg=out.name)
+
+
+@pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+def test_recurrent_layers_run_on_the_device(op, direction, layout):
+    _check(*_model(op, direction=direction, layout=layout, lens=True, states=True))
+
+
+@pytest.mark.parametrize("attrs", [{"clip": 0.5}, {"input_forget": 1}, {"peep": True}])
+def test_lstm_options(attrs):
+    _check(*_model("LSTM", direction="bidirectional", states=True, **attrs))
+
+
+@pytest.mark.parametrize("lbr", [0, 1])
+def test_gru_reset_before_or_after(lbr):
+    _check(*_model("GRU", linear_before_reset=lbr, clip=2.0))
+
+
+def test_other_activations_stay_on_the_host():
+    _check(*_model("GRU", activations=["HardSigmoid", "Tanh"]), device=False)
