@@ -118,3 +118,29 @@ def test_spatial_reductions_run_as_global_pools(op, axes, keepdims, opset):
     pools = [n.op_type for n in graph.nodes if n.op_type.startswith("Global")]
     assert pools == ([] if axes == [1, 2] else
                      ["GlobalAveragePool" if op == "ReduceMean" else "GlobalMaxPool"])
+
+
+@pytest.mark.parametrize("attrs,group", [({}, 1), ({"pads": [2, 0, 1, 0], "strides": [2, 1]}, 1),
+                                         ({"dilations": [2, 1], "pads": [1, 0, 1, 0]}, 4)])
+def test_a_one_column_conv_runs_along_w(attrs, group):
+    """A Conv of [N, C, H, 1] with a [k, 1] kernel is the same convolution of the view
+    [N, C, 1, H] with a [1, k] kernel (oneDNN runs a long W about twice as fast)."""
+    from graphengine.engine.prepare import infer_shapes
+    from graphengine.engine.prepare.canonicalize import canonicalize
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 8, 40, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal((12, 8 // group, 5, 1))
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(12).astype(np.float32), "b")]
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=group, **attrs)
+    _check(node, x, inits)
+    graph = load_model(helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    infer_shapes(graph)
+    canonicalize(graph)
+    (conv,) = [n for n in graph.nodes if n.op_type == "Conv"]
+    assert conv.inputs[1].meta.shape == (12, 8 // group, 1, 5)
+    assert graph.outputs[0].name == "y"

@@ -389,3 +389,11 @@ def test_plain_max_pool_matches_numpy(shape, k, s, pads, out):
     np.testing.assert_array_equal(got, _max_pool_ref(x, k, s, pads, out))
     impl = m.profile()[0]["impl"]
     assert "simple_nchw" not in impl and "ref" not in impl, impl
+
+
+@pytest.mark.parametrize("op", ["GlobalMaxPool", "GlobalAveragePool"])
+def test_plain_global_pools_of_long_planes(op):
+    """Global pools of a plain tensor run where oneDNN would take simple_nchw on a plane loop
+    of the runtime's; numpy's answer."""
+    x = randn(2, 6, 1, 509)
+    check(op, {"x": x})
