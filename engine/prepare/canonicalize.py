@@ -5,7 +5,8 @@ no task, no copy); InstanceNormalization and GroupNormalization are a LayerNorma
 [N, groups, rest] followed by the per-channel scale and bias; RMSNormalization is the steps
 exporters wrote before opset 23 had it; a ReduceMean or ReduceMax over H and W of a 4-D
 tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view). The
-forms are exact rewrites (up to summation order),
+forms are exact rewrites (up to summation order; ai.onnx.ml.Scaler of float32 is its Sub
+and Mul),
 so the host runs them as well as the device; the device then needs no kernel of its own for
 them (audio encoders' GroupNorm-as-InstanceNorm and byte CNNs' 1-D pools stayed on the host
 and cut the device program in two).
@@ -228,6 +229,25 @@ def _hand_over_output(graph: Graph, old: Node, new: Node) -> None:
     graph.remove_node(old)
 
 
+def _ml_scaler(node: Node) -> bool:
+    x = node.input(0)
+    return (node.op_type == "ai.onnx.ml.Scaler" and x is not None and x.meta is not None
+            and x.meta.dtype.numpy == np.float32 and len(node.outputs) == 1)
+
+
+def _as_scale_steps(graph: Graph, node: Node) -> None:
+    """ai.onnx.ml.Scaler (scikit-learn's StandardScaler through skl2onnx) of float32 is
+    (x - offset) * scale in float32: a Sub and a Mul the device runs, instead of a host
+    partition of its own in front of the model."""
+    offset = graph.add_constant(None, np.asarray(node.attrs.get("offset") or [0.0], np.float32))
+    scale = graph.add_constant(None, np.asarray(node.attrs.get("scale") or [1.0], np.float32))
+    centred = graph.add_node("Sub", [node.inputs[0], offset], name=graph.unique_name(
+        f"{node.name}_offset"), after=node).outputs[0]
+    scaled = graph.add_node("Mul", [centred, scale], outputs=[], name=graph.unique_name(
+        f"{node.name}_scale"), after=centred.producer)
+    _hand_over_output(graph, node, scaled)
+
+
 # (match, rewrite): the rewrite replaces the node and everything reading its output
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
@@ -235,6 +255,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_rms_norm, _as_rms_steps),
     (_spatial_reduce, _as_global_pool),
     (_tall_conv, _as_wide_conv),
+    (_ml_scaler, _as_scale_steps),
 ]
 
 

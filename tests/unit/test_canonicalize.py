@@ -144,3 +144,23 @@ def test_a_one_column_conv_runs_along_w(attrs, group):
     (conv,) = [n for n in graph.nodes if n.op_type == "Conv"]
     assert conv.inputs[1].meta.shape == (12, 8 // group, 1, 5)
     assert graph.outputs[0].name == "y"
+
+
+@pytest.mark.parametrize("offset,scale", [([0.5, -1.0, 2.0], [2.0, 0.25, 1.5]), ([1.0], None)])
+def test_ml_scaler_runs_on_the_device(offset, scale):
+    """ai.onnx.ml.Scaler of float32 is its Sub and Mul: no host partition in front of a
+    scikit-learn model."""
+    attrs = {"offset": offset} if scale is None else {"offset": offset, "scale": scale}
+    node = helper.make_node("Scaler", ["x"], ["y"], domain="ai.onnx.ml", **attrs)
+    x = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [4, 3])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("ai.onnx.ml", 3)],
+                              ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    want = ((x - np.float32(offset)) * np.float32(scale or [1.0])).astype(np.float32)
+    np.testing.assert_array_equal(got, want)

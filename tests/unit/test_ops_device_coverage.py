@@ -277,11 +277,12 @@ def test_argmax_argmin(op, axis, keepdims, last, dtype):
           {"axis": axis, "keepdims": keepdims, "select_last_index": last})
 
 
-@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceSum"])
 @pytest.mark.parametrize("axes", [None, [1], [0, 2], [-1], [1, 2], []])
 @pytest.mark.parametrize("keepdims", [1, 0])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
-def test_reduce_max_min_with_axes_as_input(op, axes, keepdims, dtype):
+def test_reduce_max_min_sum_with_axes_as_input(op, axes, keepdims, dtype):
+    """Integer sums too (a count of matches) run on the device: the runtime's folding loop."""
     consts = {} if axes is None else {"axes": np.array(axes, np.int64)}
     check(op, {"x": _ties(3, 4, 5, dtype=dtype)}, consts, {"keepdims": keepdims})
 

@@ -181,6 +181,8 @@ class FoldKernel : public Kernel {
 
 std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
   if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
+  // Integer sums (a count of selected items: ArgMax == label, summed) are the loop's.
+  if (!a.inputs.empty() && a.in(0).dtype != DType::kFloat32) return std::make_unique<FoldKernel>(a);
   // A small plain reduction (an RMSNorm's mean over a row of 64): the loop is done before a
   // oneDNN primitive's execute has set up (~2 us).
   constexpr int64_t kLoopsUpTo = 16384;
