@@ -173,11 +173,17 @@ def _tall_conv(node: Node) -> bool:
     """A 2-D Conv whose input and kernel are one column wide ([N, C, H, 1], kernel [k, 1]):
     a 1-D convolution laid along H, as TensorFlow-by-way-of-JAX exports write them."""
     x, w = node.input(0), node.input(1)
-    if node.op_type != "Conv" or _rank(x) != 4 or _rank(w) != 4 or len(node.outputs) != 1 \
-            or not x.meta.is_static or not w.meta.is_static \
+    y = node.outputs[0] if len(node.outputs) == 1 else None
+    if node.op_type != "Conv" or _rank(x) != 4 or _rank(w) != 4 or y is None \
+            or y.meta is None or not y.meta.is_static or not x.meta.is_static \
+            or not w.meta.is_static \
             or node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return False
-    return x.meta.shape[3] == 1 and w.meta.shape[3] == 1 and x.meta.shape[2] > 1
+    pads = list(node.attrs.get("pads") or [0, 0, 0, 0])
+    # nothing along W at all: one column in, one out, no padding there (a padded column
+    # makes more than one output column, which the fuzzer found)
+    return (x.meta.shape[3] == 1 and w.meta.shape[3] == 1 and y.meta.shape[3] == 1
+            and x.meta.shape[2] > 1 and len(pads) == 4 and pads[1] == 0 and pads[3] == 0)
 
 
 def _as_wide_conv(graph: Graph, node: Node) -> None:
