@@ -109,3 +109,14 @@ def test_gru_reset_before_or_after(lbr):
 
 def test_other_activations_stay_on_the_host():
     _check(*_model("GRU", activations=["HardSigmoid", "Tanh"]), device=False)
+
+
+def test_a_hidden_size_that_contradicts_r_is_refused_at_compile():
+    model, _ = _model("LSTM")
+    for a in model.graph.node[0].attribute:
+        if a.name == "hidden_size":
+            a.i = 13
+    from graphengine.engine.errors import ShapeError
+
+    with pytest.raises(ShapeError, match=r"hidden_size 13 does not match R \[1, 48, 12\]"):
+        compile_graph(load_model(model), CompileOptions(lint=True))
