@@ -169,7 +169,10 @@ def _rnn_infer(op: str) -> Callable[[Node, dict[str, Any]], list[TensorMeta]]:
         seq, batch = (xs[1], xs[0]) if a["layout"] else (xs[0], xs[1])
         dirs: Dim = 2 if a["direction"] == "bidirectional" else 1
         hidden: Dim = a.get("hidden_size") or (rs[-1] if rs is not None else sym(node, "h"))
-        if rs is not None and len(rs) == 3 and isinstance(rs[-1], int) and rs[-1] != hidden:
+        # R is [dirs, gates * hidden, hidden] (DynamicQuantizeLSTM, sharing this, stores it
+        # transposed)
+        if node.op_type == op and rs is not None and len(rs) == 3 and isinstance(rs[-1], int) \
+                and rs[-1] != hidden:
             raise shape_error(node, f"hidden_size {hidden} does not match R {list(rs)}")
         if ws is not None and isinstance(ws[0], int) and ws[0] != dirs:
             raise shape_error(node, f"W has {ws[0]} directions, expected {dirs}")
