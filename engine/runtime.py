@@ -14,6 +14,7 @@ in `stats().bytes_copied`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import itertools
 import threading
@@ -414,12 +415,9 @@ class LoadedModel:
             args = [None if n is None else env[n] if n in env else prog.constants[n]
                     for n in step.inputs]
             try:
-                with np.errstate(all="ignore"):  # IEEE results (inf, nan) are the answer
-                    if guard is None:
-                        outs = ops.get(step.op_type).compute(args, step.attrs)
-                    else:
-                        with guard:
-                            outs = ops.get(step.op_type).compute(args, step.attrs)
+                # IEEE results (inf, nan) are the answer
+                with np.errstate(all="ignore"), guard or contextlib.nullcontext():
+                    outs = ops.get(step.op_type).compute(args, step.attrs)
             except GraphEngineError:
                 raise
             except MemoryError as exc:

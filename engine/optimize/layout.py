@@ -164,9 +164,10 @@ def _transpose_views(graph: Graph, own: dict[Node, str]) -> int:
         if perm == _INTO_REGION and not x.format and y not in outputs:
             # into the region: worth it when a region node reads y in NHWC; y must not leave
             # the partition (a partition's edges are plain)
-            readers = [u for u in y.users if own.get(u) == NHWC
-                       and any(w is y and _reads_own_layout(u, i) for i, w in enumerate(u.inputs))]
-            if not readers or any(u.meta.partition != node.meta.partition for u in y.users):
+            read_nhwc = any(own.get(u) == NHWC and any(
+                w is y and _reads_own_layout(u, i) for i, w in enumerate(u.inputs))
+                for u in y.users)
+            if not read_nhwc or any(u.meta.partition != node.meta.partition for u in y.users):
                 continue
             fmt = (NCHW, NHWC)
         elif perm == _OUT_OF_REGION and x.format == NHWC and not y.format:

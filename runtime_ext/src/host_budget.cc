@@ -47,12 +47,23 @@ struct Handler {
   Counters counters;
 };
 
+// Records the first refusal: what holding `size` more would have come to (saturated).
+void refuse(Counters* c, size_t size) {
+  const size_t held = c->held.load(std::memory_order_relaxed);
+  size_t none = 0;
+  c->refused.compare_exchange_strong(none, size > SIZE_MAX - held ? SIZE_MAX : held + size,
+                                     std::memory_order_relaxed);
+}
+
 void* take(Counters* c, size_t size, bool zero) {
-  size_t held = c->held.fetch_add(size, std::memory_order_relaxed) + size;
-  if (held > c->limit || size > SIZE_MAX - kHeader) {
+  if (size > c->limit || size > SIZE_MAX - kHeader) {  // first: the sums below must not wrap
+    refuse(c, size);
+    return nullptr;
+  }
+  const size_t held = c->held.fetch_add(size, std::memory_order_relaxed) + size;
+  if (held > c->limit) {
     c->held.fetch_sub(size, std::memory_order_relaxed);
-    size_t none = 0;
-    c->refused.compare_exchange_strong(none, held, std::memory_order_relaxed);
+    refuse(c, size);
     return nullptr;
   }
   size_t peak = c->peak.load(std::memory_order_relaxed);

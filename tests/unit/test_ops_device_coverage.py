@@ -394,7 +394,7 @@ def test_plain_max_pool_matches_numpy(shape, k, s, pads, out):
 
 @pytest.mark.parametrize("op", ["GlobalMaxPool", "GlobalAveragePool"])
 def test_plain_global_pools_of_long_planes(op):
-    """Global pools of a plain tensor run where oneDNN would take simple_nchw on a plane loop
-    of the runtime's; numpy's answer."""
+    """Global pools of a plain tensor that oneDNN would run on simple_nchw run as the
+    reduction over the spatial axes; numpy's answer."""
     x = randn(2, 6, 1, 509)
     check(op, {"x": x})

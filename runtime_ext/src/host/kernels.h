@@ -7,6 +7,11 @@
 
 namespace ge {
 
+// An operation of at most this many elements runs on the runtime's own loops where it has
+// them (elementwise Add/Sub/Mul/Div, Neg/Abs/Sqrt, ReduceSum/Mean): a oneDNN primitive's
+// execute alone costs ~1.5-2 us, the time of a few thousand elements.
+constexpr int64_t kSmallOpElements = 16384;
+
 // kernels_conv.cc
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a);
 std::unique_ptr<Kernel> make_conv_dw(const KernelArgs& a);     // ConvDw: 1x1 + depthwise post-op

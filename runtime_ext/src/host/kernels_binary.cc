@@ -274,8 +274,6 @@ class DnnlBinaryKernel : public PrimitiveKernel {
 
 };
 
-constexpr int64_t kLoopsUpTo = 16384;
-
 // The oneDNN kernel when it applies, else nullptr.
 std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   const TensorInfo& x = a.in(0);
@@ -283,9 +281,7 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   const TensorInfo& y = a.out(0);
   if (x.dtype != DType::kFloat32 || z.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) return nullptr;
   if (y.numel == 0 || y.rank() > DNNL_MAX_NDIMS) return nullptr;
-  // A small plain operation: the loops finish it in less than a primitive's execute
-  // costs on its own (~1.5-2 us here, the time of 2-3 thousand elements).
-  if (y.numel <= kLoopsUpTo && x.plain() && z.plain() && y.plain()) return nullptr;
+  if (y.numel <= kSmallOpElements && x.plain() && z.plain() && y.plain()) return nullptr;  // the loops
 
   using alg = dnnl::algorithm;
   alg f;
@@ -315,10 +311,8 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   // oneDNN runs some broadcasts (a middle axis: Swin's window mask [1,4,1,16,16] onto
   // [1,4,2,16,16]) on its reference implementation, several times slower than our loops
   // over collapsed rows (31% of that model's run): then the loops, which take any plain
-  // broadcast. Formats other than plain need oneDNN, whatever it picks.
-  // A per-channel operand of a formatted output (a squeeze-excitation's scale) runs on
-  // oneDNN's per-channel broadcast, whatever implementation it picks: the loops read
-  // logical (plain) strides.
+  // broadcast. Formats other than plain (a squeeze-excitation's per-channel scale of an
+  // NHWC map) need oneDNN, whatever it picks: the loops read logical (plain) strides.
   if (k->impl().find(" ref") != std::string::npos && x.plain() && z.plain() && y.plain()) return nullptr;
   return k;
 }

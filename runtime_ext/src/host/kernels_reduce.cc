@@ -183,10 +183,9 @@ std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
   if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
   // Integer sums (a count of selected items: ArgMax == label, summed) are the loop's.
   if (!a.inputs.empty() && a.in(0).dtype != DType::kFloat32) return std::make_unique<FoldKernel>(a);
-  // A small plain reduction (an RMSNorm's mean over a row of 64): the loop is done before a
-  // oneDNN primitive's execute has set up (~2 us).
-  constexpr int64_t kLoopsUpTo = 16384;
-  if (!a.inputs.empty() && a.in(0).numel <= kLoopsUpTo && a.in(0).plain() && !a.outputs.empty() && a.out(0).plain()) {
+  // A small plain reduction (an RMSNorm's mean over a row of 64): the loop.
+  if (!a.inputs.empty() && a.in(0).numel <= kSmallOpElements && a.in(0).plain() && !a.outputs.empty() &&
+      a.out(0).plain()) {
     return std::make_unique<FoldKernel>(a);
   }
   auto k = std::make_unique<ReduceKernel>(a);

@@ -131,10 +131,8 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
   if (op == "Erf") return std::make_unique<LoopKernel>(a, LoopOp::kErf);
   if (op == "Floor") return std::make_unique<LoopKernel>(a, LoopOp::kFloor);
   if (op == "Ceil") return std::make_unique<LoopKernel>(a, LoopOp::kCeil);
-  // Small ones that IEEE arithmetic defines exactly (NaN in, NaN out, as oneDNN's): the loop
-  // is done before a primitive's execute has set up (~2 us, a few thousand elements' time).
-  constexpr int64_t kLoopsUpTo = 16384;
-  if (x.numel <= kLoopsUpTo) {
+  // Small ones that IEEE arithmetic defines exactly (NaN in, NaN out, as oneDNN's).
+  if (x.numel <= kSmallOpElements) {
     if (op == "Neg") return std::make_unique<LoopKernel>(a, LoopOp::kNeg);
     if (op == "Abs") return std::make_unique<LoopKernel>(a, LoopOp::kAbs);
     if (op == "Sqrt") return std::make_unique<LoopKernel>(a, LoopOp::kSqrt);
