@@ -207,6 +207,14 @@ class Graph:
         return node
 
     # ---- mutation -------------------------------------------------------------------
+    def input_as_constant(self, v: Value, array: np.ndarray) -> None:
+        """Input `v` becomes a constant of value `array` (its name, readers and type kept):
+        a body's enclosing value that is a constant of the enclosing graph."""
+        if v not in self.inputs:
+            raise InvalidGraph(f"'{v.name}' is not an input", graph=self.name, tensor=v.name)
+        self.inputs.remove(v)
+        v.kind, v.const = ValueKind.CONSTANT, np.asarray(array)
+
     def replace_all_uses(self, old: Value, new: Value) -> None:
         for user in list(dict.fromkeys(old.users)):
             user.replace_input(old, new)

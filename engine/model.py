@@ -144,6 +144,10 @@ class HostStep:
     attrs: dict[str, Any]
     inputs: list[str | None]
     outputs: list[str]
+    # a control-flow step's bodies compiled for the device, by attribute ("then_branch",
+    # "body"): the runtime loads each and the step runs it per branch taken or iteration;
+    # a body not here is interpreted
+    bodies: dict[str, CompiledModel] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

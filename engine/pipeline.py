@@ -12,10 +12,11 @@ import numpy as np
 from . import ops  # noqa: F401  (registers every op schema)
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .codegen import build_programs
-from .errors import InvalidGraph, InvalidInput
+from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
-from .ir import Dim, Graph, TensorMeta, ValueKind
+from .ir import Dim, Graph, Node, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
+from .ops import control
 from .optimize import assign_layouts, fuse
 from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
@@ -31,7 +32,7 @@ from .prepare import (
     infer_shapes,
     validate,
 )
-from .report import CompileReport, PartitionRecord, PassRecord, PlacementRecord
+from .report import BodyRecord, CompileReport, PartitionRecord, PassRecord, PlacementRecord
 from .target import Target
 from .target import get as get_target
 from .target import names as target_names
@@ -254,14 +255,18 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     if on_pass:
         on_pass("build", None)
     t0 = time.perf_counter()
-    programs, memory, ntasks = build_programs(g, options.max_streams, target)
+    bodies: list[BodyRecord] = []
+    programs, memory, ntasks = build_programs(
+        g, options.max_streams, target,
+        functools.partial(_compile_bodies, options=options, budget=budget, records=bodies,
+                          graph_name=graph.name))
     pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
     report = CompileReport(
         graph=graph.name, passes=pm.records, fusions=list(g.fusions),
         memory=memory, tasks=ntasks,
         streams=max((p.num_streams for p in programs if isinstance(p, DeviceProgram)), default=0),
         events=sum(p.num_events for p in programs if isinstance(p, DeviceProgram)),
-        nodes_before=len(graph.nodes), nodes_after=len(g.nodes), flops=flops)
+        nodes_before=len(graph.nodes), nodes_after=len(g.nodes), flops=flops, bodies=bodies)
     for part in collect_partitions(g):
         report.partitions.append(PartitionRecord(
             part.index, part.engine.value, [n.name for n in part.nodes],
@@ -280,6 +285,52 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
         report=report, backend=target.backend)
     report.total_seconds = time.perf_counter() - start
+    return compiled
+
+
+def _compile_bodies(node: Node, *, options: CompileOptions, budget: MemoryBudget | None,
+                    records: list[BodyRecord], graph_name: str) -> dict[str, CompiledModel]:
+    """A host control-flow node's bodies compiled, each for the one signature it runs with
+    (see control.body_signatures), as a model of its own: the node's step then runs device
+    programs per branch or iteration instead of interpreting the body node by node. A body
+    that cannot be compiled so is interpreted, and the record says why."""
+    wanted = control.body_signatures(node)
+    compiled: dict[str, CompiledModel] = {}
+    names = list(node.attrs.get("_outer") or [])
+    passed = node.inputs[len(node.inputs) - len(names):] if names else ()
+    constants = {name: v.const for name, v in zip(names, passed)
+                 if v is not None and v.is_constant}
+    for key in control.BODY_ATTRS.get(node.op_type, ()):
+        if key not in wanted:
+            records.append(BodyRecord(node.name, node.op_type, key, False,
+                                      "its inputs have no single static signature"))
+            continue
+        body = node.attrs[key].copy()
+        body.name = f"{graph_name}/{node.name}/{key}"
+        for v, meta in zip(list(body.inputs), wanted[key]):
+            v.meta = meta
+            if v.name in constants:  # the body's own constant: folded, packed at load
+                body.input_as_constant(v, constants[v.name])
+        try:
+            model = compile_graph(body, options, budget=budget)
+        except GraphEngineError as exc:  # e.g. a branch these shapes never take
+            records.append(BodyRecord(node.name, node.op_type, key, False,
+                                      f"compiling it failed: {bounded_text(exc.message, 300)}"))
+            continue
+        changed = [(i, o) for i, o in control.body_carries(node)
+                   if o >= len(model.outputs) or i >= len(model.inputs) or
+                   (model.outputs[o].dtype, tuple(model.outputs[o].shape)) !=
+                   (model.inputs[i].dtype, tuple(model.inputs[i].shape))]
+        if changed:
+            i, o = changed[0]
+            records.append(BodyRecord(node.name, node.op_type, key, False,
+                                      f"carried state {o} changes type between iterations"))
+            continue
+        device = [p for p in model.programs if isinstance(p, DeviceProgram)]
+        records.append(BodyRecord(node.name, node.op_type, key, True,
+                                  f"{len(device)} device and {len(model.programs) - len(device)}"
+                                  f" host programs, {model.report.tasks} tasks"))
+        compiled[key] = model
     return compiled
 
 

@@ -24,6 +24,17 @@ class PlacementRecord:
 
 
 @dataclasses.dataclass
+class BodyRecord:
+    """A host control-flow node's body: compiled as a model of its own (run on the device
+    per branch taken or iteration), or interpreted, and why."""
+    node: str
+    op_type: str
+    body: str  # the attribute: then_branch, else_branch, body
+    compiled: bool
+    detail: str = ""  # compiled: its programs and tasks; else the reason
+
+
+@dataclasses.dataclass
 class PartitionRecord:
     index: int
     engine: str
@@ -56,6 +67,7 @@ class CompileReport:
     total_seconds: float = 0.0
     # FLOPs of one run: convolutions and matrix products of the prepared graph (engine/flops.py)
     flops: float = 0.0
+    bodies: list[BodyRecord] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -78,6 +90,11 @@ class CompileReport:
         hosted = [p for p in self.placements if p.engine != "device"]
         for p in hosted:
             lines.append(f"    {p.node} ({p.op_type}) on {p.engine}: {'; '.join(p.rejections)}")
+        if self.bodies:
+            lines.append("  control-flow bodies:")
+            lines += [f"    {b.node} ({b.op_type}) {b.body}: "
+                      f"{'compiled' if b.compiled else 'interpreted'}; {b.detail}"
+                      for b in self.bodies]
         if self.fusions:
             lines.append(f"  fusions ({len(self.fusions)}):")
             lines += [f"    {f}" for f in self.fusions]

@@ -111,6 +111,48 @@ def native_error(exc: Exception, graph: str) -> GraphEngineError:
     return ExecutionError(str(exc), graph=graph, stage="execute")
 
 
+BodyRun = Callable[[Sequence[np.ndarray], dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def _body_runner(model: LoadedModel, outer_names: Sequence[str]) -> BodyRun:
+    """A compiled control-flow body as `control.body_runner` calls it: the formal inputs by
+    position (the body's inputs that are not enclosing values), enclosing values by name;
+    its outputs in order. A body that is one device program (most) is one native call per
+    iteration, its arguments and results routed by index; others run as any model does."""
+    c = model.compiled
+    outer_set = set(outer_names)
+    formal = {s.name: k for k, s in enumerate(s for s in c.inputs if s.name not in outer_set)}
+    names = [s.name for s in c.outputs]
+    only = c.programs[0] if len(c.programs) == 1 else None
+    if not isinstance(only, DeviceProgram):
+        def run_model(formals: Sequence[np.ndarray], outer: dict[str, np.ndarray]
+                      ) -> list[np.ndarray]:
+            feed = {name: formals[k] for name, k in formal.items()}
+            feed.update((s.name, outer[s.name]) for s in c.inputs if s.name not in formal)
+            result = model.run(feed)
+            return [result[name] for name in names]
+        return run_model
+
+    native = model.natives[only.index]
+    args_from = [(formal.get(name, -1), name) for name in only.input_names]
+    produced = {name: i for i, name in enumerate(only.output_names)}
+    results_from = [("program", produced[src]) if src in produced else
+                    ("constant", c.constants[src]) if src in c.constants else
+                    ("formal", formal[src]) if src in formal else ("outer", src)
+                    for src in c.output_sources]
+
+    def run_native(formals: Sequence[np.ndarray], outer: dict[str, np.ndarray]
+                   ) -> list[np.ndarray]:
+        args = [formals[k] if k >= 0 else outer[name] for k, name in args_from]
+        try:
+            outs = native.execute(args)
+        except _runtime.Error as exc:
+            raise native_error(exc, c.name) from None
+        return [outs[x] if kind == "program" else x.copy() if kind == "constant" else
+                formals[x] if kind == "formal" else outer[x] for kind, x in results_from]
+    return run_native
+
+
 class LoadedModel:
     """A compiled model resident on a device, ready to execute.
 
@@ -147,6 +189,23 @@ class LoadedModel:
                         self.device, prog.spec(compiled.name), instances)
                 except _runtime.Error as exc:
                     raise InvalidGraph(str(exc), graph=compiled.name, stage="load") from None
+        # Control-flow steps whose bodies were compiled: each body is a model of its own,
+        # loaded beside this one (same device, instances and budget); the step's attributes
+        # carry the runners (control.body_runner) that feed it.
+        self.bodies: dict[tuple[int, int], dict[str, LoadedModel]] = {}
+        self._step_attrs: dict[tuple[int, int], dict] = {}
+        for prog in compiled.programs:
+            if isinstance(prog, HostProgram):
+                for i, step in enumerate(prog.steps):
+                    if step.bodies:
+                        loaded = {key: LoadedModel(body, self.device, instances,
+                                                   host_budget=self.host_budget)
+                                  for key, body in step.bodies.items()}
+                        self.bodies[prog.index, i] = loaded
+                        outer = step.attrs.get("_outer") or ()
+                        self._step_attrs[prog.index, i] = {
+                            **step.attrs, "_bodies": {key: _body_runner(m, outer)
+                                                      for key, m in loaded.items()}}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._runs = 0
@@ -186,9 +245,11 @@ class LoadedModel:
 
     @property
     def device_bytes(self) -> int:
-        """Device memory held: every instance's arenas plus one copy of the weights."""
+        """Device memory held: every instance's arenas plus one copy of the weights (and
+        those of the control-flow bodies it loaded)."""
         return sum(p.arena_bytes * self.instances + p.weight_bytes
-                   for p in self.compiled.programs if isinstance(p, DeviceProgram))
+                   for p in self.compiled.programs if isinstance(p, DeviceProgram)) + \
+            sum(m.device_bytes for loaded in self.bodies.values() for m in loaded.values())
 
     # ---- execution ----------------------------------------------------------------------
     def execute(self, inputs: Mapping[str, np.ndarray] | Sequence[Mapping[str, np.ndarray]],
@@ -263,6 +324,9 @@ class LoadedModel:
             executor.shutdown(wait=True)
         self.natives = {}
         self._fast = self.direct = None  # they hold a native model too
+        for loaded in self.bodies.values():
+            for m in loaded.values():
+                m.close()
 
     def run(self, inputs: Mapping[str, np.ndarray], output_names: Sequence[str] | None = None,
             control=None, times=None) -> dict[str, np.ndarray]:
@@ -411,13 +475,14 @@ class LoadedModel:
         # The arrays the run allocates count against the budget; ones it was given (inputs,
         # constants, device outputs) are already held by someone else.
         guard = _runtime.HostBudget(budget.bytes) if budget is not None else None
-        for step in prog.steps:
+        for i, step in enumerate(prog.steps):
             args = [None if n is None else env[n] if n in env else prog.constants[n]
                     for n in step.inputs]
+            attrs = self._step_attrs.get((prog.index, i), step.attrs)
             try:
                 # IEEE results (inf, nan) are the answer
                 with np.errstate(all="ignore"), guard or contextlib.nullcontext():
-                    outs = ops.get(step.op_type).compute(args, step.attrs)
+                    outs = ops.get(step.op_type).compute(args, attrs)
             except GraphEngineError:
                 raise
             except MemoryError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from ..errors import InvalidGraph
 from ..flops import node_flops
 from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
-from ..model import DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
+from ..model import CompiledModel, DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
 from ..optimize.layout import storage_nbytes
 from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
@@ -21,10 +21,12 @@ from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
 
 
-def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = None
+def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = None,
+                   compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None = None
                    ) -> tuple[list[Program], MemoryRecord, int]:
     """Compile every partition for `target` (default: the host); returns the programs, the
-    memory summary and task count."""
+    memory summary and task count. `compile_bodies(node)` gives a host control-flow node's
+    bodies compiled as models of their own (the pipeline's, for the same options)."""
     target = target or get_target()
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
@@ -40,12 +42,14 @@ def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = N
             tasks += len(prog.tasks)
             programs.append(prog)
         else:
-            programs.append(_build_host(part))
+            programs.append(_build_host(part, compile_bodies))
             tasks += len(part.nodes)
     return programs, memory, tasks
 
 
-def _build_host(part: Partition) -> HostProgram:
+def _build_host(part: Partition,
+                compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None
+                ) -> HostProgram:
     steps, constants = [], {}
     for node in part.nodes:
         schema = ops.get(node.op_type, node)
@@ -54,7 +58,8 @@ def _build_host(part: Partition) -> HostProgram:
                 constants[v.name] = v.const
         steps.append(HostStep(node.name, node.op_type, schema.attrs_of(node),
                               [v.name if v is not None else None for v in node.inputs],
-                              [o.name for o in node.outputs]))
+                              [o.name for o in node.outputs],
+                              compile_bodies(node) if compile_bodies else {}))
     return HostProgram(part.index, steps, constants, [v.name for v in part.inputs],
                        [v.name for v in part.outputs])
 

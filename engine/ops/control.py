@@ -6,13 +6,13 @@ the owning node, named in the node's `_outer` attribute (see importers.onnx_impo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import DType
-from ..errors import ShapeError
+from ..errors import GraphEngineError, ShapeError
 from ..ir import Dim, Graph, Node, TensorMeta
 from . import attrs as A
 from .api import infer_node, run_node
@@ -35,6 +35,86 @@ def run_graph(g: Graph, formals: Sequence[np.ndarray | None],
         for o, r in zip(n.outputs, res):
             env[o.name] = r
     return [env[v.name] for v in g.outputs]
+
+
+def body_runner(a: dict[str, Any], key: str) -> Callable[[Sequence[Any], dict[str, Any]],
+                                                          list[np.ndarray]]:
+    """How the body attribute `key` runs: compiled (the loaded model the runtime put in
+    `a["_bodies"]`, see `body_signatures`), else interpreted by `run_graph`."""
+    compiled = (a.get("_bodies") or {}).get(key)
+    if compiled is not None:
+        return compiled
+    g = a[key]
+    return lambda formals, outer: run_graph(g, formals, outer)
+
+
+def body_signatures(node: Node) -> dict[str, list[TensorMeta]]:
+    """For a control-flow node: each body attribute whose every input has one static type
+    for every run and iteration, with those types (the body's inputs in order), so that it
+    can be compiled once for the device. A body left out is interpreted."""
+    spec = _BODY_FORMALS.get(node.op_type)
+    if spec is None:
+        return {}
+    a = node.attrs
+    formals, outer = _node_outer(node, a)
+    result: dict[str, list[TensorMeta]] = {}
+    for key, body_formals in spec(node, a, formals).items():
+        body = a.get(key)
+        if not isinstance(body, Graph) or body_formals is None:
+            continue
+        inner = [v for v in body.inputs if v.name not in outer]
+        if len(inner) != len(body_formals):
+            continue
+        metas = []
+        for v in body.inputs:
+            m = outer[v.name] if v.name in outer else body_formals[inner.index(v)]
+            if m is None or m.shape is None or not m.is_static:
+                break
+            metas.append(m)
+        else:
+            result[key] = metas
+    return result
+
+
+def body_carries(node: Node) -> list[tuple[int, int]]:
+    """(body input, body output) positions of the state a Loop or Scan carries from one
+    iteration to the next: a body compiled for one signature must give each back with the
+    type it took."""
+    if node.op_type == "Loop":
+        n = len(_split_outer(node.inputs, node.attrs)[0]) - 2
+        return [(2 + k, 1 + k) for k in range(max(n, 0))]
+    if node.op_type == "Scan":
+        n = len(_split_outer(node.inputs, node.attrs)[0]) - node.attrs["num_scan_inputs"]
+        return [(k, k) for k in range(max(n, 0))]
+    return []
+
+
+def _if_formals(node: Node, a: dict[str, Any], formals: list[TensorMeta | None]
+                ) -> dict[str, list[TensorMeta | None] | None]:
+    return {"then_branch": [], "else_branch": []}
+
+
+def _loop_formals(node: Node, a: dict[str, Any], formals: list[TensorMeta | None]
+                  ) -> dict[str, list[TensorMeta | None] | None]:
+    return {"body": [out(DType.INT64, ()), out(DType.BOOL, ()), *formals[2:]]}
+
+
+def _scan_formals(node: Node, a: dict[str, Any], formals: list[TensorMeta | None]
+                  ) -> dict[str, list[TensorMeta | None] | None]:
+    if a.get("_batched"):
+        formals = [None if f is None or f.shape is None else out(f.dtype, f.shape[1:])
+                   for f in formals]
+    m = a["num_scan_inputs"]
+    n = len(formals) - m
+    states, scans = formals[:n], formals[n:]
+    axes = _scan_axes(a, "scan_input_axes", m, [None if s is None or s.shape is None
+                                                else len(s.shape) for s in scans])
+    slices: list[TensorMeta | None] = []
+    for s, ax in zip(scans, axes):
+        if s is None or s.shape is None or not 0 <= ax < len(s.shape):
+            return {"body": None}
+        slices.append(out(s.dtype, s.shape[:ax] + s.shape[ax + 1:]))
+    return {"body": [*states, *slices]}
 
 
 def infer_graph(g: Graph, formals: Sequence[TensorMeta | None],
@@ -109,9 +189,8 @@ def _if_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 def _if(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     formals, outer = _split_outer(ins, a)
-    branch = a["then_branch"] if bool(np.asarray(formals[0]).reshape(-1)[0]) else \
-        a["else_branch"]
-    return run_graph(branch, [], outer)
+    return body_runner(a, "then_branch" if bool(np.asarray(formals[0]).reshape(-1)[0])
+                       else "else_branch")([], outer)
 
 
 register(OpSchema("If", 1, -1, _if_infer, _if, max_outputs=1 << 16,
@@ -126,14 +205,97 @@ def _loop_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     res = infer_graph(a["body"], body_in, outer)
     n = len(carried)
     metas = [merge_meta(node, [res[1 + k], carried[k]], k) for k in range(n)]
-    trip = const_in(node, 0)
-    count: Dim = int(np.asarray(trip).reshape(-1)[0]) if trip is not None and \
-        node.input(1) is None else sym(node, "iters")
+    trips = static_trip_count(node, a)
+    count: Dim = trips if trips is not None else sym(node, "iters")
     for k, m in enumerate(res[1 + n:]):
         if m is None:
             raise shape_error(node, f"cannot infer scan output {k} of the body")
         metas.append(out(m.dtype, None if m.shape is None else (count,) + m.shape))
     return metas
+
+
+# Bounds of the compile-time run of a Loop's condition (static_trip_count).
+MAX_SIMULATED_TRIPS = 1 << 14
+_MAX_CONTROL_NODES = 64
+_MAX_CONTROL_ELEMENTS = 1 << 10
+
+
+def static_trip_count(node: Node, a: dict[str, Any]) -> int | None:
+    """The iterations a Loop runs, when nothing a run feeds can change it: the trip count
+    and the first condition are constants, and the body's condition is computed from the
+    iteration number, constants and carried state that is itself computed so (tf2onnx's
+    Keras LSTM: `i < n and counter < n` with `counter += 1`). That part of the body (its
+    control slice, a few scalar nodes) is run here, iteration by iteration, within bounds;
+    the scan outputs then have a static length, and what reads them compiles."""
+    names = list(a.get("_outer") or [])
+    n_formal = len(node.inputs) - len(names)
+    trip = const_in(node, 0) if node.input(0) is not None else None
+    cond0 = const_in(node, 1) if n_formal > 1 and node.input(1) is not None else np.array(True)
+    if (node.input(0) is not None and trip is None) or cond0 is None or \
+            np.size(cond0) != 1 or (trip is not None and np.size(trip) != 1):
+        return None
+    limit = None if trip is None else max(int(np.asarray(trip).reshape(-1)[0]), 0)
+    if not bool(np.asarray(cond0).reshape(-1)[0]):
+        return 0
+    body: Graph = a["body"]
+    formals = [v for v in body.inputs if v.name not in names]
+    if len(formals) != n_formal or len(body.outputs) < n_formal - 1:
+        return None
+    position = {v: k for k, v in enumerate(formals)}
+    known: dict[str, Any] = {}  # the slice's inputs that do not change: constants, outer
+    slice_nodes: set[Node] = set()
+    carried: set[int] = set()
+    roots = [body.outputs[0]]
+    while roots:
+        v = roots.pop()
+        if v.name in known or v.producer in slice_nodes:
+            continue
+        if v.is_constant:
+            known[v.name] = v.const
+        elif v in position:
+            k = position[v]
+            if k >= 2 and k - 2 not in carried:
+                carried.add(k - 2)
+                roots.append(body.outputs[k - 1])
+        elif v.producer is None:  # an enclosing value: a constant of this compile, or no count
+            if v.name not in names:
+                return None
+            value = const_in(node, n_formal + names.index(v.name))
+            if value is None:
+                return None
+            known[v.name] = value
+        else:
+            slice_nodes.add(v.producer)
+            if len(slice_nodes) > _MAX_CONTROL_NODES:
+                return None
+            roots.extend(x for x in v.producer.inputs if x is not None)
+    start = {}
+    for k in carried:
+        value = const_in(node, 2 + k)
+        if value is None or np.size(value) > _MAX_CONTROL_ELEMENTS:
+            return None
+        start[formals[2 + k].name] = value
+    order = [n for n in body.nodes if n in slice_nodes]
+    cond, i = True, 0
+    bound = MAX_SIMULATED_TRIPS if limit is None else min(limit, MAX_SIMULATED_TRIPS + 1)
+    try:
+        while cond and i < bound:
+            env = {**known, **start, formals[0].name: np.array(i, np.int64),
+                   formals[1].name: np.array(cond)}
+            for n in order:
+                outs = run_node(n, [None if x is None else env[x.name] for x in n.inputs])
+                for o, r in zip(n.outputs, outs):
+                    if np.size(r) > _MAX_CONTROL_ELEMENTS:
+                        return None
+                    env[o.name] = r
+            cond = bool(np.asarray(env[body.outputs[0].name]).reshape(-1)[0])
+            start = {formals[2 + k].name: env[body.outputs[1 + k].name] for k in carried}
+            i += 1
+    except (GraphEngineError, KeyError, ValueError, TypeError, IndexError):
+        return None
+    if cond and limit is None or i > MAX_SIMULATED_TRIPS:
+        return None
+    return i
 
 
 def _loop(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
@@ -142,12 +304,13 @@ def _loop(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     cond = formals[1] if len(formals) > 1 else None
     carried = list(formals[2:])
     body: Graph = a["body"]
+    run = body_runner(a, "body")
     limit = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
     keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
     scans: list[list[np.ndarray]] = [[] for _ in range(len(body.outputs) - 1 - len(carried))]
     i = 0
     while keep_going and (limit is None or i < limit):
-        res = run_graph(body, [np.array(i, np.int64), np.array(keep_going), *carried], outer)
+        res = run([np.array(i, np.int64), np.array(keep_going), *carried], outer)
         keep_going = bool(np.asarray(res[0]).reshape(-1)[0])
         carried = res[1:1 + len(carried)]
         for k, s in enumerate(res[1 + len(carried):]):
@@ -158,10 +321,22 @@ def _loop(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
         if parts:
             stacked.append(np.stack(parts))
         else:
-            meta = body.outputs[1 + len(carried) + k].meta
-            dt = meta.dtype.numpy if meta is not None else np.float32
-            stacked.append(np.zeros((0,), dtype=dt))
+            stacked.append(_no_iterations(body.outputs[1 + len(carried) + k].meta))
     return carried + stacked
+
+
+def _dense(x: Any) -> np.ndarray:
+    """A slice as a C-contiguous array of its own rank (a compiled body takes it in place)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy()
+
+
+def _no_iterations(meta: TensorMeta | None) -> np.ndarray:
+    """A scan output of no iterations: [0, *the body output's shape] when it is known."""
+    if meta is None:
+        return np.zeros((0,), np.float32)
+    shape = meta.shape if meta.shape is not None and meta.is_static else ()
+    return np.zeros((0, *shape), meta.dtype.numpy)
 
 
 register(OpSchema("Loop", 0, -1, _loop_infer, _loop, max_outputs=1 << 16,
@@ -239,8 +414,9 @@ def _scan_unbatched(formals: list[Any], outer: dict[str, Any], a: dict[str, Any]
     seqs = [s[::-1] if d else s for s, d in zip(seqs, in_dirs)]
     length = seqs[0].shape[0] if seqs else 0
     collected: list[list[np.ndarray]] = []
+    run = body_runner(a, "body")
     for t in range(length):
-        res = run_graph(a["body"], [*states, *(s[t] for s in seqs)], outer)
+        res = run([*states, *(_dense(s[t]) for s in seqs)], outer)
         states = res[:n]
         if not collected:
             collected = [[] for _ in res[n:]]
@@ -251,7 +427,7 @@ def _scan_unbatched(formals: list[Any], outer: dict[str, Any], a: dict[str, Any]
     results = list(states)
     for k in range(k_out):
         parts = collected[k] if collected else []
-        stacked = np.stack(parts) if parts else np.zeros((0,), np.float32)
+        stacked = np.stack(parts) if parts else _no_iterations(a["body"].outputs[n + k].meta)
         if out_dirs[k]:
             stacked = stacked[::-1]
         ax = (a.get("scan_output_axes") or [0] * k_out)[k]
@@ -264,6 +440,10 @@ register(OpSchema("Scan", 1, -1, _scan_infer, _scan, max_outputs=1 << 16, attrs=
     "body": A.graph(), "num_scan_inputs": A.i(A.REQUIRED), "scan_input_axes": A.ints(),
     "scan_input_directions": A.ints(), "scan_output_axes": A.ints(),
     "scan_output_directions": A.ints()}))
+
+
+_BODY_FORMALS = {"If": _if_formals, "Loop": _loop_formals, "Scan": _scan_formals}
+BODY_ATTRS = {"If": ("then_branch", "else_branch"), "Loop": ("body",), "Scan": ("body",)}
 
 
 # ---- Optional (an optional tensor is the tensor, or an omitted input) ------------------

@@ -290,10 +290,9 @@ def _slice_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     starts, ends, axes, steps = vals
     shape = node.inputs[0].meta.shape
     params = slice_params(shape, starts, ends, axes, steps)
-    if any(st < 0 for _, _, st in params):
-        return "device Slice does not support negative steps"
+    # normalized (slice_params): a negative step's end -1 runs through index 0
     return kernel("Slice", {"starts": [p[0] for p in params],
-                            "ends": [max(p[1], p[0]) for p in params],
+                            "ends": [p[1] if p[2] < 0 else max(p[1], p[0]) for p in params],
                             "axes": list(range(len(shape))),
                             "steps": [p[2] for p in params]}, (0,))
 

@@ -255,6 +255,102 @@ def _as_scale_steps(graph: Graph, node: Node) -> None:
 
 
 # (match, rewrite): the rewrite replaces the node and everything reading its output
+def _decided_if(node: Node) -> bool:
+    cond = node.input(0)
+    return (node.op_type == "If" and cond is not None and cond.is_constant
+            and np.size(cond.const) == 1)
+
+
+def _inline_branch(graph: Graph, node: Node) -> None:
+    """An If whose condition is a constant is the branch it takes, written into the
+    enclosing graph: exporters guard on shapes (torch's `if x.size(1) == ...`, silero VAD
+    nests a dozen of them per LSTM), which fold once the shapes are known, and the branch's
+    nodes then compile with the rest (the partition is not cut at the If)."""
+    branch = node.attrs["then_branch" if bool(np.asarray(node.input(0).const).reshape(-1)[0])
+                        else "else_branch"]
+    names = list(node.attrs.get("_outer") or [])
+    passed = node.inputs[len(node.inputs) - len(names):] if names else ()
+    vmap: dict[Value, Value] = {}
+    outer = dict(zip(names, passed))
+    for v in branch.inputs:
+        if outer.get(v.name) is None:  # the importer passes every value a body reads
+            raise ValueError(f"If '{node.name}': branch input '{v.name}' is not passed")
+        vmap[v] = outer[v.name]
+    for v in branch.constants():
+        vmap[v] = graph.add_constant(graph.unique_name(f"{node.name}/{v.name}"), v.const)
+    for n in branch.nodes:
+        outs = [o.name if o.name not in graph.values else graph.unique_name(o.name)
+                for o in n.outputs]
+        name = n.name if n.name not in graph._node_names else graph.unique_name(n.name)
+        copy = graph.add_node(n.op_type, [None if v is None else vmap[v] for v in n.inputs],
+                              outputs=outs, attrs=dict(n.attrs), name=name)
+        for o, c in zip(n.outputs, copy.outputs):
+            c.meta = o.meta
+            vmap[o] = c
+    for o, v in zip(node.outputs, branch.outputs):
+        graph.replace_all_uses(o, vmap[v])
+    graph.remove_node(node)
+
+
+def _invariant_carries(node: Node) -> list[int]:
+    """The Loop's carried values its body hands back unchanged (k: body input 2 + k is
+    body output 1 + k)."""
+    if node.op_type != "Loop":
+        return []
+    names = list(node.attrs.get("_outer") or [])
+    body = node.attrs.get("body")
+    if not isinstance(body, Graph):
+        return []
+    formals = [v for v in body.inputs if v.name not in names]
+    n = len(node.inputs) - len(names) - 2
+    if n <= 0 or len(formals) != n + 2 or len(body.outputs) < n + 1:
+        return []
+    return [k for k in range(n) if body.outputs[1 + k] is formals[2 + k]
+            and node.inputs[2 + k] is not None]
+
+
+def _loop_invariant_state(node: Node) -> bool:
+    return bool(_invariant_carries(node))
+
+
+def _as_enclosing_reads(graph: Graph, node: Node) -> None:
+    """State a Loop carries through its body unchanged is a value the body reads from the
+    enclosing graph: tf2onnx passes a Keras LSTM's weights through the loop so, and as
+    carried state they are inputs of the compiled body (a matrix product packs its weights
+    every iteration) where as enclosing constants they are the body's constants. The
+    loop's final value of it is the value it started with."""
+    keep = set(range(len(node.inputs) - len(node.attrs.get("_outer") or []) - 2)) - \
+        set(_invariant_carries(node))
+    names = list(node.attrs.get("_outer") or [])
+    body = node.attrs["body"].copy()  # bodies are shared with the caller's graph
+    formals = [v for v in body.inputs if v.name not in names]
+    n = len(formals) - 2
+    moved = [k for k in range(n) if k not in keep]
+    body.outputs = [body.outputs[0]] + [body.outputs[1 + k] for k in sorted(keep)] + \
+        body.outputs[1 + n:]
+    # a formal becomes an enclosing read: its name joins _outer, its value is passed last
+    body.inputs = formals[:2] + [formals[2 + k] for k in sorted(keep)] + \
+        [formals[2 + k] for k in moved] + [v for v in body.inputs if v.name in names]
+    ins = list(node.inputs)
+    outer_vals = ins[len(ins) - len(names):] if names else []
+    new_inputs = ins[:2] + [ins[2 + k] for k in sorted(keep)] + outer_vals + \
+        [ins[2 + k] for k in moved]
+    attrs = dict(node.attrs, body=body, _outer=names + [formals[2 + k].name for k in moved])
+    loop = graph.add_node("Loop", new_inputs, outputs=0, attrs=attrs,
+                          name=graph.unique_name(node.name), after=node)
+    old_outputs = list(node.outputs)
+    for k in moved:
+        graph.replace_all_uses(old_outputs[k], ins[2 + k])
+    kept = [old_outputs[k] for k in sorted(keep)] + old_outputs[n:]
+    for i, out in enumerate(kept):
+        spare = graph._new_value(graph.unique_name(f"{out.name}_replaced"), out.kind)
+        spare.producer, spare.index = node, node.outputs.index(out)
+        node.outputs[spare.index] = spare
+        out.producer, out.index = loop, i
+        loop.outputs.append(out)
+    graph.remove_node(node)
+
+
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
     (_group_norm, _as_layer_norm),
@@ -262,6 +358,8 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_spatial_reduce, _as_global_pool),
     (_tall_conv, _as_wide_conv),
     (_ml_scaler, _as_scale_steps),
+    (_decided_if, _inline_branch),
+    (_loop_invariant_state, _as_enclosing_reads),
 ]
 
 

@@ -194,7 +194,9 @@ std::unique_ptr<Kernel> build_slice(const KernelArgs& a) {
     int64_t s = starts[i], e = ends[i];
     if (s < 0) s += dim;
     int64_t count;
-    if (step > 0) {
+    if (dim == 0) {
+      count = 0;
+    } else if (step > 0) {
       if (e < 0) e += dim;
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
