@@ -5,7 +5,8 @@
 Runs the model through ``graphengine.Session`` at every recorded batch size, once plain (a
 signature compiled per batch) and once with gears (catalog.GEARS: batch 3 runs padded to 4),
 and compares every output with ONNX Runtime's: floats within rtol 1e-3 and atol 1e-4 of the
-output's scale (its largest magnitude; float16 outputs within 4 of their own steps),
+output's scale (its largest magnitude; float16 outputs within 4 of their own steps, outputs
+of a model that quantizes its activations to 8 bits at run time within 4 steps of 2^-8),
 integers and booleans exactly. ``make zoo`` runs this in
 a subprocess per model, so a crash is a verdict, not the end of the run.
 """
@@ -25,10 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import catalog
 
 RTOL, ATOL = 1e-3, 1e-4
+# Ops that quantize activations to 8 bits from the data's own range at run time.
+REQUANTIZING = {"DynamicQuantizeLinear", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul"}
 
 
-def compare(name: str, ours: np.ndarray, ref: np.ndarray) -> tuple[float, str | None]:
-    """(max difference in units of the output's scale, a problem or None)."""
+def compare(name: str, ours: np.ndarray, ref: np.ndarray, requantized: bool = False
+            ) -> tuple[float, str | None]:
+    """(max difference in units of the output's scale, a problem or None). `requantized`:
+    the model quantizes activations to 8 bits at run time (see below)."""
     ours = np.asarray(ours)
     if ours.shape != ref.shape:
         return float("inf"), (f"output '{name}': shape {list(ours.shape)}, expected "
@@ -54,7 +59,15 @@ def compare(name: str, ours: np.ndarray, ref: np.ndarray) -> tuple[float, str | 
     # Conv's bias Add and rounding once, another rounding twice, already differ by a step
     # (a float16 CRNN: ONNX Runtime 4.2e-4 from the float32 result, we 1.5e-3). Outputs of
     # such types are held to a few of their own steps instead of float32's tolerance.
+    # A model that quantizes its activations to 8 bits from their own range at run time
+    # (DynamicQuantizeLinear) turns a 1-ulp difference upstream (one engine's sigmoid against
+    # another's) into a whole step of 1/255 of the range, which then travels: ddddocr's old
+    # quantized CRNN differs from ONNX Runtime by 0.44% of its logits' scale here, OpenVINO's
+    # by 0.35% (and in twice as many elements), with every argmax the same. Its outputs are
+    # held to a few 8-bit steps.
     eps = float(np.finfo(ref.dtype).eps) if ref.dtype.itemsize < 4 else 0.0
+    if requantized:
+        eps = max(eps, 2.0 ** -8)
     rtol, atol = max(RTOL, 4 * eps), max(ATOL, 4 * eps)
     diff = np.abs(a - b)
     worst = float(diff.max() / scale) if diff.size else 0.0
@@ -114,7 +127,8 @@ def check_mode(name: str, meta: dict, geared: bool) -> dict:
                 if key not in outs:
                     result["problems"].append(f"batch {batch}: output '{key}' missing")
                     continue
-                diff, problem = compare(key, outs[key], ref)
+                diff, problem = compare(key, outs[key], ref,
+                                        bool(REQUANTIZING & set(meta.get("op_types", ()))))
                 result["max_diff"] = max(result["max_diff"], diff)
                 if problem:
                     result["problems"].append(f"batch {batch}: {problem}")

@@ -39,11 +39,16 @@ def quantize_u8(a: np.ndarray) -> tuple[np.ndarray, np.float32, np.float32]:
     return q.astype(np.float64), scale, zp
 
 
-def _qmatmul(a: np.ndarray, wq: np.ndarray, w_zp: np.ndarray, w_scale: np.ndarray
-             ) -> np.ndarray:
-    """a [M, K] float times int8 weights [K, N]: exact integer sums, then the scales."""
+def _centred(wq: np.ndarray, w_zp: np.ndarray) -> np.ndarray:
+    """int8 weights [K, N] less their zero point, as float64 (exact), once per call."""
+    return wq.astype(np.float64) - w_zp.astype(np.float64)
+
+
+def _qmatmul(a: np.ndarray, w: np.ndarray, w_scale: np.ndarray) -> np.ndarray:
+    """a [M, K] float times centred int8 weights [K, N] (`_centred`): exact integer sums,
+    then the scales."""
     q, s, z = quantize_u8(a)
-    acc = (q - z) @ (wq.astype(np.float64) - w_zp.astype(np.float64))
+    acc = (q - z) @ w
     return (acc.astype(np.float32) * (s * w_scale.astype(np.float32))).astype(np.float32)
 
 
@@ -70,15 +75,15 @@ def _dq_lstm(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     for d in range(dirs):
         f, g, hf = acts[d]
         bias = np.zeros(8 * hidden, np.float32) if b is None else b[d].astype(np.float32)
-        xw = _qmatmul(xf, w[d], _per_dir(wz, d, dirs), _per_dir(ws, d, dirs))
+        xw = _qmatmul(xf, _centred(w[d], _per_dir(wz, d, dirs)), _per_dir(ws, d, dirs))
+        rd, r_scale = _centred(r[d], _per_dir(rz, d, dirs)), _per_dir(rs, d, dirs)
         xw = xw.reshape(seq, batch, -1) + bias[:4 * hidden] + bias[4 * hidden:]
         peep = np.split(p[d].astype(np.float32), 3) if p is not None else (0, 0, 0)
         h = np.zeros((batch, hidden), np.float32) if h0 is None else h0[d].astype(np.float32)
         c = np.zeros((batch, hidden), np.float32) if c0 is None else c0[d].astype(np.float32)
         reverse = a["direction"] == "reverse" or d == 1
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-            rec = np.concatenate([_qmatmul(h[i:i + 1], r[d], _per_dir(rz, d, dirs),
-                                           _per_dir(rs, d, dirs)) for i in range(batch)])
+            rec = np.concatenate([_qmatmul(h[i:i + 1], rd, r_scale) for i in range(batch)])
             pre = xw[t] + rec
             if clip is not None:
                 pre = np.clip(pre, -clip, clip)

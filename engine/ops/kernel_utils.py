@@ -120,3 +120,9 @@ def saturate_int(y: np.ndarray, dtype: np.dtype) -> np.ndarray:
     else:
         info = np.iinfo(dtype)
     return np.clip(y, int(info.min), int(info.max)).astype(dtype)
+
+
+def exact_int32(y: np.ndarray) -> np.ndarray:
+    """Integer-valued float64 sums (8-bit products, exact below 2^53) as int32, wrapping as
+    an int32 accumulator would."""
+    return y.astype(np.int64).astype(np.int32)

@@ -10,7 +10,7 @@ from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, optional_index, reject
-from .kernel_utils import widen
+from .kernel_utils import exact_int32, widen
 from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     FLOATS,
@@ -213,7 +213,8 @@ def _mmi(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     if za is not None and np.size(za) > 1:
         x = ins[0].astype(np.int32) - np.asarray(za).astype(np.int32).reshape(-1, 1)
     y = zero_point_sub(ins[1], zb, 1)
-    return [np.matmul(x, y).astype(np.int32)]
+    # float64 products through BLAS, exact (see kernel_utils.exact_int32)
+    return [exact_int32(np.matmul(x.astype(np.float64), y.astype(np.float64)))]
 
 
 register(OpSchema("MatMulInteger", 2, 4, _mmi_infer, _mmi))

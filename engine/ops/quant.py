@@ -9,9 +9,10 @@ import numpy as np
 from ..dtypes import LOW_PRECISION_FLOATS, SUB_BYTE_INTS, DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, reject
 from .kernel_utils import np_dtype, onnx_dtype, saturate_int, to_low_precision
 from .linalg import matmul_shape
-from .registry import OpSchema, register, shape_error
+from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import dtype_in, meta_in, out, shape_in
 
 _QTYPES = {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, *SUB_BYTE_INTS,
@@ -100,15 +101,21 @@ def _dynamic_quantize(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     x = np.asarray(ins[0]).astype(np.float32)
     lo = min(0.0, float(np.min(x))) if x.size else 0.0
     hi = max(0.0, float(np.max(x))) if x.size else 0.0
-    scale = np.float32((hi - lo) / 255) if hi != lo else np.float32(1.0)
+    # float32 arithmetic, as ONNX Runtime computes it (a double quotient differs by an ulp)
+    scale = (np.float32(hi) - np.float32(lo)) / np.float32(255) if hi != lo else np.float32(1)
     zp = saturate_int(np.rint(np.float32(0 - lo) / scale), np.dtype(np.uint8))
-    y = saturate_int(np.rint(x / scale) + zp, np.dtype(np.uint8))
+    # a NaN quantizes to 0 (the device kernel's answer; numpy's cast of one is undefined)
+    y = saturate_int(np.nan_to_num(np.rint(x / scale) + zp, nan=0.0), np.dtype(np.uint8))
     return [y, np.array(scale, np.float32), np.array(zp, np.uint8)]
+
+
+def _dynamic_quantize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    return reject(node) or kernel("DynamicQuantizeLinear", {}, (0,))
 
 
 register(OpSchema("DynamicQuantizeLinear", 1, 1, lambda node, a: [
     out(DType.UINT8, shape_in(node, 0)), out(DType.FLOAT32, ()), out(DType.UINT8, ())],
-    _dynamic_quantize, max_outputs=3))
+    _dynamic_quantize, max_outputs=3, device=_dynamic_quantize_device))
 
 
 def _qlinear_matmul(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:

@@ -53,6 +53,8 @@ void check_attention(const KernelArgs& a);
 // kernels_gather.cc
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 std::unique_ptr<Kernel> make_gather_nd(const KernelArgs& a);
+// kernels_quant.cc
+std::unique_ptr<Kernel> make_dynamic_quantize(const KernelArgs& a);  // DynamicQuantizeLinear
 // kernels_select.cc
 std::unique_ptr<Kernel> make_select(const KernelArgs& a);  // TopK, ArgMax, ArgMin
 // kernels_compare.cc

@@ -90,6 +90,7 @@ const std::vector<OpRow>& op_table() {
       {"Not", make_not, L::kUniform, 1, 1, T::kBool, 0, kAnyRank, nullptr},
       {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
       {"ConvTranspose", make_conv_transpose, L::kPlainOnly, 2, 3, T::kF32, 3, 4, check_deconv},
+      {"DynamicQuantizeLinear", make_dynamic_quantize, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"TopK", make_select, L::kPlainOnly, 1, 2, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMax", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},

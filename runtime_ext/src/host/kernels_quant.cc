@@ -1,0 +1,114 @@
+// DynamicQuantizeLinear: float32 -> uint8 with a range computed from the data, the ONNX
+// reference's arithmetic exactly (engine/ops/quant.py): lo = min(0, min x), hi = max(0, max x)
+// (a NaN anywhere makes both 0, as Python's min(0.0, nan) does), scale = (hi - lo) / 255 in
+// float32 as ONNX Runtime computes it (1 when hi == lo), zero point = saturate(rint((0 - lo) / scale)), and
+// y = saturate(rint(x / scale) + zero point) with rint rounding half to even, a NaN giving 0.
+// Two passes: the range (vectorised min/max), then the quantization in parallel rows, each
+// compiled for AVX-512 where the CPU has it.
+#include <cmath>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+constexpr int64_t kQuantRow = 1 << 14;  // elements a parallel row quantizes
+// Adding and taking away 1.5 * 2^23 rounds a float of magnitude < 2^22 to the nearest
+// integer, ties to even, with no libm call (rint does not vectorise without SSE4.1).
+constexpr float kRoundMagic = 12582912.0f;
+
+float saturate_u8(float q) {
+  if (q != q) return 0.0f;
+  return q < 0.0f ? 0.0f : q > 255.0f ? 255.0f : q;
+}
+
+__attribute__((always_inline)) inline void range_body(const float* x, int64_t n, float* lo, float* hi, bool* nan) {
+  float mn = 0.0f, mx = 0.0f;  // the range always holds 0
+  int any_nan = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    any_nan |= v != v;
+  }
+  *lo = mn;
+  *hi = mx;
+  *nan = any_nan != 0;
+}
+
+// A value beyond +-512 saturates the same whether clamped first or not (|zero point| <=
+// 255), and clamped it rounds exactly by kRoundMagic; a NaN stays NaN through the clamp.
+__attribute__((always_inline)) inline void quant_body(const float* x, int64_t n, float scale, float zp, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / scale;
+    v = v < -512.0f ? -512.0f : v > 512.0f ? 512.0f : v;
+    float q = (v + kRoundMagic) - kRoundMagic + zp;
+    q = q < 0.0f ? 0.0f : q > 255.0f ? 255.0f : q;
+    y[i] = q == q ? static_cast<uint8_t>(q) : 0;
+  }
+}
+
+void range_plain(const float* x, int64_t n, float* lo, float* hi, bool* nan) { range_body(x, n, lo, hi, nan); }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void range_avx512(const float* x, int64_t n, float* lo, float* hi,
+                                                                      bool* nan) {
+  range_body(x, n, lo, hi, nan);
+}
+void quant_plain(const float* x, int64_t n, float scale, float zp, uint8_t* y) { quant_body(x, n, scale, zp, y); }
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quant_avx512(const float* x, int64_t n, float scale, float zp,
+                                                                      uint8_t* y) {
+  quant_body(x, n, scale, zp, y);
+}
+
+class DynamicQuantizeKernel : public Kernel {
+ public:
+  explicit DynamicQuantizeKernel(const KernelArgs& a) {
+    a.expect_inputs(1, 1);
+    a.expect_outputs(3, 3);
+    x_ = &a.in(0);
+    y_ = &a.out(0);
+    scale_ = &a.out(1);
+    zp_ = &a.out(2);
+    if (x_->dtype != DType::kFloat32) invalid("input must be float32, got ", dtype_name(x_->dtype));
+    if (y_->dtype != DType::kUInt8 || y_->shape != x_->shape) invalid("y must be ", type_str(DType::kUInt8, x_->shape));
+    if (scale_->dtype != DType::kFloat32 || scale_->numel != 1) invalid("y_scale must be one float32");
+    if (zp_->dtype != DType::kUInt8 || zp_->numel != 1) invalid("y_zero_point must be one uint8");
+  }
+
+  Status run(ExecContext& ctx) override {
+    const float* x = ctx.ptr<const float>(*x_);
+    const int64_t n = x_->numel;
+    float mn = 0.0f, mx = 0.0f;
+    bool nan = false;
+    (wide_ ? range_avx512 : range_plain)(x, n, &mn, &mx, &nan);
+    if (nan) mn = mx = 0.0f;
+    const float scale = mx != mn ? (mx - mn) / 255.0f : 1.0f;
+    const float zp = saturate_u8(std::nearbyint((0.0f - mn) / scale));
+    *ctx.ptr<float>(*scale_) = scale;
+    *ctx.ptr<uint8_t>(*zp_) = static_cast<uint8_t>(zp);
+    uint8_t* y = ctx.ptr<uint8_t>(*y_);
+    const int64_t rows = (n + kQuantRow - 1) / kQuantRow;
+    const auto quant = wide_ ? quant_avx512 : quant_plain;
+    for_rows(rows, n * 5, [&](int64_t r) {
+      const int64_t begin = r * kQuantRow;
+      quant(x + begin, std::min(n, begin + kQuantRow) - begin, scale, zp, y + begin);
+    });
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* x_ = nullptr;
+  const TensorInfo* y_ = nullptr;
+  const TensorInfo* scale_ = nullptr;
+  const TensorInfo* zp_ = nullptr;
+  const bool wide_ = cpu_has_avx512();
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dynamic_quantize(const KernelArgs& a) {
+  return std::make_unique<DynamicQuantizeKernel>(a);
+}
+
+}  // namespace ge
