@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from ..dtypes import DType, from_onnx
-from ..errors import InvalidGraph, InvalidModel, decode_problem
+from ..errors import InvalidGraph, InvalidModel, bounded_text, decode_problem
 from ..ir import Dim, Graph, TensorMeta, Value
 from .onnx_functions import inline_functions
 from .onnx_upgrade import NodeSpec, upgrade
@@ -379,6 +379,11 @@ class _Scope:
         attrs: dict[str, Any] = {}
         outer: list[str] = []
         for a in node.attribute:
+            if a.name.startswith("_"):  # the compiler's own (_outer, _bodies, fused epilogues)
+                raise InvalidGraph(f"node '{owner}' ({node.op_type}): attribute names "
+                                   f"starting with '_' are reserved, got "
+                                   f"'{bounded_text(a.name, 100)}'", graph=self.g.name,
+                                   node=owner)
             if a.type == onnx.AttributeProto.GRAPH:
                 attrs[a.name] = self._subgraph(a.g, f"{owner}.{a.name}", outer)
             elif a.type == onnx.AttributeProto.GRAPHS:

@@ -263,3 +263,14 @@ def test_a_keras_loop_runs_a_static_count_with_its_weights_as_body_constants(
     for a, b in zip(got.values(), onnxruntime(m, feeds)):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_an_onnx_attribute_named_like_the_compilers_own_is_refused():
+    """`_outer`, `_bodies` and the fused epilogues' `_`-attributes are the compiler's: a
+    file that sets one would steer it (an If told to run a body it does not have)."""
+    from graphengine.engine.errors import InvalidGraph
+
+    m = _data_if()
+    m.graph.node[2].attribute.append(helper.make_attribute("_bodies", "then_branch"))
+    with pytest.raises(InvalidGraph, match="reserved.*_bodies"):
+        load_model(m)
