@@ -94,7 +94,8 @@ sanitize: install
 		$(ASAN_PY) -m pytest -q -p no:cacheprovider tests/unit/test_runtime*.py tests/unit/test_loaded_model.py \
 		tests/unit/test_fusion_conv_block.py tests/unit/test_fusion_conv_head.py \
 		tests/unit/test_ops_device_coverage.py tests/unit/test_ops_device_graphs.py tests/unit/test_backends.py \
-		tests/unit/test_bounds.py tests/unit/test_layout_blocked.py tests/unit/test_fusion_rope.py
+		tests/unit/test_bounds.py tests/unit/test_layout_blocked.py tests/unit/test_fusion_rope.py \
+		tests/unit/test_integer_products.py tests/unit/test_control_bodies.py
 
 # The fuzz harness (tests/fuzz/) with hypothesis's long profile: random seeds and
 # GE_FUZZ_SCALE (40) times the examples `make test` runs, ~10 minutes. To triage many
