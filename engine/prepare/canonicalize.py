@@ -378,17 +378,30 @@ def _centred_weights(node: Node) -> np.ndarray | None:
         return None
     if zp.size > 1:
         zp = zp.reshape((-1,) + (1,) * (wq.ndim - 1)) if conv else zp.reshape(-1)
-    centred = wq.astype(np.int64) - zp.reshape(zp.shape if zp.size > 1 else ())
-    sums = np.abs(centred).reshape(outputs, -1).sum(axis=1) if conv else \
-        np.abs(centred).sum(axis=-2)
+    # int16 holds every difference of two 8-bit values; the sums are taken in int64
+    centred = wq.astype(np.int16) - zp.astype(np.int16).reshape(zp.shape if zp.size > 1
+                                                                 else ())
+    magnitude = np.abs(centred)
+    sums = magnitude.reshape(outputs, -1).sum(axis=1, dtype=np.int64) if conv else \
+        magnitude.sum(axis=-2, dtype=np.int64)
     if 255 * int(sums.max(initial=0)) >= _F32_EXACT:
         return None
     return centred.astype(np.float32)
 
 
+# canonicalize's match and rewrite of one node share the centred weights (a transformer's
+# 8-bit embedding is tens of megabytes); the pass empties it when it ends.
+_CENTRED: dict[int, np.ndarray] = {}
+
+
 def _integer_product(node: Node) -> bool:
-    return node.op_type in ("ConvInteger", "MatMulInteger") and \
-        _centred_weights(node) is not None
+    if node.op_type not in ("ConvInteger", "MatMulInteger"):
+        return False
+    weights = _centred_weights(node)
+    if weights is None:
+        return False
+    _CENTRED[id(node)] = weights
+    return True
 
 
 def _as_float_product(graph: Graph, node: Node) -> None:
@@ -398,7 +411,7 @@ def _as_float_product(graph: Graph, node: Node) -> None:
     numpy, ~100x slower than the model's float twin). Its int32 result is a Cast of the
     float one; a reader that casts it back to float32 (dynamic quantization's rescale)
     reads the float result itself, which is the same value."""
-    weights = graph.add_constant(None, _centred_weights(node))
+    weights = graph.add_constant(None, _CENTRED.pop(id(node)))
     x, zx = node.inputs[0], node.input(2) if len(node.inputs) > 2 else None
     name = node.name
     xf = graph.add_node("Cast", [x], attrs={"to": _ONNX_FLOAT},
@@ -439,10 +452,13 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
 
 def canonicalize(graph: Graph) -> PassResult:
     done = 0
-    for node in list(graph.nodes):
-        for match, rewrite in CANONICAL:
-            if match(node):
-                rewrite(graph, node)
-                done += 1
-                break
+    try:
+        for node in list(graph.nodes):
+            for match, rewrite in CANONICAL:
+                if match(node):
+                    rewrite(graph, node)
+                    done += 1
+                    break
+    finally:
+        _CENTRED.clear()
     return PassResult(graph, done > 0, f"{done} nodes rewritten")
