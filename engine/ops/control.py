@@ -218,6 +218,7 @@ def _loop_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 MAX_SIMULATED_TRIPS = 1 << 14
 _MAX_CONTROL_NODES = 64
 _MAX_CONTROL_ELEMENTS = 1 << 10
+_MAX_CONTROL_EVALUATIONS = 1 << 16
 
 
 def static_trip_count(node: Node, a: dict[str, Any]) -> int | None:
@@ -277,7 +278,9 @@ def static_trip_count(node: Node, a: dict[str, Any]) -> int | None:
         start[formals[2 + k].name] = value
     order = [n for n in body.nodes if n in slice_nodes]
     cond, i = True, 0
-    bound = MAX_SIMULATED_TRIPS if limit is None else min(limit, MAX_SIMULATED_TRIPS + 1)
+    # at most _MAX_CONTROL_EVALUATIONS node runs in all, whatever the slice's length
+    trips = min(MAX_SIMULATED_TRIPS, _MAX_CONTROL_EVALUATIONS // max(len(order), 1))
+    bound = trips if limit is None else min(limit, trips + 1)
     try:
         while cond and i < bound:
             env = {**known, **start, formals[0].name: np.array(i, np.int64),
@@ -293,7 +296,7 @@ def static_trip_count(node: Node, a: dict[str, Any]) -> int | None:
             i += 1
     except (GraphEngineError, KeyError, ValueError, TypeError, IndexError):
         return None
-    if cond and limit is None or i > MAX_SIMULATED_TRIPS:
+    if cond and limit is None or i > trips:
         return None
     return i
 

@@ -274,3 +274,32 @@ def test_an_onnx_attribute_named_like_the_compilers_own_is_refused():
     m.graph.node[2].attribute.append(helper.make_attribute("_bodies", "then_branch"))
     with pytest.raises(InvalidGraph, match="reserved.*_bodies"):
         load_model(m)
+
+
+def test_a_trip_count_past_the_compile_time_bound_stays_symbolic():
+    """The condition's slice runs at compile time only within bounds (node runs in all, not
+    only iterations): 10000 iterations of a 13-node slice keep a symbolic length."""
+    i64 = TensorProto.INT64
+    chain = [helper.make_node("Add", ["i" if k == 0 else f"t{k - 1}", "zero"], [f"t{k}"])
+             for k in range(12)]
+    body = helper.make_graph(
+        chain + [helper.make_node("Less", ["t11", "limit"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "one"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["scan"])], "body",
+        [helper.make_tensor_value_info("i", i64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", F, [1])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", F, [1]),
+         helper.make_tensor_value_info("scan", F, [1])],
+        [numpy_helper.from_array(np.array(10000, np.int64), "limit"),
+         numpy_helper.from_array(np.array(0, np.int64), "zero"),
+         numpy_helper.from_array(np.ones(1, np.float32), "one")])
+    m = _model([helper.make_node("Loop", ["", "", "a0"], ["acc", "scans"], body=body)],
+               [helper.make_tensor_value_info("a0", F, [1])],
+               [helper.make_tensor_value_info("acc", F, None),
+                helper.make_tensor_value_info("scans", F, None)])
+    compiled = compile_model(m)
+    assert isinstance(compiled.outputs[1].shape[0], str)
+    (record,) = compiled.report.bodies
+    assert record.compiled
