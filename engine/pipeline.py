@@ -317,14 +317,14 @@ def _compile_bodies(node: Node, *, options: CompileOptions, budget: MemoryBudget
             records.append(BodyRecord(node.name, node.op_type, key, False,
                                       f"compiling it failed: {bounded_text(exc.message, 300)}"))
             continue
-        changed = [(i, o) for i, o in control.body_carries(node)
+        changed = [o for i, o in control.body_carries(node)
                    if o >= len(model.outputs) or i >= len(model.inputs) or
                    (model.outputs[o].dtype, tuple(model.outputs[o].shape)) !=
                    (model.inputs[i].dtype, tuple(model.inputs[i].shape))]
         if changed:
-            i, o = changed[0]
             records.append(BodyRecord(node.name, node.op_type, key, False,
-                                      f"carried state {o} changes type between iterations"))
+                                      f"carried state {changed[0]} changes type between "
+                                      f"iterations"))
             continue
         device = [p for p in model.programs if isinstance(p, DeviceProgram)]
         records.append(BodyRecord(node.name, node.op_type, key, True,

@@ -389,19 +389,9 @@ def _centred_weights(node: Node) -> np.ndarray | None:
     return centred.astype(np.float32)
 
 
-# canonicalize's match and rewrite of one node share the centred weights (a transformer's
-# 8-bit embedding is tens of megabytes); the pass empties it when it ends.
-_CENTRED: dict[int, np.ndarray] = {}
-
-
 def _integer_product(node: Node) -> bool:
-    if node.op_type not in ("ConvInteger", "MatMulInteger"):
-        return False
-    weights = _centred_weights(node)
-    if weights is None:
-        return False
-    _CENTRED[id(node)] = weights
-    return True
+    return node.op_type in ("ConvInteger", "MatMulInteger") and \
+        _centred_weights(node) is not None
 
 
 def _as_float_product(graph: Graph, node: Node) -> None:
@@ -411,7 +401,7 @@ def _as_float_product(graph: Graph, node: Node) -> None:
     numpy, ~100x slower than the model's float twin). Its int32 result is a Cast of the
     float one; a reader that casts it back to float32 (dynamic quantization's rescale)
     reads the float result itself, which is the same value."""
-    weights = graph.add_constant(None, _CENTRED.pop(id(node)))
+    weights = graph.add_constant(None, _centred_weights(node))
     x, zx = node.inputs[0], node.input(2) if len(node.inputs) > 2 else None
     name = node.name
     xf = graph.add_node("Cast", [x], attrs={"to": _ONNX_FLOAT},
@@ -452,13 +442,10 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
 
 def canonicalize(graph: Graph) -> PassResult:
     done = 0
-    try:
-        for node in list(graph.nodes):
-            for match, rewrite in CANONICAL:
-                if match(node):
-                    rewrite(graph, node)
-                    done += 1
-                    break
-    finally:
-        _CENTRED.clear()
+    for node in list(graph.nodes):
+        for match, rewrite in CANONICAL:
+            if match(node):
+                rewrite(graph, node)
+                done += 1
+                break
     return PassResult(graph, done > 0, f"{done} nodes rewritten")
