@@ -31,6 +31,7 @@ from .prepare import (
     fold_constants,
     infer_shapes,
     validate,
+    widen_float16,
 )
 from .report import BodyRecord, CompileReport, PartitionRecord, PassRecord, PlacementRecord
 from .target import Target
@@ -54,6 +55,8 @@ class CompileOptions:
     # the backend compiled for (engine/target.py): what placement, layout, fusion and task
     # generation may use
     target: str = "host"
+    # compute float16 in float32 (prepare/widen.py): the device's kernels take float32
+    widen_float16: bool = True
 
     def __post_init__(self) -> None:
         # Both size work before any pass runs (a stream is a worker thread and a column of
@@ -100,6 +103,8 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None) -
     passes = [infer_shapes]
     if budget is not None:  # right after inference: before anything folds or allocates
         passes.append(functools.partial(check_memory_budget, budget=budget))
+    if options.widen_float16:
+        passes.append(widen_float16)
     passes += [canonicalize, eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)

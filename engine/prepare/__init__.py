@@ -6,6 +6,7 @@ from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
 from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
+from .widen import widen_float16
 
 __all__ = [
     "canonicalize",
@@ -16,4 +17,5 @@ __all__ = [
     "fold_constants",
     "infer_shapes",
     "validate",
+    "widen_float16",
 ]
