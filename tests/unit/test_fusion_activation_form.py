@@ -134,6 +134,25 @@ def test_an_erf_gelu_after_the_bias_add_reaches_the_matmul():
     assert [p.op_type for p in compiled.report.placements] == ["MatMul"]
 
 
+def test_an_erf_gelu_no_epilogue_can_take_becomes_one_gelu():
+    """(x * 0.5) * (1 + erf(x / sqrt 2)) on a value the MatMul cannot take as an epilogue
+    (it is read again: HuBERT's GroupNorm -> GELU is the case): the chain row cannot run
+    the Erf (oneDNN has none), so it was a task per op; now it is one Gelu."""
+    def body(h):
+        return [helper.make_node("Mul", [h, "half"], ["ha"]),
+                helper.make_node("Div", [h, "s2"], ["z"]),
+                helper.make_node("Erf", ["z"], ["e"]),
+                helper.make_node("Add", ["e", "one"], ["u"]),
+                helper.make_node("Mul", ["ha", "u"], ["g"]),
+                helper.make_node("Add", ["g", h], ["y"])]
+    compiled = _run(_model(body, [_c("half", 0.5), _c("s2", 2 ** 0.5), _c("one", 1.0)]))
+    fusions = compiled.report.fusions
+    assert any(f.startswith("Gelu(approximate=none) written out: 5 nodes") for f in fusions), \
+        fusions
+    # the Gelu and the residual Add then run as one chain
+    assert [p.op_type for p in compiled.report.placements] == ["MatMul", "EltwiseChain"]
+
+
 def test_a_near_miss_and_a_shared_intermediate_stay_as_written():
     near = [_c("half", 0.5), _c("three", 3.0), _c("k", 0.04), _c("s2pi", 0.7978845608028654),
             _c("one", 1.0)]

@@ -12,8 +12,10 @@ from the probe at x = 1. A region that matches within float32 rounding everywher
 one node of that op, which the activation row then folds into the Conv/MatMul/Gemm before
 it.
 
-It fires only where that fold follows: x comes from a Conv, MatMul or Gemm (or a view of
-one) and nothing but the region reads it. There the activation costs nothing (oneDNN
+It fires where that fold follows: x comes from a Conv, MatMul or Gemm (or a view of
+one) and nothing but the region reads it; and, for GELU, wherever the region has an Erf
+(oneDNN has no erf, so the chain row would leave a task per op: HuBERT's GroupNorm -> GELU
+took 1 ms in a standalone Erf loop). There the activation costs nothing (oneDNN
 applies it as a post-op while the output is in registers); elsewhere the chain row already
 runs the spelled-out ops in one pass, and oneDNN's standalone swish is a few float32 steps
 less exact than sigmoid-then-multiply (at most 1.4e-6 relative against 2.5e-7, measured over
@@ -178,13 +180,18 @@ def match_activation_form(graph: Graph, last: Node):
                 or x.meta.dtype is not DType.FLOAT32:
             continue
         nodes = _region(graph, last, x)
-        if nodes is None or len(nodes) < 2 or not _epilogue_source(graph, x, nodes):
+        if nodes is None or len(nodes) < 2:
+            continue
+        epilogue = _epilogue_source(graph, x, nodes)
+        # an Erf the chain row cannot run in its pass (oneDNN has no erf): the region would
+        # be a task per op, so a GELU it spells is worth its own op anywhere
+        if not epilogue and not any(n.op_type == "Erf" for n in nodes):
             continue
         f = _evaluate(nodes, x)
         if f is None:
             continue
         for op_type, attrs, g in _forms(f):
-            if _same(f.astype(np.float64), g):
+            if (epilogue or op_type == "Gelu") and _same(f.astype(np.float64), g):
                 return x, nodes, op_type, attrs
     return None
 
