@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from graphengine import _runtime
+
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
@@ -118,24 +120,50 @@ def _ious(b: np.ndarray, i: int, rest: np.ndarray) -> np.ndarray:
         return np.where(zero, 0.0, inter / np.where(zero, 1.0, union))
 
 
+def _nms_args(ins: list[Any]) -> tuple[int, float, float | None] | None:
+    """(limit, IoU threshold, score threshold or None) from the optional inputs; None when
+    max_output_boxes_per_class is absent (nothing is selected)."""
+    def get(i: int) -> Any:
+        return opt(ins, i, nonempty=True)
+
+    limit = get(2)
+    if limit is None:
+        return None
+    iou_t = float(np.asarray(get(3)).reshape(-1)[0]) if get(3) is not None else 0.0
+    score_t = get(4)
+    score_t = None if score_t is None else float(np.asarray(score_t).reshape(-1)[0])
+    return int(np.asarray(limit).reshape(-1)[0]), iou_t, score_t
+
+
 def nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    """The host engine's NonMaxSuppression: float32 boxes and scores in the runtime's
+    native loop (`_runtime.non_max_suppression`, the same arithmetic as `nms_reference`
+    in one pass: a dozen numpy calls per kept box were most of a small detector's run),
+    other types by the reference."""
+    boxes, scores = np.asarray(ins[0]), np.asarray(ins[1])
+    args = _nms_args(ins)
+    if args is None:
+        return [np.zeros((0, 3), np.int64)]
+    if boxes.dtype == np.float32 and scores.dtype == np.float32 and boxes.ndim == 3 \
+            and scores.ndim == 3:
+        limit, iou_t, score_t = args
+        return [_runtime.non_max_suppression(
+            np.ascontiguousarray(boxes), np.ascontiguousarray(scores), limit, iou_t, score_t,
+            bool(a["center_point_box"]))]
+    return nms_reference(ins, a)
+
+
+def nms_reference(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     """Greedy NMS per batch and class: candidates above the score threshold in order of
     score (then index), each kept unless a kept box overlaps it by more than the IoU
     threshold. Vectorized over the candidates (a detector's 8400 boxes x 80 classes took
     15 ms as a Python loop per box): a kept box suppresses every later candidate at once,
     which keeps exactly the boxes the one-by-one rule keeps."""
     boxes, scores = ins[0], ins[1]
-
-    def get(i: int) -> Any:
-        return opt(ins, i, nonempty=True)
-
-    limit = get(2)
-    if limit is None:
+    args = _nms_args(ins)
+    if args is None:
         return [np.zeros((0, 3), np.int64)]
-    limit = int(np.asarray(limit).reshape(-1)[0])
-    iou_t = float(np.asarray(get(3)).reshape(-1)[0]) if get(3) is not None else 0.0
-    score_t = get(4)
-    score_t = None if score_t is None else float(np.asarray(score_t).reshape(-1)[0])
+    limit, iou_t, score_t = args
     picked = []
     for b in range(boxes.shape[0]):
         corners = _corners(boxes[b].astype(np.float64), bool(a["center_point_box"]))

@@ -35,6 +35,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 void bind_host_budget(nb::module_& m);  // host_budget.cc
+void bind_host_nms(nb::module_& m);     // host_nms.cc
 
 namespace {
 
@@ -627,6 +628,7 @@ NB_MODULE(_runtime, m) {
       .def_prop_ro("cancelled", [](const CancelToken& t) { return t.flag.load(std::memory_order_relaxed); });
 
   bind_host_budget(m);
+  bind_host_nms(m);
   m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");
   m.def("supported_ops", [] { return host_device().supported_ops(); },
         "Op names the host backend's kernels implement (Device.supported_ops() for any device).");

@@ -208,6 +208,39 @@ def test_nms_many_overlapping_boxes_match_onnxruntime(seed: int, center: int, sc
     check("NonMaxSuppression", inputs, {"center_point_box": center}, exact_shapes=False)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_native_nms_keeps_what_the_numpy_reference_keeps(seed: int) -> None:
+    """The host engine's native NonMaxSuppression against the numpy reference, on what
+    onnxruntime is not asked about: NaN coordinates and scores, -inf scores, limit 0 and 1,
+    an IoU threshold of 0 and of 1, both box encodings."""
+    from graphengine.engine.ops.detection import nms, nms_reference
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    boxes = rng.uniform(0, 20, (2, n, 4)).astype(np.float32)
+    scores = np.round(rng.uniform(-1, 1, (2, 3, n)), 1).astype(np.float32)
+    boxes.reshape(-1)[rng.integers(0, boxes.size, 3)] = np.nan
+    scores.reshape(-1)[rng.integers(0, scores.size, 4)] = np.nan
+    scores.reshape(-1)[rng.integers(0, scores.size, 2)] = -np.inf
+    for limit in (0, 1, 7, 1000):
+        for iou in (0.0, 0.3, 1.0):
+            for score_t in (None, np.array([0.2], np.float32)):
+                ins = [boxes, scores, i64(limit), np.array([iou], np.float32), score_t]
+                for center in (0, 1):
+                    got = nms(ins, {"center_point_box": center})[0]
+                    want = nms_reference(ins, {"center_point_box": center})[0]
+                    assert got.dtype == np.int64 and got.shape[1:] == (3,)
+                    np.testing.assert_array_equal(got, want)
+
+
+def test_native_nms_refuses_boxes_and_scores_that_disagree() -> None:
+    from graphengine import _runtime
+
+    with pytest.raises(ValueError, match="do not match boxes"):
+        _runtime.non_max_suppression(np.zeros((1, 5, 4), np.float32),
+                                     np.zeros((1, 2, 6), np.float32), 3, 0.5, None, False)
+
+
 def test_losses() -> None:
     x = rand(3, 5, 2)
     target = np.array([[0, 4], [1, -1], [2, 3]], np.int64)
