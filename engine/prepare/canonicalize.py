@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
+from .branches import cheap_if, copy_branch, select_branches
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -268,25 +269,7 @@ def _inline_branch(graph: Graph, node: Node) -> None:
     nodes then compile with the rest (the partition is not cut at the If)."""
     branch = node.attrs["then_branch" if bool(np.asarray(node.input(0).const).reshape(-1)[0])
                         else "else_branch"]
-    names = list(node.attrs.get("_outer") or [])
-    passed = node.inputs[len(node.inputs) - len(names):] if names else ()
-    vmap: dict[Value, Value] = {}
-    outer = dict(zip(names, passed))
-    for v in branch.inputs:
-        if outer.get(v.name) is None:  # the importer passes every value a body reads
-            raise ValueError(f"If '{node.name}': branch input '{v.name}' is not passed")
-        vmap[v] = outer[v.name]
-    for v in branch.constants():
-        vmap[v] = graph.add_constant(graph.unique_name(f"{node.name}/{v.name}"), v.const)
-    for n in branch.nodes:
-        outs = [o.name if o.name not in graph.values else graph.unique_name(o.name)
-                for o in n.outputs]
-        name = n.name if n.name not in graph._node_names else graph.unique_name(n.name)
-        copy = graph.add_node(n.op_type, [None if v is None else vmap[v] for v in n.inputs],
-                              outputs=outs, attrs=dict(n.attrs), name=name)
-        for o, c in zip(n.outputs, copy.outputs):
-            c.meta = o.meta
-            vmap[o] = c
+    vmap = copy_branch(graph, node, branch)
     for o, v in zip(node.outputs, branch.outputs):
         graph.replace_all_uses(o, vmap[v])
     graph.remove_node(node)
@@ -435,6 +418,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_tall_conv, _as_wide_conv),
     (_ml_scaler, _as_scale_steps),
     (_decided_if, _inline_branch),
+    (cheap_if, select_branches),
     (_integer_product, _as_float_product),
     (_loop_invariant_state, _as_enclosing_reads),
 ]
