@@ -126,3 +126,39 @@ def test_small_elementwise_and_reductions_skip_onednn_and_agree_with_large(rows)
             (got,) = m.execute(ins)
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-5, equal_nan=True,
                                    err_msg=op)
+
+
+@pytest.mark.parametrize("op, attrs", [("Relu", {}), ("LeakyRelu", {"alpha": 0.1}),
+                                       ("LeakyRelu", {"alpha": -0.5})])
+def test_small_relus_give_onednn_s_bits(op, attrs):
+    """Small Relu / LeakyRelu run on the loops and give what oneDNN's relu gives, bit for
+    bit, special values included (a Relu of NaN or -inf is 0 there, not numpy's NaN)."""
+    dev = rt.Device()
+    x = RNG.standard_normal(20000).astype(np.float32) * 3
+    x[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, -3.0]
+    small = rt.Model(dev, _one_task(op, [(64,)], (64,), attrs))
+    large = rt.Model(dev, _one_task(op, [(20000,)], (20000,), attrs))
+    assert "oneDNN" not in small.profile()[0]["impl"]
+    assert "oneDNN" in large.profile()[0]["impl"]
+    (a,) = small.execute([x[:64].copy()])
+    (b,) = large.execute([x])
+    np.testing.assert_array_equal(a.view(np.uint32), b[:64].view(np.uint32))
+
+
+@pytest.mark.parametrize("rows, width", [(1, 96), (3, 257), (2, 4096), (64, 1024)])
+def test_small_layer_norms_run_on_rows_and_agree_with_onednn_s(rows, width):
+    """LayerNormalization of at most 16384 elements on the runtime's rows (oneDNN's call
+    cost more than a keyword spotter's whole layer), larger ones on oneDNN; both agree with
+    numpy's float64 answer."""
+    dev = rt.Device()
+    x = (RNG.standard_normal((rows, width)) * 3 + 1).astype(np.float32)
+    g = RNG.standard_normal(width).astype(np.float32)
+    b = RNG.standard_normal(width).astype(np.float32)
+    m = rt.Model(dev, _one_task("LayerNormalization", [x.shape, g.shape, b.shape], x.shape,
+                                {"axis": -1, "epsilon": 1e-5}))
+    assert ("oneDNN" in m.profile()[0]["impl"]) == (x.size > 16384)
+    (got,) = m.execute([x, g, b])
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=1, keepdims=True)
+    want = (x64 - mean) / np.sqrt(x64.var(axis=1, keepdims=True) + 1e-5) * g + b
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
