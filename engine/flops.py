@@ -15,7 +15,10 @@ import numpy as np
 from .ir import Graph, Node
 from .ops.conv_fused import CONV_BLOCK, CONV_DW, CONV_HEAD
 
-COUNTED = ("Conv", "MatMul", "Gemm", CONV_DW, CONV_BLOCK, CONV_HEAD)
+# MatMulInteger's multiply-adds count as a MatMul's: it ran as one (the exact float
+# rewrite) before the int8 kernel, and the batch split and the rates read the same counts.
+COUNTED = ("Conv", "MatMul", "Gemm", "MatMulInteger", CONV_DW, CONV_BLOCK, CONV_HEAD)
+_MATRIX = ("MatMul", "Gemm", "MatMulInteger")
 
 
 def node_flops(node: Node) -> float:
@@ -32,7 +35,7 @@ def node_flops(node: Node) -> float:
     out = node.outputs[0].meta
     if out is None or not out.is_static:
         return 0.0
-    if node.op_type not in ("MatMul", "Gemm"):
+    if node.op_type not in _MATRIX:
         block = node.op_type == CONV_BLOCK
         expands = node.op_type == CONV_DW or (block and node.input(1) is not None)
         w = node.input(3) if block and not expands else node.input(1)

@@ -30,6 +30,7 @@ from .prepare import (
     eliminate_identities,
     fold_constants,
     infer_shapes,
+    lower_integer_products,
     validate,
     widen_float16,
 )
@@ -99,13 +100,16 @@ def _coerce(key: str, raw: object, default: object) -> object:
     return raw
 
 
-def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None) -> Stage:
+def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
+                  target: Target | None = None) -> Stage:
+    """`target` is the device the int8 kernels are asked of (None: the default one)."""
     passes = [infer_shapes]
     if budget is not None:  # right after inference: before anything folds or allocates
         passes.append(functools.partial(check_memory_budget, budget=budget))
     if options.widen_float16:
         passes.append(widen_float16)
-    passes += [canonicalize, eliminate_identities]
+    passes += [canonicalize, functools.partial(lower_integer_products, target=target),
+               eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)
     passes += [deduplicate_constants, eliminate_common_subexpressions, eliminate_dead_nodes]
@@ -119,7 +123,7 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None,
     target = target or get_target(options.target)
     return [
         Stage("validate", [validate]),
-        prepare_stage(options, budget),
+        prepare_stage(options, budget, target),
         Stage("partition", [functools.partial(place_nodes, target=target), partition_graph]),
         Stage("optimize", ([functools.partial(fuse, target=target)] if options.fuse else [])
               + [functools.partial(split_batch, enabled=options.batch_split,

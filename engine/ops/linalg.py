@@ -217,4 +217,17 @@ def _mmi(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [exact_int32(np.matmul(x.astype(np.float64), y.astype(np.float64)))]
 
 
-register(OpSchema("MatMulInteger", 2, 4, _mmi_infer, _mmi))
+def _mmi_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """The int8 kernel takes its column sums and zero points at load: B and B's zero point
+    must be constants. Dtypes, shapes and the CPU are the runtime's to judge."""
+    why = reject(node)
+    if why:
+        return why
+    for i, what in ((1, "B"), (3, "B's zero point")):
+        v = node.input(i)
+        if v is not None and not v.is_constant:
+            return f"device MatMulInteger needs {what} constant"
+    return kernel("MatMulInteger", {}, (0, 1, optional_index(node, 2), optional_index(node, 3)))
+
+
+register(OpSchema("MatMulInteger", 2, 4, _mmi_infer, _mmi, device=_mmi_device))

@@ -4,6 +4,7 @@ from .canonicalize import canonicalize
 from .cse import deduplicate_constants, eliminate_common_subexpressions
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
+from .integer_products import lower_integer_products
 from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
 from .widen import widen_float16
@@ -16,6 +17,7 @@ __all__ = [
     "eliminate_identities",
     "fold_constants",
     "infer_shapes",
+    "lower_integer_products",
     "validate",
     "widen_float16",
 ]

@@ -221,10 +221,10 @@ def _as_wide_conv(graph: Graph, node: Node) -> None:
     target = graph.add_constant(None, np.array(node.outputs[0].meta.shape, np.int64))
     back = graph.add_node("Reshape", [conv.outputs[0], target], outputs=[],
                           name=graph.unique_name(f"{node.name}_tall"), after=conv)
-    _hand_over_output(graph, node, back)
+    hand_over_output(graph, node, back)
 
 
-def _hand_over_output(graph: Graph, old: Node, new: Node) -> None:
+def hand_over_output(graph: Graph, old: Node, new: Node) -> None:
     """`new` (made with no outputs) takes over `old`'s only output value, so the value keeps
     its name (a graph output's too) and readers; then `old` goes."""
     out = old.outputs[0]
@@ -252,7 +252,7 @@ def _as_scale_steps(graph: Graph, node: Node) -> None:
         f"{node.name}_offset"), after=node).outputs[0]
     scaled = graph.add_node("Mul", [centred, scale], outputs=[], name=graph.unique_name(
         f"{node.name}_scale"), after=centred.producer)
-    _hand_over_output(graph, node, scaled)
+    hand_over_output(graph, node, scaled)
 
 
 # (match, rewrite): the rewrite replaces the node and everything reading its output
@@ -334,82 +334,6 @@ def _as_enclosing_reads(graph: Graph, node: Node) -> None:
     graph.remove_node(node)
 
 
-# An integer product in float32 is exact while every partial sum is an integer below 2^24.
-_F32_EXACT = 1 << 24
-_ONNX_FLOAT, _ONNX_INT32 = 1, 6
-
-
-def _centred_weights(node: Node) -> np.ndarray | None:
-    """ConvInteger's / MatMulInteger's constant 8-bit weights less their constant zero
-    point (per output channel / column, or one), as float32, when the integer sums are
-    exact in float32 for any 8-bit input: 255 * the largest sum of |w - zw| into one output
-    is below 2^24 (each partial sum is then an integer that float32 holds). Else None."""
-    x, w = node.input(0), node.input(1)
-    zx = node.input(2) if len(node.inputs) > 2 else None
-    zw = node.input(3) if len(node.inputs) > 3 else None
-    if x is None or w is None or not w.is_constant or x.meta is None or \
-            (zx is not None and (zx.meta is None or zx.meta.numel != 1)) or \
-            (zw is not None and not zw.is_constant) or len(node.outputs) != 1:
-        return None
-    wq = np.asarray(w.const)
-    if wq.dtype not in (np.uint8, np.int8) or wq.ndim < 2:
-        return None
-    zp = np.zeros((), np.int64) if zw is None else np.asarray(zw.const).astype(np.int64)
-    conv = node.op_type == "ConvInteger"
-    outputs = wq.shape[0] if conv else wq.shape[-1]
-    if zp.size not in (1, outputs):
-        return None
-    if zp.size > 1:
-        zp = zp.reshape((-1,) + (1,) * (wq.ndim - 1)) if conv else zp.reshape(-1)
-    # int16 holds every difference of two 8-bit values; the sums are taken in int64
-    centred = wq.astype(np.int16) - zp.astype(np.int16).reshape(zp.shape if zp.size > 1
-                                                                 else ())
-    magnitude = np.abs(centred)
-    sums = magnitude.reshape(outputs, -1).sum(axis=1, dtype=np.int64) if conv else \
-        magnitude.sum(axis=-2, dtype=np.int64)
-    if 255 * int(sums.max(initial=0)) >= _F32_EXACT:
-        return None
-    return centred.astype(np.float32)
-
-
-def _integer_product(node: Node) -> bool:
-    return node.op_type in ("ConvInteger", "MatMulInteger") and \
-        _centred_weights(node) is not None
-
-
-def _as_float_product(graph: Graph, node: Node) -> None:
-    """ConvInteger / MatMulInteger with constant 8-bit weights as the float32 Conv / MatMul
-    of the centred values, exact (see `_centred_weights`): the device runs it with oneDNN's
-    float kernels, the weights centred and packed once at load (the int32 products ran in
-    numpy, ~100x slower than the model's float twin). Its int32 result is a Cast of the
-    float one; a reader that casts it back to float32 (dynamic quantization's rescale)
-    reads the float result itself, which is the same value."""
-    weights = graph.add_constant(None, _centred_weights(node))
-    x, zx = node.inputs[0], node.input(2) if len(node.inputs) > 2 else None
-    name = node.name
-    xf = graph.add_node("Cast", [x], attrs={"to": _ONNX_FLOAT},
-                        name=graph.unique_name(f"{name}_x"), after=node).outputs[0]
-    if zx is not None:
-        zf = graph.add_node("Cast", [zx], attrs={"to": _ONNX_FLOAT},
-                            name=graph.unique_name(f"{name}_zero_point")).outputs[0]
-        xf = graph.add_node("Sub", [xf, zf], name=graph.unique_name(f"{name}_centred")
-                            ).outputs[0]
-    if node.op_type == "ConvInteger":
-        attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
-        product = graph.add_node("Conv", [xf, weights], attrs=attrs,
-                                 name=graph.unique_name(name)).outputs[0]
-    else:
-        product = graph.add_node("MatMul", [xf, weights], name=graph.unique_name(name)
-                                 ).outputs[0]
-    result = node.outputs[0]
-    for user in list(dict.fromkeys(result.users)):
-        if user.op_type == "Cast" and user.attrs.get("to") == _ONNX_FLOAT:
-            graph.replace_all_uses(user.outputs[0], product)  # the Cast is dead then
-    cast = graph.add_node("Cast", [product], outputs=0, attrs={"to": _ONNX_INT32},
-                          name=graph.unique_name(f"{name}_int32"))
-    _hand_over_output(graph, node, cast)
-
-
 CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = [
     (_pool_1d, _as_2d),
     (_group_norm, _as_layer_norm),
@@ -419,7 +343,6 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_ml_scaler, _as_scale_steps),
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
-    (_integer_product, _as_float_product),
     (_loop_invariant_state, _as_enclosing_reads),
 ]
 

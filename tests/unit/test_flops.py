@@ -53,3 +53,14 @@ def test_symbolic_shapes_and_other_ops_count_nothing():
     graph = load_model(_arith_model())  # N is symbolic and nothing is inferred yet
     assert graph_flops(graph) == 0.0
     assert [node_flops(n) for n in graph.nodes if n.op_type in ("Transpose", "Reshape")] == [0, 0]
+
+
+def test_an_integer_matrix_product_counts_as_a_matmul():
+    rng = np.random.default_rng(1)
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["x", "w"], ["y"])], "mmi",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(rng.integers(0, 256, (16, 5)).astype(np.uint8), "w")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    assert compile_graph(load_model(m)).report.flops == 2 * (2 * 3 * 5) * 16

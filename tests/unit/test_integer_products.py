@@ -1,6 +1,7 @@
-"""Dynamically quantized models on the device: ConvInteger / MatMulInteger with constant
-8-bit weights as the exact float32 Conv / MatMul of the centred values, and the native
-DynamicQuantizeLinear kernel (ddddocr's old CRNN ran 1.3 s a run in numpy)."""
+"""Dynamically quantized models on the device: MatMulInteger on the int8 kernel (oneDNN's
+u8/s8 x s8 -> s32 matmul, the weights kept 8-bit), ConvInteger as the exact float32 Conv of
+the centred weights, and the native DynamicQuantizeLinear kernel (ddddocr's old CRNN ran
+1.3 s a run in numpy)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from graphengine import _runtime as rt
 from graphengine.engine.importers import load_model
 from graphengine.engine.model import DeviceProgram
 from graphengine.engine.ops.control import run_graph
+from graphengine.engine.prepare import integer_products
 from graphengine.engine.runtime import load
 from tests.unit.device_cases import compile_model, model, onnxruntime, reference
+from tests.unit.test_runtime import Const, load_op
 
 RNG = np.random.default_rng(7)
 
@@ -110,19 +114,228 @@ def test_an_integer_conv_whose_sums_could_leave_float32_stays_exact_on_the_host(
     np.testing.assert_array_equal(got["acc"], want[1])
 
 
-def test_matmul_integer_runs_as_an_exact_float_matmul():
-    b = RNG.integers(0, 256, (32, 24)).astype(np.uint8)
+def test_the_float_rewrite_weighs_each_integer_product_once(monkeypatch):
+    """The exactness bound (a pass over the weights) is computed by the rewrite alone,
+    not again by a match, and never for a MatMulInteger the int8 kernel takes."""
+    calls = []
+    weigh = integer_products.centred_weights
+    monkeypatch.setattr(integer_products, "centred_weights",
+                        lambda node: calls.append(node.op_type) or weigh(node))
+    compile_model(_conv_integer(RNG.integers(0, 256, (6, 4, 3, 3)).astype(np.uint8),
+                                np.array(121, np.uint8)))
+    assert calls == ["ConvInteger"]
+    calls.clear()
+    compile_model(_matmul_integer(("a", RNG.integers(0, 256, (3, 8)).astype(np.uint8)),
+                                  ("b", Const(RNG.integers(0, 256, (8, 5)).astype(np.uint8)))))
+    assert calls == []
+
+
+# ---- MatMulInteger on the int8 kernel ------------------------------------------------------
+def _matmul_integer(*inputs):
+    """One MatMulInteger over (name, array | Const | None) inputs A, B, A's and B's zero
+    points: arrays are graph inputs (fed at run time), Const initializers, None omitted."""
+    names, feeds, inits = [], [], []
+    for name, v in inputs:
+        names.append("" if v is None else name)
+        if isinstance(v, Const):
+            inits.append(numpy_helper.from_array(v.value, name))
+        elif v is not None:
+            feeds.append(helper.make_tensor_value_info(
+                name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
+    graph = helper.make_graph([helper.make_node("MatMulInteger", names, ["y"])], "mmi", feeds,
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _feeds(*inputs):
+    return {k: v for k, v in inputs if v is not None and not isinstance(v, Const)}
+
+
+def _ints(dtype, shape, lo=None, hi=None):
+    info = np.iinfo(dtype)
+    return RNG.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1,
+                        shape).astype(dtype)
+
+
+def _on_the_int8_kernel(m):
+    compiled = compile_model(m)
+    placed = {p.op_type: p for p in compiled.report.placements}
+    assert placed["MatMulInteger"].engine == "device", placed["MatMulInteger"].rejections
+    assert "MatMul" not in placed  # not the float rewrite
+    assert [type(p) for p in compiled.programs] == [DeviceProgram]
+    assert [t.op for t in compiled.programs[0].tasks if hasattr(t, "op")] == ["MatMulInteger"]
+    return compiled
+
+
+def _assert_exact(m, inputs, with_ort=True):
+    feeds = _feeds(*inputs)
+    got = load(_on_the_int8_kernel(m)).execute(feeds)["y"]
+    for want in [reference(m, feeds)[0]] + ([onnxruntime(m, feeds)[0]] if with_ort else []):
+        assert got.dtype == want.dtype == np.int32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+_PAIRS = [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8), (np.int8, np.uint8)]
+
+
+@pytest.mark.parametrize("za_kind", ["run-time", "constant", "omitted"])
+@pytest.mark.parametrize("zb_kind", ["scalar", "per-column", "omitted"])
+@pytest.mark.parametrize("xtype,wtype", _PAIRS)
+def test_matmul_integer_on_the_int8_kernel_is_exact(xtype, wtype, zb_kind, za_kind):
+    rank = 2 + (_PAIRS.index((xtype, wtype)) + len(za_kind) + len(zb_kind)) % 3  # 2, 3 or 4
+    k, n = int(RNG.integers(1, 300)), int(RNG.integers(1, 70))
+    batch = [int(d) for d in RNG.integers(1, 4, rank - 2)]
+    za = _ints(xtype, ())
+    zb = {"scalar": _ints(wtype, ()), "per-column": _ints(wtype, (n,)), "omitted": None}[zb_kind]
+    inputs = [("a", _ints(xtype, (*batch, int(RNG.integers(1, 20)), k))),
+              ("b", Const(_ints(wtype, (k, n)))),
+              ("za", {"run-time": za, "constant": Const(za), "omitted": None}[za_kind]),
+              ("zb", None if zb is None else Const(zb))]
+    # ONNX Runtime's MatMulInteger has no int8 A with uint8 B
+    _assert_exact(_matmul_integer(*inputs), inputs,
+                  with_ort=(xtype, wtype) != (np.int8, np.uint8))
+
+
+@pytest.mark.parametrize("x,w,za,zb", [(0, 0, 0, 0), (255, 255, 0, 0), (255, 0, 0, 255),
+                                       (0, 255, 255, 0), (255, 255, 255, 255), (0, 0, 255, 255),
+                                       (255, 128, 0, 0)])
+def test_extreme_uint8_values_are_exact_where_float32_sums_would_round(x, w, za, zb):
+    """K = 1500: 255 * 255 * 1500 is far past 2^24 (the float rewrite declines such
+    weights), and every zero-point term of the compensation is at its largest."""
+    k = 1500
+    inputs = [("a", np.full((2, 3, k), x, np.uint8)), ("b", Const(np.full((k, 4), w, np.uint8))),
+              ("za", np.array(za, np.uint8)), ("zb", Const(np.array(zb, np.uint8)))]
+    _assert_exact(_matmul_integer(*inputs), inputs)
+
+
+@pytest.mark.parametrize("x,w,za,zb", [(127, 127, -128, -128), (-128, -128, 127, 127),
+                                       (-128, 127, 0, 0)])
+def test_extreme_int8_values_are_exact(x, w, za, zb):
+    k = 1500
+    inputs = [("a", np.full((3, k), x, np.int8)), ("b", Const(np.full((k, 5), w, np.int8))),
+              ("za", np.array(za, np.int8)), ("zb", Const(np.full(5, zb, np.int8)))]
+    _assert_exact(_matmul_integer(*inputs), inputs)
+
+
+def test_sums_past_int32_wrap_as_the_reference_s_do():
+    """(255 - 0) * (0 - 255) * 40000 < -2^31: the exact sum wrapped to int32."""
+    k = 40000
+    inputs = [("a", np.full((1, k), 255, np.uint8)), ("b", Const(np.zeros((k, 3), np.uint8))),
+              ("za", np.array(0, np.uint8)), ("zb", Const(np.array(255, np.uint8)))]
+    m = _matmul_integer(*inputs)
+    got = load(_on_the_int8_kernel(m)).execute(_feeds(*inputs))["y"]
+    np.testing.assert_array_equal(got, np.full((1, 3), np.int64(-255 * 255 * k)
+                                               ).astype(np.int32))  # wrapped
+    np.testing.assert_array_equal(got, reference(m, _feeds(*inputs))[0])
+
+
+def test_quantize_dynamic_s_matmul_runs_on_the_int8_kernel_with_8_bit_weights():
+    """DynamicQuantizeLinear -> MatMulInteger (its zero point a run-time tensor) -> Cast ->
+    Mul, as quantize_dynamic writes it; the weights stay 8-bit in the compiled model."""
+    k, n = 256, 96
+    b = RNG.integers(0, 256, (k, n)).astype(np.uint8)
     graph = helper.make_graph(
         [helper.make_node("DynamicQuantizeLinear", ["a"], ["aq", "as", "az"]),
-         helper.make_node("MatMulInteger", ["aq", "b", "az", "bz"], ["acc"])], "mmi",
-        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 32])],
-        [helper.make_tensor_value_info("acc", TensorProto.INT32, None)],
+         helper.make_node("MatMulInteger", ["aq", "b", "az", "bz"], ["acc"]),
+         helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["accf", "as"], ["y"])], "mmi",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("acc", TensorProto.INT32, None)],
         [numpy_helper.from_array(b, "b"),
-         numpy_helper.from_array(np.array(128, np.uint8), "bz")])
+         numpy_helper.from_array(np.arange(n, dtype=np.uint8) + 80, "bz")])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     compiled = compile_model(m)
-    assert {p.op_type for p in compiled.report.placements} >= {"MatMul"}
+    assert {p.op_type: p.engine for p in compiled.report.placements}["MatMulInteger"] == "device"
     assert [type(p) for p in compiled.programs] == [DeviceProgram]
-    a = RNG.standard_normal((2, 5, 32)).astype(np.float32)
-    np.testing.assert_array_equal(load(compiled).execute({"a": a})["acc"],
-                                  onnxruntime(m, {"a": a})[0])
+    assert compiled.report.memory.weight_bytes < 2 * k * n  # not float32 (4 * k * n)
+    a = RNG.standard_normal((2, 5, k)).astype(np.float32)
+    got = load(compiled).execute({"a": a})
+    want = run_graph(load_model(m), [a], {})
+    np.testing.assert_array_equal(got["acc"], want[1])
+    np.testing.assert_array_equal(got["y"], want[0])
+    # ONNX Runtime: per-column zero points of uint8 weights
+    np.testing.assert_array_equal(got["acc"], onnxruntime(m, {"a": a})[1])
+
+
+def test_batched_constant_weights_keep_the_float_rewrite():
+    """The int8 kernel takes a B matrix; a stack of them stays the exact float product."""
+    inputs = [("a", _ints(np.uint8, (2, 3, 16))), ("b", Const(_ints(np.uint8, (2, 16, 5)))),
+              ("za", np.array(7, np.uint8)), ("zb", Const(np.array(100, np.uint8)))]
+    m = _matmul_integer(*inputs)
+    compiled = compile_model(m)
+    placed = {p.op_type: p.engine for p in compiled.report.placements}
+    assert "MatMulInteger" not in placed and placed["MatMul"] == "device"
+    np.testing.assert_array_equal(load(compiled).execute(_feeds(*inputs))["y"],
+                                  onnxruntime(m, _feeds(*inputs))[0])
+
+
+@pytest.mark.parametrize("inputs,y,why", [
+    ([np.zeros((2, 8), np.uint8), Const(np.zeros((8, 3), np.uint8)), None,
+      Const(np.zeros(3, np.int8))], "int32", "B's zero point must be uint8, got int8"),
+    ([np.zeros((2, 8), np.uint8), Const(np.zeros((8, 3), np.uint8)),
+      Const(np.zeros(2, np.uint8)), None], "int32", "A's zero point must be one value"),
+    ([np.zeros((2, 8), np.uint8), Const(np.zeros((8, 3), np.uint8)), None,
+      Const(np.zeros(4, np.uint8))], "int32", "B's zero point must be one value or one per"),
+    ([np.zeros((2, 8), np.float32), Const(np.zeros((8, 3), np.uint8)), None, None], "int32",
+     "A and B must be int8 or uint8, got float32"),
+    ([np.zeros((2, 8), np.uint8), Const(np.zeros((7, 3), np.uint8)), None, None], "int32",
+     "inner dimensions differ"),
+    ([np.zeros((2, 8), np.uint8), np.zeros((8, 3), np.uint8), None, None], "int32",
+     "B must be a constant"),
+    ([np.zeros((2, 8), np.uint8), Const(np.zeros((8, 3), np.uint8)), None, None], "float32",
+     "output Y"),
+])
+def test_malformed_matmul_integer_is_refused_naming_the_node(inputs, y, why):
+    with pytest.raises(rt.InvalidArgument, match=f"'fc'.*{why}"):
+        load_op("MatMulInteger", inputs, (2, 3), y)
+
+
+def test_the_kernel_info_store_gives_the_int8_kernel_s_reason():
+    info = rt.Device().kernel_info("MatMulInteger", ["uint8", "uint8", "uint8", "uint8"],
+                                   [[4, 8], [8, 3], [4], []])
+    assert not info["supported"] and "A's zero point must be one value" in info["reason"]
+    assert rt.Device().kernel_info("MatMulInteger", ["uint8", "int8", "uint8", "int8"],
+                                   [[2, 4, 8], [8, 3], [], [3]])["supported"]
+
+
+_UNDER_ISA = """
+import numpy as np
+from graphengine.engine.runtime import load
+from tests.unit.device_cases import compile_model, reference
+from tests.unit.test_integer_products import _feeds, _ints, _matmul_integer
+from tests.unit.test_runtime import Const
+for xtype, wtype in [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int8)]:
+    inputs = [("a", _ints(xtype, (3, 9, 200))), ("b", Const(_ints(wtype, (200, 33)))),
+              ("za", _ints(xtype, ())), ("zb", Const(_ints(wtype, (33,))))]
+    m = _matmul_integer(*inputs)
+    compiled = compile_model(m)
+    placed = {p.op_type: p.engine for p in compiled.report.placements}
+    loaded = load(compiled)
+    got = loaded.execute(_feeds(*inputs))["y"]
+    assert np.array_equal(got, reference(m, _feeds(*inputs))[0])
+    print(sorted(placed.items()))
+"""
+
+
+@pytest.mark.parametrize("isa,kernel", [("AVX512_CORE_VNNI", True), ("AVX2_VNNI", True),
+                                        ("AVX512_CORE", False), ("AVX2", False)])
+def test_the_int8_kernel_needs_vnni_and_is_exact_on_each_isa_with_it(isa, kernel):
+    """oneDNN capped at `isa` (ONEDNN_MAX_CPU_ISA, fixed per process): the VNNI paths run
+    the int8 kernel exactly; without VNNI (16-bit saturating pair sums) the device declines
+    it and the exact float rewrite runs (K = 200 keeps the weights inside its bound). This CPU's own ISA (AMX here) runs in the tests
+    above. An ISA the CPU lacks is capped to what it has, so that case runs the CPU's."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA=isa, PYTHONPATH=str(root))
+    done = subprocess.run([sys.executable, "-c", _UNDER_ISA], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for line in done.stdout.splitlines():
+        assert ("('MatMulInteger', 'device')" in line) == kernel, line
+        assert ("('MatMul', 'device')" in line) != kernel, line

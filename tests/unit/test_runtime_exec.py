@@ -529,9 +529,10 @@ def test_kernel_info_per_op_dtype_and_rank():
 def test_kernel_info_knows_every_device_op():
     dtypes = {"Where": ["bool", "float32", "float32"], "Gather": ["float32", "int64"],
               "GatherND": ["float32", "int64"],
-              "BatchNormalization": ["float32"] * 5}
+              "BatchNormalization": ["float32"] * 5, "MatMulInteger": ["uint8", "int8"]}
     shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
-              "MatMul": [[2, 4], [4, 3]], "GatherND": [[5, 4], [3, 1]],
+              "MatMul": [[2, 4], [4, 3]], "MatMulInteger": [[2, 4], [4, 3]],
+              "GatherND": [[5, 4], [3, 1]],
               "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
               "LayerNormalization": [[2, 4], [4]], "Gather": [[5, 4], [3]],
               "FusedAttention": [[1, 4, 8, 8]] * 3, "ConvTranspose": [[1, 4, 8, 8], [4, 4, 3, 3]],

@@ -189,9 +189,11 @@ size_t PreparedCache::bytes() const {
 }
 
 std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
-                                                      const void* src, const dnnl::memory::desc& to) {
+                                                      const void* src, const dnnl::memory::desc& to,
+                                                      const void* key) {
+  if (!key) key = src;
   if (a.prepared) {
-    if (auto hit = host_prepared(a)->find(src, to)) return hit;
+    if (auto hit = host_prepared(a)->find(key, to)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(to.get_size());
   dnnl::memory src_mem(from, host_engine(*a.device), const_cast<void*>(src));
@@ -207,7 +209,7 @@ std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const
   } one_thread;
   dnnl::reorder(src_mem, dst_mem).execute(host_load_stream(a), src_mem, dst_mem);
   host_load_stream(a).wait();
-  return a.prepared ? host_prepared(a)->put(src, to, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(key, to, buf) : buf;
 }
 
 void resolve_auto_pad(const std::string& auto_pad, int64_t in, int64_t stride, int64_t span,

@@ -177,9 +177,11 @@ inline PreparedCache* host_prepared(const KernelArgs& a) { return static_cast<Pr
 
 // A constant tensor (e.g. weights) converted at load into the layout `to` chosen by a
 // primitive, or the model's earlier conversion of the same bytes (a.prepared). Blocks (runs
-// the reorder on the load stream). The buffer is shared and read-only.
+// the reorder on the load stream). The buffer is shared and read-only. `key` (default: src)
+// names the constant in a.prepared when `src` is a transient copy derived from it.
 std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const dnnl::memory::desc& from,
-                                                      const void* src, const dnnl::memory::desc& to);
+                                                      const void* src, const dnnl::memory::desc& to,
+                                                      const void* key = nullptr);
 
 // A kernel that is one bound oneDNN primitive and nothing else at run time. Kernels with a
 // fallback (e.g. a plain copy when the primitive is not needed) override run().

@@ -82,6 +82,8 @@ std::string check_matmul(const OpQuery& q, KernelInfo*) {
   return "";
 }
 
+std::string check_matmul_integer(const OpQuery& q, KernelInfo*) { return matmul_integer_problem(q.types, q.shapes); }
+
 std::string check_batch_norm(const OpQuery& q, KernelInfo*) {
   std::string why = q.same_types(1, q.n());
   for (int i = 1; i < q.n() && why.empty(); ++i) {

@@ -2,6 +2,10 @@
 // Each follows the KernelFactory contract of kernel.h.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "host_device.h"
 #include "kernel.h"
 
@@ -55,6 +59,13 @@ std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 std::unique_ptr<Kernel> make_gather_nd(const KernelArgs& a);
 // kernels_quant.cc
 std::unique_ptr<Kernel> make_dynamic_quantize(const KernelArgs& a);  // DynamicQuantizeLinear
+// kernels_int8.cc
+// MatMulInteger's sums stay below 2^31 in oneDNN's int32 accumulators: K * 255 * 128 < 2^31.
+constexpr int64_t kMaxIntegerInner = 65793;
+std::unique_ptr<Kernel> make_matmul_integer(const KernelArgs& a);  // MatMulInteger
+// For kernel_info and load: "" when the int8 kernel runs MatMulInteger on these inputs (A, B,
+// A's and B's zero points; nullopt for an omitted one) and this CPU, else why not.
+std::string matmul_integer_problem(const std::vector<std::optional<DType>>& types, const std::vector<Shape>& shapes);
 // kernels_select.cc
 std::unique_ptr<Kernel> make_select(const KernelArgs& a);  // TopK, ArgMax, ArgMin
 // kernels_compare.cc

@@ -91,6 +91,7 @@ const std::vector<OpRow>& op_table() {
       {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
       {"ConvTranspose", make_conv_transpose, L::kPlainOnly, 2, 3, T::kF32, 3, 4, check_deconv},
       {"DynamicQuantizeLinear", make_dynamic_quantize, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
+      {"MatMulInteger", make_matmul_integer, L::kPlainOnly, 2, 4, T::kInt8, 1, kAnyRank, check_matmul_integer},
       {"TopK", make_select, L::kPlainOnly, 1, 2, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMax", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
@@ -118,6 +119,7 @@ bool type_ok(Types t, DType d) {
       return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kInt32 || d == DType::kInt8 ||
              d == DType::kUInt8;
     case Types::kBool: return d == DType::kBool;
+    case Types::kInt8: return d == DType::kInt8 || d == DType::kUInt8;
   }
   return false;
 }
@@ -130,6 +132,7 @@ const char* types_str(Types t) {
     case Types::kAny: return "any dtype";
     case Types::kDnnl: return "float32, float16, int32, int8 or uint8";
     case Types::kBool: return "bool";
+    case Types::kInt8: return "int8 or uint8";
   }
   return "";
 }

@@ -26,6 +26,7 @@ enum class Types {
   kAny,    // every runtime dtype
   kDnnl,   // the dtypes oneDNN reorders move: float32, float16, int32, int8, uint8
   kBool,   // bool
+  kInt8,   // int8, uint8
 };
 
 bool type_ok(Types t, DType d);
