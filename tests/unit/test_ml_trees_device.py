@@ -203,10 +203,11 @@ def test_nan_under_neq_takes_the_true_branch():
     np.testing.assert_array_equal(y.ravel(), [10.0, 20.0, 10.0])
 
 
-def test_a_large_batch_of_deep_trees_runs_in_parallel_rows():
+def test_a_large_batch_of_deep_trees_runs_in_parallel_blocks_of_rows():
+    """603 rows: blocks of 8 rows on the lane's threads, the last block of 3."""
     rng = np.random.default_rng(17)
-    m = _classifier(rng, 5, "SOFTMAX", n=600, width=8, trees=40, depth=8)
-    _check(m, _rows(rng, 600, 8))
+    m = _classifier(rng, 5, "SOFTMAX", n=603, width=8, trees=40, depth=8)
+    _check(m, _rows(rng, 603, 8))
 
 
 def test_string_labels_stay_on_the_host_with_a_reason():

@@ -29,6 +29,8 @@ enum Transform { kNone, kSoftmax, kLogistic, kSoftmaxZero, kProbit };
 // Below this many node visits per run (rows x trees x depth) the walk takes less time than
 // waking the lane's other threads.
 constexpr int64_t kParallelVisits = 1 << 15;
+// Rows walked together (walk_block).
+constexpr int64_t kBlock = 8;
 
 struct TreeNode {
   float value = 0.f;    // threshold
@@ -122,6 +124,7 @@ class TreeEnsembleKernel : public Kernel {
     read_weights(a);
     check_acyclic();
     read_finish(a);
+    index_.clear();  // only load's checks look nodes up by id
   }
 
   size_t workspace_bytes() const override { return static_cast<size_t>(mul_checked(rows_, targets_)); }
@@ -131,12 +134,17 @@ class TreeEnsembleKernel : public Kernel {
     float* y = ctx.ptr<float>(*y_);
     int64_t* label = label_ ? ctx.ptr<int64_t>(*label_) : nullptr;
     uint8_t* reached = ctx.workspace;
-    auto row = [&](int64_t r) { score_row(x + r * width_, y + r * targets_, reached + r * targets_, label ? label + r : nullptr); };
-    if (parallel_ && omp_get_max_threads() > 1) {
+    const int64_t blocks = (rows_ + kBlock - 1) / kBlock;
+    auto block = [&](int64_t i) {
+      const int64_t r0 = i * kBlock, n = std::min(kBlock, rows_ - r0);
+      walk_block(x + r0 * width_, n, y + r0 * targets_, reached + r0 * targets_);
+      for (int64_t r = r0; r < r0 + n; ++r) finish_row(y + r * targets_, reached + r * targets_, label ? label + r : nullptr);
+    };
+    if (parallel_ && blocks > 1 && omp_get_max_threads() > 1) {
 #pragma omp parallel for schedule(static)
-      for (int64_t r = 0; r < rows_; ++r) row(r);
+      for (int64_t i = 0; i < blocks; ++i) block(i);
     } else {
-      for (int64_t r = 0; r < rows_; ++r) row(r);
+      for (int64_t i = 0; i < blocks; ++i) block(i);
     }
     return Status::Ok();
   }
@@ -293,19 +301,34 @@ class TreeEnsembleKernel : public Kernel {
     }
   }
 
-  void score_row(const float* x, float* s, uint8_t* hit, int64_t* label) const {
-    std::fill(s, s + targets_, 0.f);
-    std::fill(hit, hit + targets_, uint8_t{0});
-    for (int32_t i : roots_) {
-      while (nodes_[i].mode != kLeaf) {
-        const TreeNode& t = nodes_[i];
-        i = goes_true(t, x[t.feature]) ? t.yes : t.no;
+  // Walks up to kBlock rows through each tree together: each step of a walk waits on the load
+  // of its node, and the rows' independent walks overlap those waits.
+  void walk_block(const float* x, int64_t n, float* s, uint8_t* hit) const {
+    std::fill(s, s + n * targets_, 0.f);
+    std::fill(hit, hit + n * targets_, uint8_t{0});
+    int32_t at[kBlock];
+    for (int32_t root : roots_) {
+      std::fill(at, at + n, root);
+      for (bool moving = true; moving;) {
+        moving = false;
+        for (int64_t b = 0; b < n; ++b) {
+          const TreeNode& t = nodes_[at[b]];
+          if (t.mode == kLeaf) continue;
+          at[b] = goes_true(t, x[b * width_ + t.feature]) ? t.yes : t.no;
+          moving = true;
+        }
       }
-      for (int32_t w = nodes_[i].yes; w < nodes_[i].no; ++w) {
-        s[weights_[w].target] += weights_[w].weight;
-        hit[weights_[w].target] = 1;
+      for (int64_t b = 0; b < n; ++b) {
+        for (int32_t w = nodes_[at[b]].yes; w < nodes_[at[b]].no; ++w) {
+          s[b * targets_ + weights_[w].target] += weights_[w].weight;
+          hit[b * targets_ + weights_[w].target] = 1;
+        }
       }
     }
+  }
+
+  // The row's aggregate, base values, binary rule, post transform and label.
+  void finish_row(float* s, const uint8_t* hit, int64_t* label) const {
     const double trees = static_cast<double>(roots_.size());
     for (int64_t c = 0; c < targets_; ++c) {
       double v = average_ ? s[c] / trees : s[c];
