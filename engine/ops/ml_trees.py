@@ -16,8 +16,9 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, reject
 from .ml import ML, _post_transform
-from .registry import OpSchema, register, shape_error
+from .registry import DeviceFn, DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import meta_in, out, sym
 
 _MODES = {"BRANCH_LEQ": 0, "BRANCH_LT": 1, "BRANCH_GTE": 2, "BRANCH_GT": 3, "BRANCH_EQ": 4,
@@ -59,11 +60,14 @@ def _leaves(x: np.ndarray, a: dict[str, Any]) -> tuple[list[np.ndarray], dict]:
             s, m = split[k], modes[k]
             go = np.select([m == 0, m == 1, m == 2, m == 3, m == 4, m == 5],
                            [v <= s, v < s, v >= s, v > s, v == s, v != s], False)
-            go = np.where(np.isnan(v), tracks[k], go)
+            # a NaN compares false (true under NEQ) unless it is tracked: ONNX Runtime's rule
+            go = go | (np.isnan(v) & tracks[k])
             nxt = np.where(go, go_true[k], go_false[k])
             if (nxt < 0).any():
                 raise ValueError("a tree node points at a node that does not exist")
             node[inner] = nxt
+        else:  # more steps than nodes: the walk went round a cycle
+            raise ValueError(f"tree {root} has a cycle")
         result.append(node)
     return result, index
 
@@ -86,9 +90,9 @@ def _scores(x: np.ndarray, a: dict[str, Any], prefix: str, width: int) -> np.nda
     base = a.get("base_values")
     if base:
         score += np.asarray(base, np.float64).reshape(1, -1)
-    # a class or target no leaf of the row scores stays 0, base value and all (as ONNX
-    # Runtime computes it: measured)
-    return np.where(reached, score, 0.0)
+    # a target no leaf of the row scores stays 0, base value and all; a class keeps its base
+    # value (as ONNX Runtime computes them: measured)
+    return score if prefix == "class" else np.where(reached, score, 0.0)
 
 
 def _classifier(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
@@ -135,6 +139,52 @@ def _regressor_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return [out(DType.FLOAT32, (n, int(a["n_targets"])))]
 
 
+def _device(op: str) -> DeviceFn:
+    """The runtime's tree ensemble kernel, given the nodes with their modes as codes and the
+    leaf weights under one name for both ops."""
+    prefix = "class" if op == "TreeEnsembleClassifier" else "target"
+
+    def lower(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+        if a.get("classlabels_strings"):
+            return "string class labels stay on the host (the device writes int64 labels)"
+        doubles = [k for k in a if k.endswith("_as_tensor") and a[k] is not None]
+        if doubles:
+            return f"{doubles[0]} (double thresholds or weights) stays on the host"
+        aggregate = _text(a.get("aggregate_function") or "SUM")
+        if aggregate not in ("SUM", "AVERAGE"):
+            return f"aggregate_function {aggregate} stays on the host"
+        modes = [_text(m) for m in a["nodes_modes"]]
+        unknown = sorted(set(modes) - set(_MODES))
+        if unknown:
+            return f"unknown node mode {unknown[0]}"
+        why = reject(node, data_inputs=(0,))
+        if why:
+            return why
+        n = len(modes)
+        attrs: dict[str, Any] = {
+            "nodes_treeids": list(a["nodes_treeids"]), "nodes_nodeids": list(a["nodes_nodeids"]),
+            "nodes_featureids": list(a["nodes_featureids"]),
+            "nodes_modes": [_MODES[m] for m in modes],
+            "nodes_values": [float(v) for v in a.get("nodes_values") or [0.0] * n],
+            "nodes_truenodeids": list(a["nodes_truenodeids"]),
+            "nodes_falsenodeids": list(a["nodes_falsenodeids"]),
+            "nodes_missing_value_tracks_true": list(
+                a.get("nodes_missing_value_tracks_true") or [0] * n),
+            "weights_treeids": list(a[f"{prefix}_treeids"]),
+            "weights_nodeids": list(a[f"{prefix}_nodeids"]),
+            "weights_ids": list(a[f"{prefix}_ids"]),
+            "weights": [float(w) for w in a[f"{prefix}_weights"]],
+            "post_transform": _text(a.get("post_transform") or "NONE"),
+            "aggregate_function": aggregate,
+            "base_values": [float(v) for v in a.get("base_values") or []]}
+        if prefix == "class":
+            attrs["classlabels_int64s"] = list(a["classlabels_int64s"])
+        else:
+            attrs["n_targets"] = int(a["n_targets"])
+        return kernel(op, attrs, (0,))
+    return lower
+
+
 _NODES = {"nodes_treeids": A.ints(A.REQUIRED), "nodes_nodeids": A.ints(A.REQUIRED),
           "nodes_modes": A.strings(A.REQUIRED), "nodes_featureids": A.ints(A.REQUIRED),
           "nodes_values": A.floats(), "nodes_values_as_tensor": A.tensor(),
@@ -148,11 +198,12 @@ register(OpSchema(ML + "TreeEnsembleClassifier", 1, 1, _classifier_infer, _class
                          "class_weights": A.floats(A.REQUIRED),
                          "class_weights_as_tensor": A.tensor(),
                          "classlabels_int64s": A.ints(), "classlabels_strings": A.strings()},
-                  max_outputs=2, min_outputs=2))
+                  max_outputs=2, min_outputs=2, device=_device("TreeEnsembleClassifier")))
 register(OpSchema(ML + "TreeEnsembleRegressor", 1, 1, _regressor_infer, _regressor,
                   attrs={**_NODES, "target_treeids": A.ints(A.REQUIRED),
                          "target_nodeids": A.ints(A.REQUIRED),
                          "target_ids": A.ints(A.REQUIRED),
                          "target_weights": A.floats(A.REQUIRED),
                          "target_weights_as_tensor": A.tensor(), "n_targets": A.i(A.REQUIRED),
-                         "aggregate_function": A.s("SUM")}))
+                         "aggregate_function": A.s("SUM")},
+                  device=_device("TreeEnsembleRegressor")))

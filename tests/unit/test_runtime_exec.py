@@ -542,7 +542,8 @@ def test_kernel_info_knows_every_device_op():
               "ConvHead": [[1, 16, 4, 4], [32, 16, 1, 1], [32], [10, 32], [10]],
               "Rope": [[1, 4, 8, 8], [1, 1, 8, 8], [1, 1, 8, 8]],
               "RNN": [[5, 2, 4], [1, 3, 4], [1, 3, 3]], "GRU": [[5, 2, 4], [1, 9, 4], [1, 9, 3]],
-              "LSTM": [[5, 2, 4], [1, 12, 4], [1, 12, 3]]}
+              "LSTM": [[5, 2, 4], [1, 12, 4], [1, 12, 3]],
+              "TreeEnsembleClassifier": [[3, 4]], "TreeEnsembleRegressor": [[3, 4]]}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},

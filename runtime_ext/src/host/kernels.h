@@ -79,6 +79,8 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
 // For kernel_info: checks the inputs and attributes like load would (a oneDNN primitive
 // descriptor included). Throws Error / dnnl::error.
 void check_conv_transpose(const KernelArgs& a);
+// kernels_trees.cc
+std::unique_ptr<Kernel> make_tree_ensemble(const KernelArgs& a);  // TreeEnsembleClassifier, Regressor
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc

@@ -97,6 +97,8 @@ const std::vector<OpRow>& op_table() {
       {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"GatherND", make_gather_nd, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_gather},
       {"Resize", make_resize, L::kPlainOnly, 1, 4, T::kAny, 4, 4, check_resize},
+      {"TreeEnsembleClassifier", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
+      {"TreeEnsembleRegressor", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
   };
   return table;
 }
