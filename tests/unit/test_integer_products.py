@@ -324,8 +324,9 @@ for xtype, wtype in [(np.uint8, np.uint8), (np.int8, np.int8), (np.uint8, np.int
 def test_the_int8_kernel_needs_vnni_and_is_exact_on_each_isa_with_it(isa, kernel):
     """oneDNN capped at `isa` (ONEDNN_MAX_CPU_ISA, fixed per process): the VNNI paths run
     the int8 kernel exactly; without VNNI (16-bit saturating pair sums) the device declines
-    it and the exact float rewrite runs (K = 200 keeps the weights inside its bound). This CPU's own ISA (AMX here) runs in the tests
-    above. An ISA the CPU lacks is capped to what it has, so that case runs the CPU's."""
+    it and the exact float rewrite runs (K = 200 keeps the weights inside its bound). This
+    CPU's own ISA (AMX here) runs in the tests above. An ISA the CPU lacks is capped to
+    what it has, so that case runs the CPU's."""
     import os
     import pathlib
     import subprocess
