@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import ops
 from ..dtypes import DType
-from ..ir import Engine, Graph, Node, Value
+from ..ir import Engine, Graph, Node, TensorMeta, Value
 from ..ops.conv_fused import DEPTHWISE
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
@@ -130,7 +130,8 @@ def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Nod
     r = node.inputs[0]
     flat = r.producer if r is not None else None
     if perm is None or [int(p) % 3 for p in perm] != [0, 2, 1] or flat is None \
-            or flat.op_type not in ("Reshape", "Flatten") or flat.meta.engine is not Engine.DEVICE \
+            or flat.op_type not in ("Reshape", "Flatten", "Squeeze") \
+            or flat.meta.engine is not Engine.DEVICE \
             or flat.meta.partition != node.meta.partition or r in outputs or r.users != [node]:
         return None
     x = flat.inputs[0]
@@ -138,6 +139,120 @@ def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Nod
         return None
     n, c, h, w = x.meta.shape
     return (x, flat) if tuple(r.meta.shape) == (n, c, h * w) else None
+
+
+_POINTWISE = (Layout.UNIFORM, Layout.ELEMENTWISE, Layout.CHANNEL, Layout.CHAIN)
+
+
+def _pointwise_step(e: Node, v: Value) -> bool:
+    """e computes elementwise from v alone (other operands constant scalars): it gives the
+    same values on a permuted v, permuted."""
+    return (e.meta.engine is Engine.DEVICE and len(e.outputs) == 1 and layout_of(e) in _POINTWISE
+            and all(w is v or (w is not None and w.is_constant and np.size(w.const) == 1)
+                    for w in e.inputs)
+            and sum(w is v for w in e.inputs) == 1)
+
+
+def _pointwise_chain(v: Value, partition: int | None, outputs: set[Value]
+                     ) -> tuple[list[Node], Value]:
+    """The pointwise nodes that compute v from one value, each the only reader of what it
+    reads (nearest v first), and that value."""
+    chain: list[Node] = []
+    while v.producer is not None and len(chain) < 8:
+        e = v.producer
+        src = next((w for w in e.inputs if w is not None and not w.is_constant), None)
+        if src is None or not _pointwise_step(e, src) or src.users != [e] or src in outputs \
+                or e.meta.partition != partition:
+            break
+        chain.append(e)
+        v = src
+    return chain, v
+
+
+def _retarget(chain: list[Node], source: Value) -> Value:
+    """The chain (nearest its end first) computes from `source` instead, at its shape."""
+    first = source
+    for e in reversed(chain):
+        e.set_inputs([first if (w is not None and not w.is_constant) else w for w in e.inputs])
+        e.outputs[0].meta = TensorMeta(e.outputs[0].meta.dtype, tuple(source.meta.shape))
+        first = e.outputs[0]
+    return first
+
+
+def _drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
+    """A 4-D value reshaped away and back to its own shape with only pointwise nodes between
+    (a 1-D convolution made 2-D, its activation on the 3-D view, the next one's 2-D view):
+    the pointwise nodes run on the 4-D value, so the convolutions meet in the region instead
+    of through two conversions."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.graph is None or node.op_type not in ("Reshape", "Unsqueeze") \
+                or node.meta.engine is not Engine.DEVICE:
+            continue
+        y = node.outputs[0]
+        if not _is_act4d(y) or not y.meta.is_static or y in outputs or node.inputs[0] is None:
+            continue
+        chain, q = _pointwise_chain(node.inputs[0], node.meta.partition, outputs)
+        back = q.producer
+        if back is None or back.op_type not in ("Reshape", "Squeeze", "Flatten") \
+                or back.meta.engine is not Engine.DEVICE \
+                or back.meta.partition != node.meta.partition or q in outputs \
+                or q.users != [chain[-1] if chain else node]:
+            continue
+        z = back.inputs[0]
+        if z is None or z.meta != y.meta:
+            continue
+        result = _retarget(chain, z)
+        graph.replace_all_uses(y, result)
+        graph.remove_node(node)
+        graph.remove_node(back)
+        count += 1
+    return count
+
+
+def _into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -> int:
+    """A plain [N, L, C] transposed to [N, C, L] (through pointwise nodes), then reshaped to
+    the [N, C, H, W] (H * W = L) a region node reads NHWC: those NHWC bytes are the [N, L, C]
+    ones, so the pointwise nodes run before the transpose and it becomes a TransposeView (a
+    speech encoder's LayerNorm over channels, on its way into the next convolution)."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.op_type not in ("Reshape", "Unsqueeze") or node.meta.engine is not Engine.DEVICE:
+            continue
+        y, r = node.outputs[0], node.inputs[0]
+        if not _is_act4d(y) or y.format or y in outputs or not y.meta.is_static or r is None \
+                or r.users != [node] or r in outputs or not y.users:
+            continue
+        if not all(own.get(u) == NHWC and u.meta.partition == node.meta.partition
+                   and all(_reads_own_layout(u, i) for i, w in enumerate(u.inputs) if w is y)
+                   for u in y.users):
+            continue
+        chain, v = _pointwise_chain(r, node.meta.partition, outputs)
+        t = v.producer
+        if t is None or t.op_type != "Transpose" or t.meta.engine is not Engine.DEVICE \
+                or t.meta.partition != node.meta.partition or v in outputs:
+            continue
+        p = t.inputs[0]
+        perm = t.attrs.get("perm")
+        if p is None or p.format or p.meta is None or not p.meta.is_static or p.meta.rank != 3 \
+                or perm is None or [int(q) % 3 for q in perm] != [0, 2, 1]:
+            continue
+        n, c, h, w = y.meta.shape
+        if tuple(p.meta.shape) != (n, h * w, c):
+            continue
+        # the pointwise nodes now compute on [N, L, C]; the transpose reads their result
+        t.set_inputs([_retarget(chain, p)])
+        graph.nodes.remove(t)
+        graph.nodes.insert(graph.nodes.index(node), t)
+        t.op_type = "TransposeView"
+        t.attrs = {"perm": [0, 2, 1], "shape": [n, c, h, w], "src_format": NCHW,
+                   "dst_format": NHWC}
+        out = t.outputs[0]
+        out.meta, out.format = y.meta, NHWC
+        graph.replace_all_uses(y, out)
+        graph.remove_node(node)
+        count += 1
+    return count
 
 
 def _transpose_views(graph: Graph, own: dict[Node, str]) -> int:
@@ -358,16 +473,19 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if not enabled or not _has_transdata(target):
         return PassResult(graph, False, "layout assignment off")
     outputs = set(graph.outputs)
+    round_trips = _drop_reshape_round_trips(graph, outputs)
+    if round_trips:
+        outputs = set(graph.outputs)
     region_nodes = _reached_from_convolutions(
         [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)])
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
-        return PassResult(graph, False, "no convolution: layouts stay plain")
+        return PassResult(graph, round_trips > 0, "no convolution: layouts stay plain")
     region = region_format(graph, fmt, target)
     own = {n: region if _is_head(n) else _output_format(n, region, outputs) for n in region_nodes}
     for node, f in own.items():
         if not _is_head(node):
             node.outputs[0].format = f
-    views = _transpose_views(graph, own)
+    views = _transpose_views(graph, own) + _into_region_views(graph, own, outputs)
     inserted = _plain_partition_outputs(graph)
     # (value, format, partition of the reader) -> the converted value; per partition, since
     # a conversion belongs to its reader's partition
@@ -425,7 +543,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     same = sum(n.op_type == "FormatView" for n in graph.nodes)
     return PassResult(graph, inserted > 0 or views > 0,
                       f"{summary}, {inserted - same} TransData and {same} FormatView inserted, "
-                      f"{views} Transpose made views")
+                      f"{views} Transpose made views, {round_trips} reshape round trips dropped")
 
 
 def _plain_partition_outputs(graph: Graph) -> int:

@@ -195,3 +195,51 @@ def test_patch_embedding_tokens_are_a_view_and_unreached_ops_stay_plain(scale_sc
     # convolution reaches them) are not sent through NHWC and back
     assert kinds.count("TransData") == 1, kinds
     assert "Transpose" not in kinds[:2], kinds
+
+
+def _speech_encoder(pad_layer: bool):
+    """wav2vec2's feature extractor in small: 1-D Convs, each followed by a LayerNorm over
+    channels written as Transpose -> LayerNorm -> Transpose, then GELU; HuBERT's GELU
+    straight between Convs; with `pad_layer`, a TF-style explicit zero Pad before a Conv."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(8)
+    c = 16
+    inits = [numpy_helper.from_array((rng.standard_normal((c, 1, 10)) * 0.3).astype(np.float32),
+                                     "w0"),
+             numpy_helper.from_array((rng.standard_normal((c, c, 3)) * 0.2).astype(np.float32),
+                                     "w1"),
+             numpy_helper.from_array((rng.standard_normal((c, c, 3)) * 0.2).astype(np.float32),
+                                     "w2"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "g"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "pads")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], strides=[5]),
+             helper.make_node("Transpose", ["c0"], ["t0"], perm=[0, 2, 1]),
+             helper.make_node("LayerNormalization", ["t0", "g", "b"], ["n0"]),
+             helper.make_node("Transpose", ["n0"], ["u0"], perm=[0, 2, 1]),
+             helper.make_node("Gelu", ["u0"], ["a0"]),
+             helper.make_node("Conv", ["a0", "w1"], ["c1"], strides=[2]),
+             helper.make_node("Gelu", ["c1"], ["a1"])]
+    if pad_layer:
+        nodes += [helper.make_node("Pad", ["a1", "pads"], ["p1"]),
+                  helper.make_node("Conv", ["p1", "w2"], ["y"])]
+    else:
+        nodes.append(helper.make_node("Conv", ["a1", "w2"], ["y"], pads=[1, 1]))
+    graph = helper.make_graph(
+        nodes, "speech", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 400])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+@pytest.mark.parametrize("pad_layer", [False, True])
+def test_a_speech_encoder_s_1d_convolutions_meet_in_the_region(pad_layer):
+    """1-D Convs run as 2-D ones of [N, C, 1, W] in the NHWC region; the Transposes around
+    the channel LayerNorm are views of the NHWC bytes (the GELU moves before the second), the
+    GELU between two Convs runs on the 4-D value (no reshape round trip), and a zero Pad still
+    joins its Conv: no TransData and no Transpose between the first Conv and the output."""
+    kinds = _nhwc_kernels_matching_ort(_speech_encoder(pad_layer), (2, 1, 400))
+    assert kinds.count("Conv") == 3 and "Pad" not in kinds, kinds
+    assert "Transpose" not in kinds, kinds
+    # the image of one channel is a view into NHWC; the output goes back to plain once
+    assert kinds.count("TransData") == 1, kinds

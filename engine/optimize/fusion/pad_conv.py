@@ -40,20 +40,34 @@ def _spatial_pads(pad: Node, rank: int) -> list[int] | None:
     return full
 
 
+def _unit_view(graph: Graph, x) -> Node | None:
+    """The Reshape that views a 1-D convolution's [N, C, W] as [N, C, 1, W] (what
+    canonicalize makes of it), when it is x's producer and the only reader of its input."""
+    view = sole_producer(graph, x, {"Reshape"})
+    if view is None or view.input(0) is None or view.input(0).meta is None or x.meta is None \
+            or not x.meta.is_static or not view.input(0).meta.is_static:
+        return None
+    n, c, w = view.input(0).meta.shape if view.input(0).meta.rank == 3 else (None,) * 3
+    return view if tuple(x.meta.shape) == (n, c, 1, w) else None
+
+
 def _match_pad_conv(graph: Graph, conv: Node):
     if conv.op_type != "Conv" or conv.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return None
     x = conv.input(0)
-    pad = sole_producer(graph, x, {"Pad"})
+    view = _unit_view(graph, x)
+    pad = sole_producer(graph, view.input(0) if view is not None else x, {"Pad"})
     if pad is None or not on_device(pad, conv) or x.meta is None or pad.input(0) is None:
         return None
     src = pad.input(0).meta
-    if src is None or src.rank != x.meta.rank or src.rank < 3:
+    if src is None or src.rank != x.meta.rank - (view is not None) or src.rank < 3:
         return None
-    rank = src.rank
-    full = _spatial_pads(pad, rank)
+    full = _spatial_pads(pad, src.rank)
     if full is None:
         return None
+    rank = x.meta.rank
+    if view is not None:  # a 1-D pad of [N, C, W] is the 2-D pad of [N, C, 1, W] along W
+        full = [0, 0, 0, full[2], 0, 0, 0, full[5]]
     spatial = rank - 2
     own = conv.attrs.get("pads") or [0] * (2 * spatial)
     if conv.attrs.get("auto_pad", "NOTSET") == "VALID":
@@ -62,15 +76,21 @@ def _match_pad_conv(graph: Graph, conv: Node):
         return None
     joined = [own[i] + full[2 + i] for i in range(spatial)] + \
              [own[spatial + i] + full[rank + 2 + i] for i in range(spatial)]
-    return pad, joined
+    return pad, joined, view
 
 
 def _rewrite_pad_conv(graph: Graph, conv: Node, ctx) -> str:
-    pad, joined = ctx
+    pad, joined, view = ctx
     conv.attrs["pads"] = joined
     conv.attrs["auto_pad"] = "NOTSET"
-    padded = conv.input(0)
-    conv.replace_input(padded, pad.input(0))
+    if view is not None:  # the view of the unpadded input
+        n, c, w = pad.input(0).meta.shape
+        shape = graph.add_constant(None, np.array([n, c, 1, w], np.int64))
+        view.set_inputs([pad.input(0), shape])
+        view.outputs[0].meta = type(view.outputs[0].meta)(view.outputs[0].meta.dtype,
+                                                          (n, c, 1, w))
+    else:
+        conv.replace_input(conv.input(0), pad.input(0))
     graph.remove_node(pad)
     conv.meta.fused = conv.meta.fused + (pad.name,)
     return f"Pad+Conv: {conv.name} took {pad.name}'s padding {joined}"
