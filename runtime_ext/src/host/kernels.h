@@ -68,6 +68,12 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
 // For kernel_info: checks the inputs and attributes like load would (a oneDNN primitive
 // descriptor included). Throws Error / dnnl::error.
 void check_conv_transpose(const KernelArgs& a);
+// kernels_scatter.cc
+std::unique_ptr<Kernel> make_gather_elements(const KernelArgs& a);
+std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a);
+// kernels_sequence.cc
+std::unique_ptr<Kernel> make_cumsum(const KernelArgs& a);
+std::unique_ptr<Kernel> make_reverse_sequence(const KernelArgs& a);
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc
