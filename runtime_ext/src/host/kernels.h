@@ -74,6 +74,8 @@ std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a);
 // kernels_sequence.cc
 std::unique_ptr<Kernel> make_cumsum(const KernelArgs& a);
 std::unique_ptr<Kernel> make_reverse_sequence(const KernelArgs& a);
+// kernels_classify.cc
+std::unique_ptr<Kernel> make_classify(const KernelArgs& a);  // IsNaN, IsInf
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc
