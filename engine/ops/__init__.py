@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     conv_fused,
     creation,
     detection,
+    elements,
     elementwise,
     indexing,
     linalg,

@@ -68,19 +68,30 @@ def _clip(ins: list[np.ndarray | None], a: dict[str, Any]) -> list[np.ndarray]:
 
 
 def _clip_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """Constant bounds become attributes; a bound the graph computes (one element) stays an
+    input, which the kernel reads at each run."""
     why = reject(node, data_inputs=(0,))
     if why:
         return why
-    bounds = []
-    for i, default in ((1, -math.inf), (2, math.inf)):
-        if node.input(i) is None:
-            bounds.append(default)
+    attrs: dict[str, float] = {}
+    inputs = [0, -1, -1]
+    rank = len(node.inputs[0].meta.shape)
+    for i, key, default in ((1, "min", -math.inf), (2, "max", math.inf)):
+        v = node.input(i)
+        value = default if v is None else const_scalar(node, i)
+        if value is not None:
+            attrs[key] = value
             continue
-        value = const_scalar(node, i)
-        if value is None:
-            return f"Clip {'min' if i == 1 else 'max'} is not a constant scalar"
-        bounds.append(value)
-    return kernel("Clip", {"min": bounds[0], "max": bounds[1]}, (0,))
+        why = reject(node, data_inputs=(i,))
+        if why:
+            return why
+        # more than one element, or more dims than x, and the reference's broadcast differs
+        if v.is_constant or v.meta.numel != 1 or v.meta.rank > rank:
+            return f"Clip {key} is neither a constant scalar nor one element of x's rank or less"
+        inputs[i] = i
+    while inputs[-1] == -1:
+        inputs.pop()
+    return kernel("Clip", attrs, tuple(inputs))
 
 
 register(OpSchema("Clip", 1, 3, _clip_infer, _clip, device=_clip_device, layout=Layout.UNIFORM))

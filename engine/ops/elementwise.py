@@ -101,9 +101,12 @@ unary("Relu", lambda x, a: np.maximum(x, np.zeros((), x.dtype)), FLOATS | SIGNED
 unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), device=unary_device("Not"),
       float_math=False)
 unary("BitwiseNot", lambda x, a: np.invert(x), INTS, float_math=False)
-unary("IsNaN", lambda x, a: np.isnan(x), FLOATS, out_dtype=DType.BOOL)
+# Plain: their bool outputs take no part in a convolution region's format.
+unary("IsNaN", lambda x, a: np.isnan(x), FLOATS, out_dtype=DType.BOOL,
+      device=unary_device("IsNaN"), layout=Layout.PLAIN)
 unary("IsInf", _isinf, FLOATS, out_dtype=DType.BOOL,
-      attrs={"detect_negative": A.i(1), "detect_positive": A.i(1)})
+      attrs={"detect_negative": A.i(1), "detect_positive": A.i(1)},
+      device=unary_device("IsInf", ("detect_negative", "detect_positive")), layout=Layout.PLAIN)
 
 _ALL = frozenset(DType)
 # A view: its alias reads the input's bytes as plain.

@@ -1,5 +1,5 @@
-"""Indexing ops: Gather*, Scatter*, Slice, Pad, Compress, NonZero, ReverseSequence, Unique,
-CenterCropPad, TensorScatter."""
+"""Indexing ops: Gather, GatherND, Slice, Pad, Compress, NonZero, Unique, CenterCropPad,
+TensorScatter (GatherElements, Scatter*, ReverseSequence: elements.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
     check_dtype,
-    check_same_dtype,
     const_in,
     const_ints,
     meta_in,
@@ -67,23 +66,6 @@ register(OpSchema("Gather", 2, 2, _gather_infer, lambda ins, a: [
     attrs={"axis": A.i(0)}, device=_gather_device))
 
 
-def _gather_elements_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
-    m = meta_in(node, 0)
-    check_dtype(node, 1, INDEX, "indices")
-    idx = shape_in(node, 1)
-    if m.shape is not None and idx is not None and len(m.shape) != len(idx):
-        raise shape_error(node, f"indices rank {len(idx)} differs from data rank "
-                                f"{len(m.shape)}")
-    if m.shape is not None:
-        norm_axis(node, a["axis"], len(m.shape))
-    return [out(m.dtype, idx)]
-
-
-register(OpSchema("GatherElements", 2, 2, _gather_elements_infer, lambda ins, a: [
-    np.take_along_axis(ins[0], _norm_index(ins[1], ins[0].shape[a["axis"]]), axis=a["axis"])],
-    attrs={"axis": A.i(0)}))
-
-
 def _gather_nd_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     m = meta_in(node, 0)
     idx = shape_in(node, 1)
@@ -117,52 +99,6 @@ def _gather_nd_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 register(OpSchema("GatherND", 2, 2, _gather_nd_infer, _gather_nd,
                   attrs={"batch_dims": A.i(0)}, device=_gather_nd_device))
-
-
-# ---- Scatter family -------------------------------------------------------------------------
-_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-
-
-def _scatter_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
-    check_dtype(node, 1, INDEX, "indices")
-    check_same_dtype(node, [0, 2])
-    m = meta_in(node, 0)
-    return [out(m.dtype, m.shape)]
-
-
-def _scatter_elements(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    data, idx, upd = ins
-    res = data.copy()
-    axis = a["axis"] + data.ndim if a["axis"] < 0 else a["axis"]
-    grid = list(np.indices(idx.shape, sparse=True))
-    grid[axis] = _norm_index(idx, data.shape[axis])
-    where = tuple(grid)
-    if a["reduction"] == "none":
-        res[where] = upd
-    else:
-        _UFUNC[a["reduction"]].at(res, where, upd)
-    return [res]
-
-
-def _scatter_nd(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    data, idx, upd = ins
-    res = data.copy()
-    k = idx.shape[-1]
-    flat = _norm_index(idx, 0).reshape(-1, k)
-    flat = np.where(flat < 0, flat + np.array(data.shape[:k]), flat)
-    u = upd.reshape((flat.shape[0],) + data.shape[k:])
-    where = tuple(flat.T)
-    if a["reduction"] == "none":
-        res[where] = u
-    else:
-        _UFUNC[a["reduction"]].at(res, where, u)
-    return [res]
-
-
-_SCATTER = {"reduction": A.s("none", ("none", "add", "mul", "max", "min"))}
-register(OpSchema("ScatterElements", 3, 3, _scatter_infer, _scatter_elements,
-                  attrs={"axis": A.i(0), **_SCATTER}))
-register(OpSchema("ScatterND", 3, 3, _scatter_infer, _scatter_nd, attrs=_SCATTER))
 
 
 def _tensor_scatter(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
@@ -411,25 +347,6 @@ def _nonzero_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 register(OpSchema("NonZero", 1, 1, _nonzero_infer, lambda ins, a: [
     np.array(np.nonzero(ins[0]), dtype=np.int64).reshape(max(np.ndim(ins[0]), 1), -1)
     if np.ndim(ins[0]) else np.zeros((0, int(bool(ins[0]))), np.int64)]))
-
-
-def _reverse_sequence(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    x, lens = ins[0], ins[1]
-    res = x.copy()
-    t, b = a["time_axis"], a["batch_axis"]
-    for i, n in enumerate(np.asarray(lens).astype(np.int64)):
-        src = [slice(None)] * x.ndim
-        src[b] = i
-        src[t] = slice(0, int(n))
-        dst = list(src)
-        dst[t] = slice(int(n) - 1, None, -1) if n > 0 else slice(0, 0)
-        res[tuple(src)] = x[tuple(dst)]
-    return [res]
-
-
-register(OpSchema("ReverseSequence", 2, 2, lambda node, a: [out(
-    meta_in(node, 0).dtype, shape_in(node, 0))], _reverse_sequence,
-    attrs={"batch_axis": A.i(1), "time_axis": A.i(0)}))
 
 
 def _unique_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:

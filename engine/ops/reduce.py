@@ -208,11 +208,30 @@ def _cum(ufunc: np.ufunc) -> Callable[[list[Any], dict[str, Any]], list[np.ndarr
 def _cum_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     check_dtype(node, 0, NUMERIC, "x")
     check_dtype(node, 1, INDEX, "axis")
-    return [out(meta_in(node, 0).dtype, shape_in(node, 0))]
+    shape, axis = shape_in(node, 0), const_ints(node, 1)
+    if shape is not None and axis is not None:
+        if len(axis) != 1:
+            raise shape_error(node, f"axis has {len(axis)} values, expected one")
+        norm_axis(node, axis[0], len(shape))
+    return [out(meta_in(node, 0).dtype, shape)]
+
+
+def _cumsum_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """The axis resolved here (a constant); the kernel adds in the reference's order."""
+    why = reject(node, data_inputs=(0,))
+    if why:
+        return why
+    axis = const_ints(node, 1)
+    if axis is None or len(axis) != 1:
+        return "CumSum axis is not a constant scalar"
+    rank = len(node.inputs[0].meta.shape)
+    return kernel("CumSum", {"axis": norm_axis(node, axis[0], rank),
+                             "exclusive": int(a["exclusive"]), "reverse": int(a["reverse"])}, (0,))
 
 
 _CUM_ATTRS = {"exclusive": A.i(0), "reverse": A.i(0)}
-register(OpSchema("CumSum", 2, 2, _cum_infer, _cum(np.add), attrs=_CUM_ATTRS))
+register(OpSchema("CumSum", 2, 2, _cum_infer, _cum(np.add), attrs=_CUM_ATTRS,
+                  device=_cumsum_device))
 register(OpSchema("CumProd", 2, 2, _cum_infer, _cum(np.multiply), attrs=_CUM_ATTRS))
 
 

@@ -42,19 +42,19 @@ def _mlp_ref(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 
 
 def _host_in_the_middle():
-    """x -> Relu (device) -> CumSum (host) -> Sigmoid (device) -> y."""
+    """x -> Relu (device) -> CumProd (host) -> Sigmoid (device) -> y."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])
     axis = helper.make_tensor("axis", TensorProto.INT64, [], [1])
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("CumSum", ["r", "axis"], ["c"]),
+             helper.make_node("CumProd", ["r", "axis"], ["c"]),
              helper.make_node("Sigmoid", ["c"], ["y"])]
     graph = helper.make_graph(nodes, "hostmid", [x], [y], [axis])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _host_ref(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-np.cumsum(np.maximum(x, 0), axis=1)))
+    return 1 / (1 + np.exp(-np.cumprod(np.maximum(x, 0), axis=1)))
 
 
 def test_instances_share_weights(mlp):

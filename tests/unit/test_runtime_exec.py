@@ -554,6 +554,12 @@ def test_kernel_info_knows_every_device_op():
               "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
     for op in ("And", "Or", "Xor", "Not"):
         dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
+    # element indexing and scans (kernels_scatter.cc, kernels_sequence.cc)
+    dtypes.update({"GatherElements": ["float32", "int64"], "ReverseSequence": ["float32", "int64"],
+                   "ScatterElements": ["float32", "int64", "float32"]})
+    shapes.update({"GatherElements": [[5, 4], [3, 4]], "ScatterElements": [[5, 4], [3, 4], [3, 4]],
+                   "ReverseSequence": [[5, 2, 4], [2]]})
+    attrs["CumSum"] = {"axis": 1}
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

@@ -187,4 +187,15 @@ std::string check_chain(const OpQuery& q, KernelInfo*) {
   });
 }
 
+std::string check_on_stand_ins(const OpQuery& q, KernelInfo*) {
+  const OpRow* row = find_op(q.op);
+  return with_stand_ins(q, q.n(), [&](KernelArgs& a, std::vector<TensorInfo>& ts) {
+    TensorInfo y = ts[0];
+    if (q.op == "GatherElements") y.shape = ts[1].shape;
+    y.numel = shape_numel(y.shape);
+    a.outputs.push_back(&y);
+    row->make(a);
+  });
+}
+
 }  // namespace ge

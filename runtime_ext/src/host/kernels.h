@@ -81,6 +81,14 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
 void check_conv_transpose(const KernelArgs& a);
 // kernels_trees.cc
 std::unique_ptr<Kernel> make_tree_ensemble(const KernelArgs& a);  // TreeEnsembleClassifier, Regressor
+// kernels_scatter.cc
+std::unique_ptr<Kernel> make_gather_elements(const KernelArgs& a);
+std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a);
+// kernels_sequence.cc
+std::unique_ptr<Kernel> make_cumsum(const KernelArgs& a);
+std::unique_ptr<Kernel> make_reverse_sequence(const KernelArgs& a);
+// kernels_classify.cc
+std::unique_ptr<Kernel> make_classify(const KernelArgs& a);  // IsNaN, IsInf
 // kernels_split.cc
 std::unique_ptr<Kernel> make_split(const KernelArgs& a);
 // kernels_cast.cc

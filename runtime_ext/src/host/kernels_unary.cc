@@ -1,7 +1,7 @@
 // Elementwise unary ops. Most map onto oneDNN eltwise (vectorised exp/tanh/erf
-// approximations); Erf, Floor, Ceil and Identity are plain loops, and so are small Neg, Abs,
-// Sqrt, Relu and LeakyRelu (oneDNN's call costs ~2 us, more than the work below
-// kSmallOpElements).
+// approximations); Erf, Floor, Ceil, Identity and a Clip with run-time bounds are plain
+// loops, and so are small Neg, Abs, Sqrt, Relu and LeakyRelu (oneDNN's call costs ~2 us,
+// more than the work below kSmallOpElements).
 #include <omp.h>
 
 #include <cmath>
@@ -112,6 +112,40 @@ class IdentityKernel : public Kernel {
   const TensorInfo* y_;
 };
 
+// Clip with a bound the graph computes (oww_melspec's floor: the spectrogram's max less
+// 80 dB), read from input 1 (min) or 2 (max) at each run; a constant one is an attribute.
+// numpy's maximum then minimum, like the reference: a NaN in x or in a bound gives NaN,
+// and min > max gives max.
+class RunTimeClipKernel : public Kernel {
+ public:
+  explicit RunTimeClipKernel(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)), lo_(a.opt_in(1)), hi_(a.opt_in(2)) {
+    const double inf = std::numeric_limits<float>::infinity();
+    lo_attr_ = static_cast<float>(a.attr_float("min", -inf));
+    hi_attr_ = static_cast<float>(a.attr_float("max", inf));
+    for (const TensorInfo* b : {lo_, hi_}) {
+      if (!b) continue;
+      a.expect_dtype(*b, DType::kFloat32, b == lo_ ? "input min" : "input max");
+      if (b->numel != 1) invalid(b == lo_ ? "min " : "max ", shape_str(b->shape), " must have one element");
+    }
+  }
+  Status run(ExecContext& ctx) override {
+    const float lo = lo_ ? *ctx.ptr<const float>(*lo_) : lo_attr_;
+    const float hi = hi_ ? *ctx.ptr<const float>(*hi_) : hi_attr_;
+    const float* x = ctx.ptr<const float>(*x_);
+    float* y = ctx.ptr<float>(*y_);
+    for (int64_t i = 0; i < x_->numel; ++i) {
+      float v = x[i];
+      v = (v >= lo || v != v) ? v : lo;
+      y[i] = (v <= hi || v != v) ? v : hi;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo *x_, *y_, *lo_, *hi_;
+  float lo_attr_ = 0.f, hi_attr_ = 0.f;
+};
+
 // Clip's bounds: attrs min/max, or (opset >= 11) constant inputs 1 and 2.
 void clip_bounds(const KernelArgs& a, float* lo, float* hi) {
   const float inf = std::numeric_limits<float>::infinity();
@@ -186,6 +220,9 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
       invalid("unknown approximate '", approx, "'");
     }
   } else if (op == "Clip") {
+    for (size_t i : {1, 2}) {
+      if (a.opt_in(i) && !a.opt_in(i)->constant()) return std::make_unique<RunTimeClipKernel>(a);
+    }
     f = alg::eltwise_clip_v2;
     clip_bounds(a, &alpha, &beta);
   } else if (op == "HardSigmoid") {

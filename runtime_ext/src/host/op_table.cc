@@ -99,6 +99,13 @@ const std::vector<OpRow>& op_table() {
       {"Resize", make_resize, L::kPlainOnly, 1, 4, T::kAny, 4, 4, check_resize},
       {"TreeEnsembleClassifier", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
       {"TreeEnsembleRegressor", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
+      // element indexing, scans along an axis, float predicates: their factories check them
+      {"GatherElements", make_gather_elements, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_on_stand_ins},
+      {"ScatterElements", make_scatter_elements, L::kPlainOnly, 3, 3, T::kAny, 1, kAnyRank, check_on_stand_ins},
+      {"CumSum", make_cumsum, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, check_on_stand_ins},
+      {"ReverseSequence", make_reverse_sequence, L::kPlainOnly, 2, 2, T::kAny, 2, kAnyRank, check_on_stand_ins},
+      {"IsNaN", make_classify, L::kPlainOnly, 1, 1, T::kFloat, 0, kAnyRank, nullptr},
+      {"IsInf", make_classify, L::kPlainOnly, 1, 1, T::kFloat, 0, kAnyRank, nullptr},
   };
   return table;
 }

@@ -1,0 +1,238 @@
+// GatherElements and ScatterElements (ONNX): every element of the indices names one
+// position along `axis`; its other coordinates are the index element's own. Any data dtype,
+// int64 or int32 indices, negative indices wrap once (the range is [-dim, dim)).
+//
+// Indices are data, so all of them are checked before a byte moves and a bad one fails the
+// run naming it (the model stays usable). The results are the numpy reference's: a data dim
+// of 1 off the axis broadcasts in GatherElements (take_along_axis does), and
+// ScatterElements applies the updates in the indices' row-major order, so with duplicate
+// indices the last write wins (reduction none) and sums accumulate in that order, as
+// numpy's ufunc.at does.
+#include <cstring>
+#include <type_traits>
+
+#include "copy.h"
+#include "kernels.h"
+
+namespace ge {
+
+namespace {
+
+// Calls f(E{}) with E an unsigned integer of `size` bytes, the type element copies move.
+template <class F>
+bool with_elem_bytes(size_t size, F&& f) {
+  switch (size) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+// Data, indices (any shape of data's rank) and the axis they index, shared by both ops.
+struct ElementIndexing {
+  const TensorInfo* data_ = nullptr;
+  const TensorInfo* idx_ = nullptr;
+  int axis_ = 0;
+  int64_t dim_ = 0;           // data's length along the axis
+  Shape strides_;             // per dim of the indices: the element stride it moves in the
+                              // addressed tensor (0 where data broadcasts), the axis's excluded
+  int64_t axis_stride_ = 0;   // of the addressed tensor along the axis
+
+  // `inputs`: the op's input count; `scatter`: the output is the addressed tensor (else data).
+  ElementIndexing(const KernelArgs& a, int inputs, bool scatter) {
+    a.expect_inputs(inputs, inputs);
+    a.expect_outputs(1, 1);
+    data_ = &a.in(0);
+    idx_ = &a.in(1);
+    const TensorInfo& addressed = scatter ? a.out(0) : *data_;
+    if (idx_->dtype != DType::kInt64 && idx_->dtype != DType::kInt32) {
+      invalid("indices must be int64 or int32, got ", type_str(idx_->dtype, idx_->shape));
+    }
+    const int rank = data_->rank();
+    if (rank < 1) invalid("data must have rank >= 1");
+    if (idx_->rank() != rank) {
+      invalid("indices ", shape_str(idx_->shape), " must have data's rank ", rank, " (data ", shape_str(data_->shape), ")");
+    }
+    axis_ = normalize_axis(a.attr_int("axis", 0), rank);
+    dim_ = data_->shape[axis_];
+    Shape dense(static_cast<size_t>(rank), 1);
+    for (int d = rank - 2; d >= 0; --d) dense[d] = dense[d + 1] * addressed.shape[d + 1];
+    strides_ = dense;
+    axis_stride_ = dense[axis_];
+    strides_[axis_] = 0;
+  }
+
+  // Checks every index against [-dim, dim) and writes them non-negative to `at`.
+  Status normalize(const uint8_t* raw, int64_t* at) const {
+    const bool wide = idx_->dtype == DType::kInt64;
+    for (int64_t i = 0; i < idx_->numel; ++i) {
+      const int64_t v = wide ? reinterpret_cast<const int64_t*>(raw)[i] : reinterpret_cast<const int32_t*>(raw)[i];
+      if (v < -dim_ || v >= dim_) {
+        return Status::InvalidArgument(cat("index ", v, " out of range [", -dim_, ", ", dim_ - 1, "] on axis ", axis_,
+                                           " (indices element ", i, ")"));
+      }
+      at[i] = v < 0 ? v + dim_ : v;
+    }
+    return Status::Ok();
+  }
+
+  // Calls f(t, offset) for every index element t in row-major order, with the element
+  // offset it addresses (its own coordinates off the axis, at[t] on it). Rows of the
+  // indices' last dim run in parallel when `parallel` and the work is large.
+  template <class F>
+  void each(const int64_t* at, bool parallel, int64_t bytes, F f) const {
+    const int rank = idx_->rank();
+    const int64_t last = idx_->shape[rank - 1];
+    if (last == 0 || idx_->numel == 0) return;
+    const int64_t rows = idx_->numel / last;
+    auto row = [&](int64_t r) {
+      int64_t base = 0, rest = r;
+      for (int d = rank - 2; d >= 0; --d) {
+        base += (rest % idx_->shape[d]) * strides_[d];
+        rest /= idx_->shape[d];
+      }
+      const int64_t step = strides_[rank - 1];
+      for (int64_t k = 0, t = r * last; k < last; ++k, ++t) f(t, base + k * step + at[t] * axis_stride_);
+    };
+    if (parallel) {
+      for_rows(rows, bytes, row);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) row(r);
+    }
+  }
+};
+
+class GatherElementsKernel : public Kernel, ElementIndexing {
+ public:
+  explicit GatherElementsKernel(const KernelArgs& a) : ElementIndexing(a, 2, false), y_(&a.out(0)) {
+    if (y_->dtype != data_->dtype || y_->shape != idx_->shape) {
+      invalid("output ", type_str(y_->dtype, y_->shape), " must be ", type_str(data_->dtype, idx_->shape));
+    }
+    // numpy's take_along_axis broadcasts the two off the axis: equal dims, or data's 1
+    for (int d = 0; d < data_->rank(); ++d) {
+      if (d == axis_ || idx_->shape[d] == data_->shape[d]) continue;
+      if (data_->shape[d] != 1) {
+        invalid("indices ", shape_str(idx_->shape), " and data ", shape_str(data_->shape), " differ on dim ", d,
+                " off the axis (only a data dim of 1 broadcasts)");
+      }
+      strides_[d] = 0;
+    }
+    if (!with_elem_bytes(dtype_size(data_->dtype), [](auto) {})) invalid("unsupported dtype ", dtype_name(data_->dtype));
+  }
+
+  size_t workspace_bytes() const override { return static_cast<size_t>(idx_->numel) * sizeof(int64_t); }
+
+  Status run(ExecContext& ctx) override {
+    int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
+    const Status s = normalize(ctx.ptr(*idx_), at);
+    if (!s.ok()) return s;
+    with_elem_bytes(dtype_size(data_->dtype), [&](auto e) {
+      using E = decltype(e);
+      const E* src = ctx.ptr<const E>(*data_);
+      E* dst = ctx.ptr<E>(*y_);
+      each(at, true, y_->numel * static_cast<int64_t>(sizeof(E)), [&](int64_t t, int64_t off) { dst[t] = src[off]; });
+    });
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* y_;
+};
+
+enum class Reduce { kNone, kAdd, kMul, kMax, kMin };
+
+// One update, as the reference's ufunc (numpy's maximum / minimum keep a NaN from either
+// side; integers wrap).
+template <Reduce r, class T>
+inline T combine(T old, T upd) {
+  if constexpr (r == Reduce::kNone) return upd;
+  if constexpr (std::is_integral_v<T> && (r == Reduce::kAdd || r == Reduce::kMul)) {
+    using U = std::make_unsigned_t<T>;
+    const U a = static_cast<U>(old), b = static_cast<U>(upd);
+    return static_cast<T>(r == Reduce::kAdd ? static_cast<U>(a + b) : static_cast<U>(a * b));
+  }
+  if constexpr (r == Reduce::kAdd) return old + upd;
+  if constexpr (r == Reduce::kMul) return old * upd;
+  if constexpr (r == Reduce::kMax) return (old >= upd || old != old) ? old : upd;
+  if constexpr (r == Reduce::kMin) return (old <= upd || old != old) ? old : upd;
+  return upd;
+}
+
+class ScatterElementsKernel : public Kernel, ElementIndexing {
+ public:
+  explicit ScatterElementsKernel(const KernelArgs& a)
+      : ElementIndexing(a, 3, true), upd_(&a.in(2)), y_(&a.out(0)) {
+    if (y_->dtype != data_->dtype || y_->shape != data_->shape) {
+      invalid("output ", type_str(y_->dtype, y_->shape), " must be ", type_str(data_->dtype, data_->shape));
+    }
+    if (upd_->dtype != data_->dtype || upd_->shape != idx_->shape) {
+      invalid("updates ", type_str(upd_->dtype, upd_->shape), " must be ", type_str(data_->dtype, idx_->shape));
+    }
+    for (int d = 0; d < data_->rank(); ++d) {
+      if (d != axis_ && idx_->shape[d] > data_->shape[d]) {
+        invalid("indices ", shape_str(idx_->shape), " exceed data ", shape_str(data_->shape), " on dim ", d);
+      }
+    }
+    const std::string red = a.attr_str("reduction", "none");
+    Reduce r = Reduce::kNone;
+    if (red == "add") {
+      r = Reduce::kAdd;
+    } else if (red == "mul") {
+      r = Reduce::kMul;
+    } else if (red == "max") {
+      r = Reduce::kMax;
+    } else if (red == "min") {
+      r = Reduce::kMin;
+    } else if (red != "none") {
+      invalid("unknown reduction '", red, "'");
+    }
+    bool typed;
+    if (r == Reduce::kNone) {
+      typed = with_elem_bytes(dtype_size(data_->dtype), [&](auto e) { run_ = &ScatterElementsKernel::run_as<Reduce::kNone, decltype(e)>; });
+    } else {
+      typed = with_arith_type(data_->dtype, [&](auto v) {
+        using T = decltype(v);
+        run_ = r == Reduce::kAdd   ? &ScatterElementsKernel::run_as<Reduce::kAdd, T>
+               : r == Reduce::kMul ? &ScatterElementsKernel::run_as<Reduce::kMul, T>
+               : r == Reduce::kMax ? &ScatterElementsKernel::run_as<Reduce::kMax, T>
+                                   : &ScatterElementsKernel::run_as<Reduce::kMin, T>;
+      });
+    }
+    if (!typed) invalid("reduction '", red, "' does not support ", dtype_name(data_->dtype));
+  }
+
+  size_t workspace_bytes() const override { return static_cast<size_t>(idx_->numel) * sizeof(int64_t); }
+
+  Status run(ExecContext& ctx) override { return (this->*run_)(ctx); }
+
+ private:
+  template <Reduce r, class T>
+  Status run_as(ExecContext& ctx) {
+    int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
+    const Status s = normalize(ctx.ptr(*idx_), at);
+    if (!s.ok()) return s;
+    const uint8_t* src = ctx.ptr(*data_);
+    T* y = ctx.ptr<T>(*y_);
+    if (reinterpret_cast<const uint8_t*>(y) != src) std::memcpy(y, src, y_->nbytes);
+    const T* upd = ctx.ptr<const T>(*upd_);
+    // In order on one thread: duplicates must see the updates before them.
+    each(at, false, 0, [&](int64_t t, int64_t off) { y[off] = combine<r>(y[off], upd[t]); });
+    return Status::Ok();
+  }
+
+  const TensorInfo* upd_;
+  const TensorInfo* y_;
+  Status (ScatterElementsKernel::*run_)(ExecContext&) = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_gather_elements(const KernelArgs& a) { return std::make_unique<GatherElementsKernel>(a); }
+
+std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a) {
+  return std::make_unique<ScatterElementsKernel>(a);
+}
+
+}  // namespace ge
