@@ -20,7 +20,7 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def _model(op, seq=7, batch=3, size=10, hidden=12, direction="forward", layout=0,
-           lens=False, states=False, peep=False, r_input=False, **attrs):
+           lens=False, states=False, peep=False, weights_input=False, **attrs):
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
     w = (RNG.standard_normal((dirs, g * hidden, size)) * 0.4).astype(np.float32)
@@ -28,15 +28,16 @@ def _model(op, seq=7, batch=3, size=10, hidden=12, direction="forward", layout=0
     b = (RNG.standard_normal((dirs, 2 * g * hidden)) * 0.2).astype(np.float32)
     x_shape = [batch, seq, size] if layout else [seq, batch, size]
     state = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
-    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(b, "B")]
+    inits = [numpy_helper.from_array(b, "B")]
     inputs = ["x", "W", "R", "B"]
     feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
     graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
-    if r_input:  # R not a constant: the kernel packs it on every run
-        feeds["R"] = r
-        graph_inputs.append(helper.make_tensor_value_info("R", TensorProto.FLOAT, r.shape))
-    else:
-        inits.append(numpy_helper.from_array(r, "R"))
+    for name, value in (("W", w), ("R", r)):
+        if weights_input:  # not constants: the kernel packs them on every run
+            feeds[name] = value
+            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, value.shape))
+        else:
+            inits.append(numpy_helper.from_array(value, name))
     if lens:
         # every length from 0 to seq among the rows when there are enough of them
         n = RNG.permutation(np.resize(np.arange(seq + 1), batch)) if lens == "all" else \
@@ -142,12 +143,13 @@ def test_a_batch_steps_together_with_rows_of_every_length(op, attrs, direction, 
 
 
 @pytest.mark.parametrize("op", ["GRU", "LSTM"])
-def test_a_recurrent_weight_computed_at_run_time_is_packed_per_run(op):
+def test_weights_computed_at_run_time_are_packed_per_run(op):
     model, feeds = _model(op, batch=5, hidden=20, direction="bidirectional",
-                          lens="all", r_input=True)
+                          lens="all", weights_input=True)
     loaded, first = _check(model, feeds)
     assert _ran_panels(loaded)
-    feeds["R"] = (feeds["R"] * 0.5).astype(np.float32)  # a second run sees the new R
+    feeds["R"] = (feeds["R"] * 0.5).astype(np.float32)  # a second run sees the new weights
+    feeds["W"] = (feeds["W"] * 0.5).astype(np.float32)
     _, second = _check(model, feeds)
     assert np.abs(first["y"] - second["y"]).max() > 1e-3
 

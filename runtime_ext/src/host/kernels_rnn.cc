@@ -7,18 +7,18 @@
 // pre-activations are clipped to [-clip, clip]), input_forget (LSTM), linear_before_reset
 // (GRU).
 //
-// The input's projection X W^T + Wb for every step first, one GEMM per direction (oneDNN's
-// sgemm), then the recurrences: per step one small product H [rows, hidden] x R^T for all
-// rows of a direction (rnn_math.h; R packed into panels once, at load when it is constant),
-// so R is read once per step, not once per row. The directions, and where the lane has
-// more threads than directions the batch's rows in groups, run in parallel, each with its own
-// rows of the state. Each row steps at its own position (a reversed row starts at its own
-// last step) and stops where its sequence ends (its Y rows stay 0).
+// Jobs run in parallel: the directions, and where the lane has more threads than directions
+// the batch's rows in groups. Each job first projects its rows' input for every step, X W^T
+// + Wb, then steps its recurrence with one small product H [rows, hidden] x R^T per step for
+// all its rows (rnn_math.h; W and R packed into panels once, at load when constant), so R
+// is read once per step, not once per row. Each row steps at its own position (a reversed
+// row starts at its own last step) and stops where its sequence ends (its Y rows stay 0).
 #include <omp.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "buffer.h"
 #include "dnnl_util.h"
 #include "kernels.h"
 #include "rnn_math.h"
@@ -88,17 +88,23 @@ class RnnKernel : public Kernel {
     // Each gate's block of R^T padded to whole panels, so that a gate's products start on
     // a panel (GRU's candidate is a product of its own).
     hp_ = mul_checked(panels_for(hidden_), kPanel);
-    const int64_t dir_panels = mul_checked(mul_checked(gates_, hp_), hidden_);  // floats per direction
+    ldg_ = mul_checked(gates_, hp_);
+    r_floats_ = mul_checked(mul_checked(dirs_, ldg_), hidden_);
+    w_floats_ = mul_checked(mul_checked(dirs_, ldg_), in_);
     if (r_->constant()) {
-      packed_ = std::make_shared<AlignedBuffer>(static_cast<size_t>(mul_checked(dirs_, dir_panels)) * sizeof(float),
-                                                false);
-      pack_r(r_->const_ptr<float>(), reinterpret_cast<float*>(packed_->data()));
+      packed_r_ = std::make_shared<AlignedBuffer>(bytes_of(r_floats_), false);
+      pack_gates(r_->const_ptr<float>(), hidden_, reinterpret_cast<float*>(packed_r_->data()));
     }
-    // Scratch: the projection for every step and direction, R packed (when not constant),
-    // and per (direction, row) the state h, c, the products (gates_ * hp_), a temporary and
-    // GRU's r * h.
-    xw_at_ = plan_.add(bytes_of(mul_checked(mul_checked(mul_checked(seq_, batch_), gh), dirs_)));
-    if (!packed_) packed_at_ = plan_.add(bytes_of(mul_checked(dirs_, dir_panels)));
+    if (w_->constant()) {
+      packed_w_ = std::make_shared<AlignedBuffer>(bytes_of(w_floats_), false);
+      pack_gates(w_->const_ptr<float>(), in_, reinterpret_cast<float*>(packed_w_->data()));
+    }
+    // Scratch: the projection for every step and direction (its gates padded as the
+    // products'), W and R packed (when not constant), and per (direction, row) the state h,
+    // c, GRU's r * h, a temporary and the products (gates_ * hp_).
+    xw_at_ = plan_.add(bytes_of(mul_checked(mul_checked(mul_checked(seq_, batch_), ldg_), dirs_)));
+    if (!packed_r_) packed_r_at_ = plan_.add(bytes_of(r_floats_));
+    if (!packed_w_) packed_w_at_ = plan_.add(bytes_of(w_floats_));
     row_floats_ = add_checked(mul_checked(gates_, hp_), mul_checked(4, hidden_));
     rows_at_ = plan_.add(bytes_of(mul_checked(mul_checked(dirs_, batch_), row_floats_)));
   }
@@ -116,13 +122,8 @@ class RnnKernel : public Kernel {
     float* y = ctx.ptr<float>(*y_);
     std::fill(y, y + y_->numel, 0.f);
     float* xw = reinterpret_cast<float*>(ctx.workspace + xw_at_);
-    const float* panels = packed_ ? reinterpret_cast<const float*>(packed_->data()) : nullptr;
-    if (!panels) {
-      float* to = reinterpret_cast<float*>(ctx.workspace + packed_at_);
-      pack_r(ctx.ptr<const float>(*r_), to);
-      panels = to;
-    }
-    if (Status s = project(ctx, xw); !s.ok()) return s;
+    const float* panels = packed(ctx, packed_r_, packed_r_at_, *r_, hidden_);
+    const float* wpanels = packed(ctx, packed_w_, packed_w_at_, *w_, in_);
     // Jobs: each direction's rows in `groups` groups. A group's rows share one product per
     // step; more groups than directions only when the lane has threads to spare (then each
     // reads R once per step on its own core rather than waiting at a barrier every step).
@@ -133,6 +134,7 @@ class RnnKernel : public Kernel {
     auto job = [&](int64_t j) {
       const int64_t d = j / groups, g = j % groups;
       const int64_t b0 = batch_ * g / groups, b1 = batch_ * (g + 1) / groups;
+      project_rows(ctx, d, b0, b1 - b0, wpanels, xw);
       recur(ctx, d, b0, b1 - b0, lens, y, xw, panels, rows + d * batch_ * row_floats_);
     };
     if (jobs > 1 && threads > 1) {
@@ -147,39 +149,56 @@ class RnnKernel : public Kernel {
  private:
   static size_t bytes_of(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
 
-  // R [dirs, gates * hidden, hidden] into panels: per direction, gate after gate, each
+  // W or R [dirs, gates * hidden, k] into panels: per direction, gate after gate, each
   // gate's hidden outputs padded to hp_.
-  void pack_r(const float* r, float* out) const {
+  void pack_gates(const float* m, int64_t k, float* out) const {
     const int64_t h = hidden_;
     for (int64_t d = 0; d < dirs_; ++d) {
       for (int64_t g = 0; g < gates_; ++g) {
-        pack_panels(r + d * gates_ * h * h, g * h, h, h, out + (d * gates_ + g) * hp_ * h);
+        pack_panels(m + d * gates_ * h * k, g * h, h, k, out + (d * gates_ + g) * hp_ * k);
       }
     }
   }
 
-  // xw[d] [X's rows, gates * hidden] = X W[d]^T + Wb[d], X's rows in X's own order.
-  Status project(ExecContext& ctx, float* xw) const {
-    const int64_t gh = gates_ * hidden_, rows = seq_ * batch_;
-    if (rows == 0) return Status::Ok();
+  // The panels of a constant weight (packed at load), or packed into the workspace now.
+  const float* packed(ExecContext& ctx, const std::shared_ptr<AlignedBuffer>& at_load, size_t at, const TensorInfo& t,
+                      int64_t k) const {
+    if (at_load) return reinterpret_cast<const float*>(at_load->data());
+    float* to = reinterpret_cast<float*>(ctx.workspace + at);
+    pack_gates(ctx.ptr<const float>(t), k, to);
+    return to;
+  }
+
+  // xw's rows of batch rows [b0, b0 + nb) in direction d: X W^T + Wb for every step, on the
+  // job's own thread (no fork and join of a GEMM of its own before the recurrences).
+  void project_rows(ExecContext& ctx, int64_t d, int64_t b0, int64_t nb, const float* wpanels, float* xw) const {
     const float* x = ctx.ptr<const float>(*x_);
-    for (int64_t d = 0; d < dirs_; ++d) {
-      const float* w = ctx.ptr<const float>(*w_) + d * gh * in_;
-      float* out = xw + d * rows * gh;
-      if (in_ == 0) {
-        std::fill(out, out + rows * gh, 0.f);
-      } else if (dnnl_sgemm('N', 'T', rows, gh, in_, 1.f, x, in_, w, in_, 0.f, out, gh) != dnnl_success) {
-        return Status::Internal("oneDNN's sgemm failed on the input projection");
+    const float* wd = wpanels + d * ldg_ * in_;
+    float* out = xw + d * seq_ * batch_ * ldg_;
+    const int64_t np = ldg_ / kPanel;
+    if (layout_ == 0 && nb == batch_) {
+      m_->gemm(x, in_, seq_ * batch_, in_, wd, np, out, ldg_);
+    } else if (layout_ == 0) {
+      for (int64_t t = 0; t < seq_; ++t) {
+        const int64_t r = x_row(t, b0);
+        m_->gemm(x + r * in_, in_, nb, in_, wd, np, out + r * ldg_, ldg_);
       }
-      if (b_) {
-        const float* wb = ctx.ptr<const float>(*b_) + d * 2 * gh;
-        for (int64_t i = 0; i < rows; ++i) {
-          float* o = out + i * gh;
-          for (int64_t j = 0; j < gh; ++j) o[j] += wb[j];
+    } else {
+      for (int64_t b = b0; b < b0 + nb; ++b) {
+        const int64_t r = x_row(0, b);
+        m_->gemm(x + r * in_, in_, seq_, in_, wd, np, out + r * ldg_, ldg_);
+      }
+    }
+    if (!b_) return;
+    const float* wb = ctx.ptr<const float>(*b_) + d * 2 * gates_ * hidden_;
+    for (int64_t t = 0; t < seq_; ++t) {
+      for (int64_t b = b0; b < b0 + nb; ++b) {
+        float* o = out + x_row(t, b) * ldg_;
+        for (int64_t q = 0; q < gates_; ++q) {
+          for (int64_t j = 0; j < hidden_; ++j) o[q * hp_ + j] += wb[q * hidden_ + j];
         }
       }
     }
-    return Status::Ok();
   }
 
   // X's (and xw's) row of step t, batch row b; the offsets of Y's and a state's rows.
@@ -199,7 +218,7 @@ class RnnKernel : public Kernel {
     const float* rd = panels + d * gates_ * hp_ * h;
     const float* rb = b_ ? ctx.ptr<const float>(*b_) + d * 2 * gh + gh : nullptr;
     const float* p = p_ ? ctx.ptr<const float>(*p_) + d * 3 * h : nullptr;
-    const float* xwd = xw + d * seq_ * batch_ * gh;
+    const float* xwd = xw + d * seq_ * batch_ * ldg;
     float* hs = scratch + b0 * h;                     // [nb, h]: the products' left operand
     float* cs = scratch + batch_ * h + b0 * h;        // [nb, h]
     float* rh = scratch + 2 * batch_ * h + b0 * h;    // [nb, h]: GRU's r * h
@@ -233,10 +252,10 @@ class RnnKernel : public Kernel {
           if (k >= n) continue;
           const int64_t t = reverse ? n - 1 - k : k;
           float* zr = gs + i * ldg;
-          const float* xg = xwd + x_row(t, b) * gh;
+          const float* xg = xwd + x_row(t, b) * ldg;
           for (int64_t j = 0; j < h; ++j) {
             zr[j] = clip(xg[j] + zr[j] + (rb ? rb[j] : 0.f));
-            zr[hp_ + j] = clip(xg[h + j] + zr[hp_ + j] + (rb ? rb[h + j] : 0.f));
+            zr[hp_ + j] = clip(xg[hp_ + j] + zr[hp_ + j] + (rb ? rb[h + j] : 0.f));
           }
           m_->sigmoid(zr, h);
           m_->sigmoid(zr + hp_, h);
@@ -248,7 +267,7 @@ class RnnKernel : public Kernel {
         const int64_t b = b0 + i, n = lens ? lens[b] : seq_;
         if (k >= n) continue;
         const int64_t t = reverse ? n - 1 - k : k;
-        step(xwd + x_row(t, b) * gh, gs + i * ldg, rb, p, hs + i * h, cs + i * h, tmp + i * h);
+        step(xwd + x_row(t, b) * ldg, gs + i * ldg, rb, p, hs + i * h, cs + i * h, tmp + i * h);
         std::memcpy(y + y_row(t, d, b), hs + i * h, bytes_of(h));
       }
     }
@@ -264,8 +283,8 @@ class RnnKernel : public Kernel {
     }
   }
 
-  // One step of one row after its products: xg the input's projection (with Wb), g the
-  // products of the previous h (gate q at q * hp_; GRU's z and r already activated when
+  // One step of one row after its products: xg the input's projection (with Wb) and g the
+  // products of the previous h, gate q of both at q * hp_ (GRU's z and r already activated when
   // the reset comes first), hb / cb the state, updated in place; tmp h floats.
   void step(const float* xg, float* g, const float* rb, const float* p, float* hb, float* cb, float* tmp) const {
     const int64_t h = hidden_;
@@ -281,13 +300,15 @@ class RnnKernel : public Kernel {
       if (linear_before_reset_) {
         for (int64_t j = 0; j < h; ++j) {
           z[j] = clip(xg[j] + z[j] + (rb ? rb[j] : 0.f));
-          rg[j] = clip(xg[h + j] + rg[j] + (rb ? rb[h + j] : 0.f));
+          rg[j] = clip(xg[hp_ + j] + rg[j] + (rb ? rb[h + j] : 0.f));
         }
         m_->sigmoid(z, h);
         m_->sigmoid(rg, h);
-        for (int64_t j = 0; j < h; ++j) cand[j] = clip(xg[2 * h + j] + rg[j] * (cand[j] + (rb ? rb[2 * h + j] : 0.f)));
+        for (int64_t j = 0; j < h; ++j) {
+          cand[j] = clip(xg[2 * hp_ + j] + rg[j] * (cand[j] + (rb ? rb[2 * h + j] : 0.f)));
+        }
       } else {
-        for (int64_t j = 0; j < h; ++j) cand[j] = clip(xg[2 * h + j] + cand[j] + (rb ? rb[2 * h + j] : 0.f));
+        for (int64_t j = 0; j < h; ++j) cand[j] = clip(xg[2 * hp_ + j] + cand[j] + (rb ? rb[2 * h + j] : 0.f));
       }
       m_->tanh(cand, h);
       for (int64_t j = 0; j < h; ++j) hb[j] = (1.f - z[j]) * cand[j] + z[j] * hb[j];
@@ -296,7 +317,7 @@ class RnnKernel : public Kernel {
     // LSTM: gates i, o, f, c at q * hp_ in g.
     for (int64_t q = 0; q < 4; ++q) {
       float* gq = g + q * hp_;
-      for (int64_t j = 0; j < h; ++j) gq[j] = xg[q * h + j] + gq[j] + (rb ? rb[q * h + j] : 0.f);
+      for (int64_t j = 0; j < h; ++j) gq[j] = xg[q * hp_ + j] + gq[j] + (rb ? rb[q * h + j] : 0.f);
     }
     lstm_cell(*m_, g, hp_, p, cb, hb, tmp, h, clip_, input_forget_);
   }
@@ -306,10 +327,10 @@ class RnnKernel : public Kernel {
   int64_t gates_ = 1, dirs_ = 1, layout_ = 0, seq_ = 0, batch_ = 0, in_ = 0, hidden_ = 0, hp_ = 0;
   bool reverse_only_ = false, input_forget_ = false, linear_before_reset_ = false;
   float clip_ = 0.f;
-  std::shared_ptr<AlignedBuffer> packed_;  // R in panels, when R is constant
+  std::shared_ptr<AlignedBuffer> packed_r_, packed_w_;  // R, W in panels, when constant
   WorkspacePlan plan_;
-  size_t xw_at_ = 0, packed_at_ = 0, rows_at_ = 0;
-  int64_t row_floats_ = 0;
+  size_t xw_at_ = 0, packed_r_at_ = 0, packed_w_at_ = 0, rows_at_ = 0;
+  int64_t ldg_ = 0, r_floats_ = 0, w_floats_ = 0, row_floats_ = 0;
   const TensorInfo *x_, *w_, *r_, *b_, *lens_, *h0_, *c0_, *p_, *y_, *yh_, *yc_;
 };
 
