@@ -164,6 +164,19 @@ def test_gru_reset_before_or_after(lbr):
     _check(*_model("GRU", linear_before_reset=lbr, clip=2.0))
 
 
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_an_empty_sequence_without_lengths_has_zero_last_states(op):
+    """seq = 0 and no sequence_lens: every row's sequence is empty, so Y_h (and Y_c) are 0,
+    not the initial states (the reference's answer, and ONNX Runtime's for a length of 0)."""
+    model, feeds = _model(op, seq=0, batch=3, states=True)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}
+    got = LoadedModel(compiled).execute(feeds)
+    for name, ref in zip(("y", "yh", "yc"), _reference(model, feeds)):
+        assert got[name].shape == ref.shape and not np.any(got[name]), name
+        assert not np.any(ref), name
+
+
 def test_other_activations_stay_on_the_host():
     _check(*_model("GRU", activations=["HardSigmoid", "Tanh"]), device=False)
 

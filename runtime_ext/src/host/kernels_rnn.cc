@@ -274,7 +274,7 @@ class RnnKernel : public Kernel {
     for (int64_t i = 0; i < nb; ++i) {
       const int64_t b = b0 + i, s = state_row(d, b);
       // A row whose sequence is empty has no last output: 0 (ONNX Runtime's answer).
-      if (lens && lens[b] == 0) {
+      if ((lens ? lens[b] : seq_) == 0) {
         std::fill(hs + i * h, hs + (i + 1) * h, 0.f);
         std::fill(cs + i * h, cs + (i + 1) * h, 0.f);
       }
