@@ -8,7 +8,8 @@
 //     w_scale[column]); the gates' pre-activations (X product + R product) + (Wb + Rb),
 //     clipped, then the peepholes and the LSTM cell of the float kernel (rnn_math.h).
 // Rows of a direction share each step's product (every row still has its own scale and zero
-// point: they enter after the integer sums); the directions run in parallel.
+// point: they enter after the integer sums); the directions, and the rows in groups on spare
+// threads, run in parallel.
 // sequence_lens shorter than the sequence are refused at run time, as the reference does.
 #include <omp.h>
 
@@ -176,11 +177,21 @@ class DqLstmKernel : public Kernel {
     for (int64_t d = 0; d < dirs_; ++d) {
       for (int64_t j = 0; j < gh; ++j) bias[d * gh + j] = wrb ? wrb[d * 2 * gh + j] + wrb[d * 2 * gh + gh + j] : 0.f;
     }
-    if (dirs_ > 1 && omp_get_max_threads() > 1) {
+    // Jobs as in kernels_rnn.cc: the directions, and the batch's rows in groups where the
+    // lane has threads to spare (each row's quantization is its own either way).
+    const int threads = omp_get_max_threads();
+    const int64_t groups = std::min<int64_t>(batch_, std::max<int64_t>(1, threads / dirs_));
+    const int64_t jobs = dirs_ * groups;
+    auto job = [&](int64_t j) {
+      const int64_t d = j / groups, g = j % groups;
+      const int64_t b0 = batch_ * g / groups, b1 = batch_ * (g + 1) / groups;
+      recur(ctx, d, b0, b1, xw + d * rows * gh, bias + d * gh);
+    };
+    if (jobs > 1 && threads > 1) {
 #pragma omp parallel for schedule(static)
-      for (int64_t d = 0; d < dirs_; ++d) recur(ctx, d, xw + d * rows * gh, bias + d * gh);
+      for (int64_t j = 0; j < jobs; ++j) job(j);
     } else {
-      for (int64_t d = 0; d < dirs_; ++d) recur(ctx, d, xw + d * rows * gh, bias + d * gh);
+      for (int64_t j = 0; j < jobs; ++j) job(j);
     }
     return Status::Ok();
   }
@@ -217,14 +228,15 @@ class DqLstmKernel : public Kernel {
     }
   }
 
-  void recur(ExecContext& ctx, int64_t d, const float* xw, const float* bias) const {
+  // The recurrence of batch rows [b0, b1) in direction d.
+  void recur(ExecContext& ctx, int64_t d, int64_t b0, int64_t b1, const float* xw, const float* bias) const {
     const int64_t h = hidden_, gh = 4 * h, lda = round4(h);
     float* scratch = reinterpret_cast<float*>(ctx.workspace + rows_at_) + d * batch_ * row_floats_;
     uint8_t* qh = ctx.workspace + qh_at_ + d * batch_ * lda;
     int32_t* acc = reinterpret_cast<int32_t*>(ctx.workspace + acc_at_) + d * batch_ * ldc_;
     const float* p = p_ ? ctx.ptr<const float>(*p_) + d * 3 * h : nullptr;
     float* y = ctx.ptr<float>(*y_);
-    for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       float* hb = scratch + b * row_floats_;
       float* cb = hb + h;
       const int64_t s = (d * batch_ + b) * h;
@@ -238,7 +250,7 @@ class DqLstmKernel : public Kernel {
     std::vector<int32_t> hsum(batch_);
     for (int64_t k = 0; k < seq_; ++k) {
       const int64_t t = reverse ? seq_ - 1 - k : k;
-      for (int64_t b = 0; b < batch_; ++b) {
+      for (int64_t b = b0; b < b1; ++b) {
         const float* hb = scratch + b * row_floats_;
         hp[b] = u8_params(hb, h, wide_);
         uint8_t* q = qh + b * lda;
@@ -247,8 +259,8 @@ class DqLstmKernel : public Kernel {
         for (int64_t j = 0; j < h; ++j) sum += q[j];
         hsum[b] = sum;
       }
-      q_->gemm(qh, lda, batch_, h, r_.of(d), ldc_ / kPanel, acc, ldc_);
-      for (int64_t b = 0; b < batch_; ++b) {
+      q_->gemm(qh + b0 * lda, lda, b1 - b0, h, r_.of(d), ldc_ / kPanel, acc + b0 * ldc_, ldc_);
+      for (int64_t b = b0; b < b1; ++b) {
         float* hb = scratch + b * row_floats_;
         float* cb = hb + h;
         float* tmp = cb + h;
@@ -264,7 +276,7 @@ class DqLstmKernel : public Kernel {
         std::memcpy(y + ((t * dirs_ + d) * batch_ + b) * h, hb, h * sizeof(float));
       }
     }
-    for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t b = b0; b < b1; ++b) {
       const float* hb = scratch + b * row_floats_;
       const int64_t s = (d * batch_ + b) * h;
       if (yh_) std::memcpy(ctx.ptr<float>(*yh_) + s, hb, h * sizeof(float));
