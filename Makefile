@@ -95,7 +95,8 @@ sanitize: install
 		tests/unit/test_fusion_conv_block.py tests/unit/test_fusion_conv_head.py \
 		tests/unit/test_ops_device_coverage.py tests/unit/test_ops_device_graphs.py tests/unit/test_backends.py \
 		tests/unit/test_bounds.py tests/unit/test_layout_blocked.py tests/unit/test_fusion_rope.py \
-		tests/unit/test_integer_products.py tests/unit/test_control_bodies.py
+		tests/unit/test_integer_products.py tests/unit/test_control_bodies.py tests/unit/test_ops_contrib_ms.py \
+		tests/unit/test_isa_paths.py
 
 # The fuzz harness (tests/fuzz/) with hypothesis's long profile: random seeds and
 # GE_FUZZ_SCALE (40) times the examples `make test` runs, ~10 minutes. To triage many

@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
-from .registry import OpSchema, register, shape_error
-from .rnn import _activations, _rnn_infer
+from .device_helpers import kernel, optional_index, reject
+from .registry import DeviceKernel, OpSchema, register, shape_error
+from .rnn import _DEFAULT_ACTS, _activations, _rnn_infer
 
 _LSTM_ATTRS = {"activation_alpha": A.floats(), "activation_beta": A.floats(),
                "activations": A.strings(), "clip": A.f(), "direction": A.s("forward", A.DIRECTIONS),
@@ -77,14 +79,15 @@ def _dq_lstm(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
         bias = np.zeros(8 * hidden, np.float32) if b is None else b[d].astype(np.float32)
         xw = _qmatmul(xf, _centred(w[d], _per_dir(wz, d, dirs)), _per_dir(ws, d, dirs))
         rd, r_scale = _centred(r[d], _per_dir(rz, d, dirs)), _per_dir(rs, d, dirs)
-        xw = xw.reshape(seq, batch, -1) + bias[:4 * hidden] + bias[4 * hidden:]
+        # Wb + Rb join after the two products, ONNX Runtime's order of float additions
+        xw, wrb = xw.reshape(seq, batch, -1), bias[:4 * hidden] + bias[4 * hidden:]
         peep = np.split(p[d].astype(np.float32), 3) if p is not None else (0, 0, 0)
         h = np.zeros((batch, hidden), np.float32) if h0 is None else h0[d].astype(np.float32)
         c = np.zeros((batch, hidden), np.float32) if c0 is None else c0[d].astype(np.float32)
         reverse = a["direction"] == "reverse" or d == 1
         for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
             rec = np.concatenate([_qmatmul(h[i:i + 1], rd, r_scale) for i in range(batch)])
-            pre = xw[t] + rec
+            pre = (xw[t] + rec) + wrb
             if clip is not None:
                 pre = np.clip(pre, -clip, clip)
             pi, po, pf, pc = np.split(pre, 4, axis=-1)
@@ -104,5 +107,34 @@ def _dq_lstm_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return _rnn_infer("LSTM")(node, {**a, "layout": 0})
 
 
+def _dq_lstm_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """The runtime's kernel (kernels_dq_lstm.cc): constant int8 weights, default activations."""
+    why = reject(node)
+    if why:
+        return why
+    for i, what in ((1, "W"), (2, "R"), (8, "W_scale"), (9, "W_zero_point"), (10, "R_scale"),
+                    (11, "R_zero_point")):
+        v = node.input(i)
+        if v is None or v.const is None:
+            return f"{what} must be a constant"
+    for i in (1, 2, 9, 11):
+        if node.input(i).meta.dtype is not DType.INT8:
+            return "the device runs int8 weights only"
+    lens = node.input(4)
+    if lens is not None and lens.meta.dtype is not DType.INT32:
+        return "sequence_lens must be int32"
+    acts = a.get("activations")
+    dirs = 2 if a["direction"] == "bidirectional" else 1
+    if acts and [s.lower() for s in acts] != [s.lower() for s in _DEFAULT_ACTS["LSTM"]] * dirs:
+        return f"activations {list(acts)}: the device runs the default ones only"
+    if a.get("activation_alpha") or a.get("activation_beta"):
+        return "activation_alpha/beta: the device runs the default activations only"
+    attrs: dict[str, Any] = {"direction": a["direction"], "input_forget": int(a["input_forget"])}
+    if a.get("clip") is not None:
+        attrs["clip"] = float(a["clip"])
+    return kernel("DynamicQuantizeLSTM", attrs,
+                  [0, 1, 2] + [optional_index(node, i) for i in range(3, 8)] + [8, 9, 10, 11])
+
+
 register(OpSchema("com.microsoft.DynamicQuantizeLSTM", 3, 12, _dq_lstm_infer, _dq_lstm,
-                  attrs=_LSTM_ATTRS, min_outputs=0, max_outputs=3))
+                  attrs=_LSTM_ATTRS, min_outputs=0, max_outputs=3, device=_dq_lstm_device))

@@ -53,6 +53,10 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
                                  [("w", _weights(64, 48))], opset=20), "gelu avx512"),
     "conv_block": (lambda: zoo.mobilenetv2(width_mult=0.35, image=32, classes=10),
                    "block avx512"),
+    "lstm": (lambda: _one([helper.make_node("LSTM", ["x", "w", "r", "b"], ["y"], hidden_size=20,
+                                            direction="bidirectional")], [6, 5, 12],
+                          [("w", _weights(2, 80, 12)), ("r", _weights(2, 80, 20)),
+                           ("b", _weights(2, 160))]), "rnn panels avx512"),
 }
 
 

@@ -529,7 +529,9 @@ def test_kernel_info_per_op_dtype_and_rank():
 def test_kernel_info_knows_every_device_op():
     dtypes = {"Where": ["bool", "float32", "float32"], "Gather": ["float32", "int64"],
               "GatherND": ["float32", "int64"],
-              "BatchNormalization": ["float32"] * 5, "MatMulInteger": ["uint8", "int8"]}
+              "BatchNormalization": ["float32"] * 5, "MatMulInteger": ["uint8", "int8"],
+              "DynamicQuantizeLSTM": ["float32", "int8", "int8"] + [None] * 5
+              + ["float32", "int8", "float32", "int8"]}
     shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
               "MatMul": [[2, 4], [4, 3]], "MatMulInteger": [[2, 4], [4, 3]],
               "GatherND": [[5, 4], [3, 1]],
@@ -543,7 +545,9 @@ def test_kernel_info_knows_every_device_op():
               "Rope": [[1, 4, 8, 8], [1, 1, 8, 8], [1, 1, 8, 8]],
               "RNN": [[5, 2, 4], [1, 3, 4], [1, 3, 3]], "GRU": [[5, 2, 4], [1, 9, 4], [1, 9, 3]],
               "LSTM": [[5, 2, 4], [1, 12, 4], [1, 12, 3]],
-              "TreeEnsembleClassifier": [[3, 4]], "TreeEnsembleRegressor": [[3, 4]]}
+              "TreeEnsembleClassifier": [[3, 4]], "TreeEnsembleRegressor": [[3, 4]],
+              "DynamicQuantizeLSTM": [[5, 2, 4], [1, 4, 12], [1, 3, 12]] + [[]] * 5
+              + [[1]] * 4}
     attrs = {"Cast": {"to": "float32"}, "TransData": {"src_format": "nchw",
                                                       "dst_format": "nhwc"},
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},

@@ -1,5 +1,6 @@
 """The runtime's RNN / GRU / LSTM kernel against ONNX Runtime: directions, layouts,
-sequence lengths, initial states, peepholes, clip, input_forget, linear_before_reset; other
+sequence lengths, initial states, peepholes, clip, input_forget, linear_before_reset; the
+batch's rows stepping together (one product per step against R packed in panels); other
 activations stay on the host."""
 
 import copy
@@ -10,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import load_model
+from graphengine.engine.ops.rnn import run_rnn
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import LoadedModel
 
@@ -18,7 +20,7 @@ GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 
 
 def _model(op, seq=7, batch=3, size=10, hidden=12, direction="forward", layout=0,
-           lens=False, states=False, peep=False, **attrs):
+           lens=False, states=False, peep=False, weights_input=False, **attrs):
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[op]
     w = (RNG.standard_normal((dirs, g * hidden, size)) * 0.4).astype(np.float32)
@@ -26,14 +28,21 @@ def _model(op, seq=7, batch=3, size=10, hidden=12, direction="forward", layout=0
     b = (RNG.standard_normal((dirs, 2 * g * hidden)) * 0.2).astype(np.float32)
     x_shape = [batch, seq, size] if layout else [seq, batch, size]
     state = [batch, dirs, hidden] if layout else [dirs, batch, hidden]
-    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(r, "R"),
-             numpy_helper.from_array(b, "B")]
+    inits = [numpy_helper.from_array(b, "B")]
     inputs = ["x", "W", "R", "B"]
     feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32)}
     graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    for name, value in (("W", w), ("R", r)):
+        if weights_input:  # not constants: the kernel packs them on every run
+            feeds[name] = value
+            graph_inputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, value.shape))
+        else:
+            inits.append(numpy_helper.from_array(value, name))
     if lens:
-        inits.append(numpy_helper.from_array(
-            RNG.integers(0, seq + 1, batch).astype(np.int32), "lens"))
+        # every length from 0 to seq among the rows when there are enough of them
+        n = RNG.permutation(np.resize(np.arange(seq + 1), batch)) if lens == "all" else \
+            RNG.integers(0, seq + 1, batch)
+        inits.append(numpy_helper.from_array(n.astype(np.int32), "lens"))
     inputs.append("lens" if lens else "")
     if states:
         for name in ("h0", "c0") if op == "LSTM" else ("h0",):
@@ -85,9 +94,29 @@ def _check(model, feeds, device=True):
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     engines = {p.engine for p in compiled.report.placements}
     assert engines == ({"device"} if device else {"host"}), compiled.report.render()
-    got = LoadedModel(compiled).execute(feeds)
+    loaded = LoadedModel(compiled)
+    got = loaded.execute(feeds)
     for out, ref in zip(compiled.outputs, _ort(model, feeds)):
         np.testing.assert_allclose(got[out.name], ref, rtol=1e-4, atol=2e-5, err_msg=out.name)
+    return loaded, got
+
+
+def _ran_panels(loaded) -> bool:
+    """Whether the step-batched kernel ran (its profile's implementation name)."""
+    return any(t["impl"].startswith("rnn panels")
+               for native in loaded.natives.values() for t in native.profile())
+
+
+def _reference(model, feeds):
+    """The numpy reference (engine/ops/rnn.py) on the model's own tensors."""
+    node = model.graph.node[0]
+    values = {**{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **feeds}
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs["direction"] = attrs.get("direction", b"forward").decode()
+    attrs.setdefault("layout", 0)
+    attrs.setdefault("input_forget", 0)
+    attrs.setdefault("linear_before_reset", 0)
+    return run_rnn(node.op_type, [values.get(n) if n else None for n in node.input], attrs)
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
@@ -95,6 +124,34 @@ def _check(model, feeds, device=True):
 @pytest.mark.parametrize("layout", [0, 1])
 def test_recurrent_layers_run_on_the_device(op, direction, layout):
     _check(*_model(op, direction=direction, layout=layout, lens=True, states=True))
+
+
+@pytest.mark.parametrize("op,attrs", [("RNN", {}), ("GRU", {"linear_before_reset": 1}),
+                                      ("GRU", {"linear_before_reset": 0}), ("LSTM", {})])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("hidden", [12, 16, 40])
+def test_a_batch_steps_together_with_rows_of_every_length(op, attrs, direction, hidden):
+    """Eight rows of lengths 0..7 (and one of the full 7): the rows of a direction share each
+    step's product, the shorter ones frozen once done; hidden sizes below, at and past one
+    16-column panel (padded panels for 12 and 40); against ONNX Runtime and the reference."""
+    model, feeds = _model(op, seq=7, batch=9, size=20, hidden=hidden, direction=direction,
+                          lens="all", states=True, **attrs)
+    loaded, got = _check(model, feeds)
+    for name, ref in zip(("y", "yh", "yc"), _reference(model, feeds)):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=2e-5, err_msg=name)
+    assert _ran_panels(loaded)
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_weights_computed_at_run_time_are_packed_per_run(op):
+    model, feeds = _model(op, batch=5, hidden=20, direction="bidirectional",
+                          lens="all", weights_input=True)
+    loaded, first = _check(model, feeds)
+    assert _ran_panels(loaded)
+    feeds["R"] = (feeds["R"] * 0.5).astype(np.float32)  # a second run sees the new weights
+    feeds["W"] = (feeds["W"] * 0.5).astype(np.float32)
+    _, second = _check(model, feeds)
+    assert np.abs(first["y"] - second["y"]).max() > 1e-3
 
 
 @pytest.mark.parametrize("attrs", [{"clip": 0.5}, {"input_forget": 1}, {"peep": True}])
@@ -105,6 +162,19 @@ def test_lstm_options(attrs):
 @pytest.mark.parametrize("lbr", [0, 1])
 def test_gru_reset_before_or_after(lbr):
     _check(*_model("GRU", linear_before_reset=lbr, clip=2.0))
+
+
+@pytest.mark.parametrize("op", ["GRU", "LSTM"])
+def test_an_empty_sequence_without_lengths_has_zero_last_states(op):
+    """seq = 0 and no sequence_lens: every row's sequence is empty, so Y_h (and Y_c) are 0,
+    not the initial states (the reference's answer, and ONNX Runtime's for a length of 0)."""
+    model, feeds = _model(op, seq=0, batch=3, states=True)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}
+    got = LoadedModel(compiled).execute(feeds)
+    for name, ref in zip(("y", "yh", "yc"), _reference(model, feeds)):
+        assert got[name].shape == ref.shape and not np.any(got[name]), name
+        assert not np.any(ref), name
 
 
 def test_other_activations_stay_on_the_host():

@@ -50,6 +50,8 @@ std::unique_ptr<Kernel> make_pad(const KernelArgs& a);
 std::unique_ptr<Kernel> make_attention(const KernelArgs& a);  // FusedAttention
 std::unique_ptr<Kernel> make_rope(const KernelArgs& a);       // Rope (rotate-half rotary embedding)
 std::unique_ptr<Kernel> make_rnn(const KernelArgs& a);        // RNN, GRU, LSTM
+// kernels_dq_lstm.cc
+std::unique_ptr<Kernel> make_dq_lstm(const KernelArgs& a);  // com.microsoft.DynamicQuantizeLSTM
 // kernels_chain.cc
 std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 // For kernel_info: checks the inputs and attributes like load would. Throws Error.

@@ -9,6 +9,7 @@
 
 #include "copy.h"
 #include "kernels.h"
+#include "quant_u8.h"
 
 namespace ge {
 
@@ -61,6 +62,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quant_avx512(const flo
   quant_body(x, n, scale, zp, y);
 }
 
+}  // namespace
+
+U8Params u8_params(const float* x, int64_t n, bool wide) {
+  float mn = 0.0f, mx = 0.0f;
+  bool nan = false;
+  (wide ? range_avx512 : range_plain)(x, n, &mn, &mx, &nan);
+  if (nan) mn = mx = 0.0f;
+  U8Params p;
+  p.scale = mx != mn ? (mx - mn) / 255.0f : 1.0f;
+  p.zero_point = saturate_u8(std::nearbyint((0.0f - mn) / p.scale));
+  return p;
+}
+
+void u8_quantize(const float* x, int64_t n, U8Params p, uint8_t* y, bool wide) {
+  (wide ? quant_avx512 : quant_plain)(x, n, p.scale, p.zero_point, y);
+}
+
+namespace {
+
 class DynamicQuantizeKernel : public Kernel {
  public:
   explicit DynamicQuantizeKernel(const KernelArgs& a) {
@@ -79,12 +99,8 @@ class DynamicQuantizeKernel : public Kernel {
   Status run(ExecContext& ctx) override {
     const float* x = ctx.ptr<const float>(*x_);
     const int64_t n = x_->numel;
-    float mn = 0.0f, mx = 0.0f;
-    bool nan = false;
-    (wide_ ? range_avx512 : range_plain)(x, n, &mn, &mx, &nan);
-    if (nan) mn = mx = 0.0f;
-    const float scale = mx != mn ? (mx - mn) / 255.0f : 1.0f;
-    const float zp = saturate_u8(std::nearbyint((0.0f - mn) / scale));
+    const U8Params p = u8_params(x, n, wide_);
+    const float scale = p.scale, zp = p.zero_point;
     *ctx.ptr<float>(*scale_) = scale;
     *ctx.ptr<uint8_t>(*zp_) = static_cast<uint8_t>(zp);
     uint8_t* y = ctx.ptr<uint8_t>(*y_);

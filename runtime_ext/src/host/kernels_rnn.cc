@@ -7,18 +7,21 @@
 // pre-activations are clipped to [-clip, clip]), input_forget (LSTM), linear_before_reset
 // (GRU).
 //
-// The input's projection X W^T + Wb for every step and direction first (one pass over X),
-// then the recurrences, one per (direction, row), in parallel: each row at its own position
-// (a reversed row starts at its own last step), stopping where its sequence ends (its Y rows
-// stay 0). A host step loop
-// in numpy took 3-55 ms on the zoo's recurrent models where ONNX Runtime took 0.1-8.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-
+// Jobs run in parallel: the directions, and where the lane has more threads than directions
+// the batch's rows in groups. Each job first projects its rows' input for every step, X W^T
+// + Wb, then steps its recurrence with one small product H [rows, hidden] x R^T per step for
+// all its rows (rnn_math.h; W and R packed into panels once, at load when constant), so R
+// is read once per step, not once per row. Each row steps at its own position (a reversed
+// row starts at its own last step) and stops where its sequence ends (its Y rows stay 0).
 #include <omp.h>
 
+#include <algorithm>
+#include <cstring>
+
+#include "buffer.h"
+#include "dnnl_util.h"
 #include "kernels.h"
+#include "rnn_math.h"
 
 namespace ge {
 
@@ -26,85 +29,9 @@ namespace {
 
 enum class Cell { kRnn, kGru, kLstm };
 
-// y[j] = b[j] + sum_k x[k] * m[j * n + k] for j < rows: a row-major matrix times a vector,
-// each dot product in sixteen partial sums (independent lanes the compiler vectorises:
-// one zmm register where the CPU has AVX-512, below).
-__attribute__((always_inline)) inline void matvec_body(const float* m, const float* x, const float* b, int64_t rows,
-                                                       int64_t n, float* y) {
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* row = m + j * n;
-    float part[16] = {};
-    int64_t k = 0;
-    for (; k + 16 <= n; k += 16) {
-      for (int l = 0; l < 16; ++l) part[l] += row[k + l] * x[k + l];
-    }
-    float acc = 0.f;
-    for (; k < n; ++k) acc += row[k] * x[k];
-    for (int l = 0; l < 16; ++l) acc += part[l];
-    y[j] = acc + (b ? b[j] : 0.f);
-  }
-}
-
-void matvec_plain(const float* m, const float* x, const float* b, int64_t rows, int64_t n, float* y) {
-  matvec_body(m, x, b, rows, n, y);
-}
-
-__attribute__((target("avx512f,fma"))) void matvec_avx512(const float* m, const float* x, const float* b,
-                                                          int64_t rows, int64_t n, float* y) {
-  matvec_body(m, x, b, rows, n, y);
-}
-
-using Matvec = void (*)(const float*, const float*, const float*, int64_t, int64_t, float*);
-
-// exp(v) for a whole array without libm calls (which do not vectorise): 2^n * p(r) with
-// v = n ln2 + r, |r| <= ln2 / 2, p a degree-6 Taylor polynomial (relative error < 2e-7),
-// the argument clamped to [-87, 88] (NaN comes out as a number; gates never see one from
-// finite weights). Then sigmoid = 1 / (1 + exp(-v)) and tanh = (1 - e) / (1 + e) * sign,
-// e = exp(-2|v|): absolute errors ~1e-7.
-__attribute__((always_inline)) inline float exp_body(float v) {
-  v = std::min(std::max(v, -87.f), 88.f);
-  const float t = v * 1.44269504f;
-  const float n = (t + 12582912.f) - 12582912.f;  // round to nearest (the default mode)
-  const float r = v - n * 0.693145752f - n * 1.42860677e-6f;
-  float p = 1.f / 720;
-  p = p * r + 1.f / 120;
-  p = p * r + 1.f / 24;
-  p = p * r + 1.f / 6;
-  p = p * r + 0.5f;
-  p = p * r + 1.f;
-  p = p * r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
-__attribute__((always_inline)) inline void sigmoid_body(float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) v[i] = 1.f / (1.f + exp_body(-v[i]));
-}
-
-__attribute__((always_inline)) inline void tanh_body(float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float e = exp_body(-2.f * std::fabs(v[i]));
-    const float t = (1.f - e) / (1.f + e);
-    v[i] = v[i] < 0.f ? -t : t;
-  }
-}
-
-void sigmoid_plain(float* v, int64_t n) { sigmoid_body(v, n); }
-void tanh_plain(float* v, int64_t n) { tanh_body(v, n); }
-__attribute__((target("avx512f,fma"))) void sigmoid_avx512(float* v, int64_t n) { sigmoid_body(v, n); }
-__attribute__((target("avx512f,fma"))) void tanh_avx512(float* v, int64_t n) { tanh_body(v, n); }
-
-using Activation = void (*)(float*, int64_t);
-
 class RnnKernel : public Kernel {
  public:
-  explicit RnnKernel(const KernelArgs& a) {
-    const bool wide = cpu_has_avx512();
-    mv_ = wide ? matvec_avx512 : matvec_plain;
-    sigmoid_ = wide ? sigmoid_avx512 : sigmoid_plain;
-    tanh_ = wide ? tanh_avx512 : tanh_plain;
+  explicit RnnKernel(const KernelArgs& a) : m_(&rnn_math(cpu_has_avx512())) {
     cell_ = a.op == "LSTM" ? Cell::kLstm : a.op == "GRU" ? Cell::kGru : Cell::kRnn;
     gates_ = cell_ == Cell::kLstm ? 4 : cell_ == Cell::kGru ? 3 : 1;
     const bool lstm = cell_ == Cell::kLstm;
@@ -142,7 +69,7 @@ class RnnKernel : public Kernel {
     in_ = x_->shape[2];
     if (r_->rank() != 3) invalid("R must be 3-D, got ", shape_str(r_->shape));
     hidden_ = r_->shape[2];
-    const int64_t gh = gates_ * hidden_;
+    const int64_t gh = mul_checked(gates_, hidden_);
     auto expect = [](const TensorInfo* t, const Shape& want, const char* what) {
       if (t && t->shape != want) invalid(what, " is ", shape_str(t->shape), ", expected ", shape_str(want));
     };
@@ -157,19 +84,35 @@ class RnnKernel : public Kernel {
     expect(y_, layout_ ? Shape{batch_, seq_, dirs_, hidden_} : Shape{seq_, dirs_, batch_, hidden_}, "Y");
     expect(yh_, state, "Y_h");
     expect(yc_, state, "Y_c");
-    // Scratch: the projection of every step, the gates of one row, and h, c per row.
-    // Scratch: the projection of every step for every direction, and per (direction, row):
-    // its gates, a temporary and h, c, the new h (the recurrences run in parallel).
-    xw_floats_ = mul_checked(mul_checked(mul_checked(seq_, batch_), gh), dirs_);
-    row_floats_ = add_checked(2 * gh, 3 * hidden_);
-    work_ = add_checked(xw_floats_, mul_checked(mul_checked(dirs_, batch_), row_floats_));
+
+    // Each gate's block of R^T padded to whole panels, so that a gate's products start on
+    // a panel (GRU's candidate is a product of its own).
+    hp_ = mul_checked(panels_for(hidden_), kPanel);
+    ldg_ = mul_checked(gates_, hp_);
+    r_floats_ = mul_checked(mul_checked(dirs_, ldg_), hidden_);
+    w_floats_ = mul_checked(mul_checked(dirs_, ldg_), in_);
+    if (r_->constant()) {
+      packed_r_ = std::make_shared<AlignedBuffer>(bytes_of(r_floats_), false);
+      pack_gates(r_->const_ptr<float>(), hidden_, reinterpret_cast<float*>(packed_r_->data()));
+    }
+    if (w_->constant()) {
+      packed_w_ = std::make_shared<AlignedBuffer>(bytes_of(w_floats_), false);
+      pack_gates(w_->const_ptr<float>(), in_, reinterpret_cast<float*>(packed_w_->data()));
+    }
+    // Scratch: the projection for every step and direction (its gates padded as the
+    // products'), W and R packed (when not constant), and per (direction, row) the state h,
+    // c, GRU's r * h, a temporary and the products (gates_ * hp_).
+    xw_at_ = plan_.add(bytes_of(mul_checked(mul_checked(mul_checked(seq_, batch_), ldg_), dirs_)));
+    if (!packed_r_) packed_r_at_ = plan_.add(bytes_of(r_floats_));
+    if (!packed_w_) packed_w_at_ = plan_.add(bytes_of(w_floats_));
+    row_floats_ = add_checked(mul_checked(gates_, hp_), mul_checked(4, hidden_));
+    rows_at_ = plan_.add(bytes_of(mul_checked(mul_checked(dirs_, batch_), row_floats_)));
   }
 
-  size_t workspace_bytes() const override { return static_cast<size_t>(work_) * sizeof(float); }
-  std::string impl() const override { return "rnn loop"; }
+  size_t workspace_bytes() const override { return plan_.total(); }
+  std::string impl() const override { return std::string("rnn panels ") + m_->name; }
 
   Status run(ExecContext& ctx) override {
-    const float* x = ctx.ptr<const float>(*x_);
     const int32_t* lens = lens_ ? ctx.ptr<const int32_t>(*lens_) : nullptr;
     for (int64_t bi = 0; bi < batch_; ++bi) {
       if (lens && (lens[bi] < 0 || lens[bi] > seq_)) {
@@ -178,34 +121,88 @@ class RnnKernel : public Kernel {
     }
     float* y = ctx.ptr<float>(*y_);
     std::fill(y, y + y_->numel, 0.f);
-    float* ws = reinterpret_cast<float*>(ctx.workspace);
-    const int64_t gh = gates_ * hidden_;
-    for (int64_t d = 0; d < dirs_; ++d) {
-      const float* w = ctx.ptr<const float>(*w_) + d * gh * in_;
-      const float* wb = b_ ? ctx.ptr<const float>(*b_) + d * 2 * gh : nullptr;
-      float* xw = ws + d * seq_ * batch_ * gh;
-      for (int64_t t = 0; t < seq_; ++t) {
-        for (int64_t b = 0; b < batch_; ++b) mv_(w, x_row(x, t, b), wb, gh, in_, xw + (t * batch_ + b) * gh);
-      }
-    }
-    // Each (direction, row) recurrence is independent of the others: the lane's threads
-    // share them (the two directions of one sequence too).
-    const int64_t jobs = dirs_ * batch_;
-    float* rows = ws + xw_floats_;
-    if (jobs > 1 && omp_get_max_threads() > 1) {
+    float* xw = reinterpret_cast<float*>(ctx.workspace + xw_at_);
+    const float* panels = packed(ctx, packed_r_, packed_r_at_, *r_, hidden_);
+    const float* wpanels = packed(ctx, packed_w_, packed_w_at_, *w_, in_);
+    // Jobs: each direction's rows in `groups` groups. A group's rows share one product per
+    // step; more groups than directions only when the lane has threads to spare (then each
+    // reads R once per step on its own core rather than waiting at a barrier every step).
+    const int threads = omp_get_max_threads();
+    const int64_t groups = std::min<int64_t>(batch_, std::max<int64_t>(1, threads / dirs_));
+    const int64_t jobs = dirs_ * groups;
+    float* rows = reinterpret_cast<float*>(ctx.workspace + rows_at_);
+    auto job = [&](int64_t j) {
+      const int64_t d = j / groups, g = j % groups;
+      const int64_t b0 = batch_ * g / groups, b1 = batch_ * (g + 1) / groups;
+      project_rows(ctx, d, b0, b1 - b0, wpanels, xw);
+      recur(ctx, d, b0, b1 - b0, lens, y, xw, panels, rows + d * batch_ * row_floats_);
+    };
+    if (jobs > 1 && threads > 1) {
 #pragma omp parallel for schedule(static)
-      for (int64_t j = 0; j < jobs; ++j) recur(ctx, j / batch_, j % batch_, lens, y, ws, rows + j * row_floats_);
+      for (int64_t j = 0; j < jobs; ++j) job(j);
     } else {
-      for (int64_t j = 0; j < jobs; ++j) recur(ctx, j / batch_, j % batch_, lens, y, ws, rows + j * row_floats_);
+      for (int64_t j = 0; j < jobs; ++j) job(j);
     }
     return Status::Ok();
   }
 
  private:
-  // Element (t, b) of X, and the offsets of Y's and a state's rows, by layout.
-  const float* x_row(const float* x, int64_t t, int64_t b) const {
-    return x + (layout_ ? b * seq_ + t : t * batch_ + b) * in_;
+  static size_t bytes_of(int64_t floats) { return static_cast<size_t>(floats) * sizeof(float); }
+
+  // W or R [dirs, gates * hidden, k] into panels: per direction, gate after gate, each
+  // gate's hidden outputs padded to hp_.
+  void pack_gates(const float* m, int64_t k, float* out) const {
+    const int64_t h = hidden_;
+    for (int64_t d = 0; d < dirs_; ++d) {
+      for (int64_t g = 0; g < gates_; ++g) {
+        pack_panels(m + d * gates_ * h * k, g * h, h, k, out + (d * gates_ + g) * hp_ * k);
+      }
+    }
   }
+
+  // The panels of a constant weight (packed at load), or packed into the workspace now.
+  const float* packed(ExecContext& ctx, const std::shared_ptr<AlignedBuffer>& at_load, size_t at, const TensorInfo& t,
+                      int64_t k) const {
+    if (at_load) return reinterpret_cast<const float*>(at_load->data());
+    float* to = reinterpret_cast<float*>(ctx.workspace + at);
+    pack_gates(ctx.ptr<const float>(t), k, to);
+    return to;
+  }
+
+  // xw's rows of batch rows [b0, b0 + nb) in direction d: X W^T + Wb for every step, on the
+  // job's own thread (no fork and join of a GEMM of its own before the recurrences).
+  void project_rows(ExecContext& ctx, int64_t d, int64_t b0, int64_t nb, const float* wpanels, float* xw) const {
+    const float* x = ctx.ptr<const float>(*x_);
+    const float* wd = wpanels + d * ldg_ * in_;
+    float* out = xw + d * seq_ * batch_ * ldg_;
+    const int64_t np = ldg_ / kPanel;
+    if (layout_ == 0 && nb == batch_) {
+      m_->gemm(x, in_, seq_ * batch_, in_, wd, np, out, ldg_);
+    } else if (layout_ == 0) {
+      for (int64_t t = 0; t < seq_; ++t) {
+        const int64_t r = x_row(t, b0);
+        m_->gemm(x + r * in_, in_, nb, in_, wd, np, out + r * ldg_, ldg_);
+      }
+    } else {
+      for (int64_t b = b0; b < b0 + nb; ++b) {
+        const int64_t r = x_row(0, b);
+        m_->gemm(x + r * in_, in_, seq_, in_, wd, np, out + r * ldg_, ldg_);
+      }
+    }
+    if (!b_) return;
+    const float* wb = ctx.ptr<const float>(*b_) + d * 2 * gates_ * hidden_;
+    for (int64_t t = 0; t < seq_; ++t) {
+      for (int64_t b = b0; b < b0 + nb; ++b) {
+        float* o = out + x_row(t, b) * ldg_;
+        for (int64_t q = 0; q < gates_; ++q) {
+          for (int64_t j = 0; j < hidden_; ++j) o[q * hp_ + j] += wb[q * hidden_ + j];
+        }
+      }
+    }
+  }
+
+  // X's (and xw's) row of step t, batch row b; the offsets of Y's and a state's rows.
+  int64_t x_row(int64_t t, int64_t b) const { return layout_ ? b * seq_ + t : t * batch_ + b; }
   int64_t y_row(int64_t t, int64_t d, int64_t b) const {
     return (layout_ ? (b * seq_ + t) * dirs_ + d : (t * dirs_ + d) * batch_ + b) * hidden_;
   }
@@ -213,118 +210,127 @@ class RnnKernel : public Kernel {
 
   float clip(float v) const { return clip_ > 0.f ? std::min(std::max(v, -clip_), clip_) : v; }
 
-  // The recurrence of row b in direction d; `scratch` is its own (row_floats_).
-  void recur(ExecContext& ctx, int64_t d, int64_t b, const int32_t* lens, float* y, const float* ws,
-             float* scratch) const {
-    const int64_t h = hidden_, gh = gates_ * hidden_;
-    const float* r = ctx.ptr<const float>(*r_) + d * gh * h;
+  // The recurrence of rows [b0, b0 + nb) in direction d. `scratch` is the direction's
+  // per-row scratch (row_floats_ per batch row, laid out as arrays over the batch).
+  void recur(ExecContext& ctx, int64_t d, int64_t b0, int64_t nb, const int32_t* lens, float* y, const float* xw,
+             const float* panels, float* scratch) const {
+    const int64_t h = hidden_, gh = gates_ * h, ldg = gates_ * hp_;
+    const float* rd = panels + d * gates_ * hp_ * h;
     const float* rb = b_ ? ctx.ptr<const float>(*b_) + d * 2 * gh + gh : nullptr;
     const float* p = p_ ? ctx.ptr<const float>(*p_) + d * 3 * h : nullptr;
-    const float* xw = ws + d * seq_ * batch_ * gh;
-    float* g = scratch;   // the recurrent product, gh
-    float* tmp = g + gh;  // GRU's candidate, LSTM's tanh(c), gh
-    float* hb = tmp + gh;
-    float* cb = hb + h;
-    float* hn = cb + h;
-    const int64_t s = state_row(d, b);
-    if (h0_) {
-      std::memcpy(hb, ctx.ptr<const float>(*h0_) + s, static_cast<size_t>(h) * sizeof(float));
-    } else {
-      std::fill(hb, hb + h, 0.f);
-    }
-    if (c0_) {
-      std::memcpy(cb, ctx.ptr<const float>(*c0_) + s, static_cast<size_t>(h) * sizeof(float));
-    } else {
-      std::fill(cb, cb + h, 0.f);
+    const float* xwd = xw + d * seq_ * batch_ * ldg;
+    float* hs = scratch + b0 * h;                     // [nb, h]: the products' left operand
+    float* cs = scratch + batch_ * h + b0 * h;        // [nb, h]
+    float* rh = scratch + 2 * batch_ * h + b0 * h;    // [nb, h]: GRU's r * h
+    float* tmp = scratch + 3 * batch_ * h + b0 * h;   // [nb, h]
+    float* gs = scratch + 4 * batch_ * h + b0 * ldg;  // [nb, ldg]: the products
+    int64_t steps = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t b = b0 + i, s = state_row(d, b);
+      if (h0_) {
+        std::memcpy(hs + i * h, ctx.ptr<const float>(*h0_) + s, bytes_of(h));
+      } else {
+        std::fill(hs + i * h, hs + (i + 1) * h, 0.f);
+      }
+      if (c0_) {
+        std::memcpy(cs + i * h, ctx.ptr<const float>(*c0_) + s, bytes_of(h));
+      } else {
+        std::fill(cs + i * h, cs + (i + 1) * h, 0.f);
+      }
+      std::fill(rh + i * h, rh + (i + 1) * h, 0.f);
+      steps = std::max<int64_t>(steps, lens ? lens[b] : seq_);
     }
     const bool reverse = reverse_only_ || d == 1;
-    const int64_t n = lens ? lens[b] : seq_;
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t t = reverse ? n - 1 - k : k;
-      step(xw + (t * batch_ + b) * gh, r, rb, p, hb, cb, g, tmp, hn);
-      std::memcpy(hb, hn, static_cast<size_t>(h) * sizeof(float));
-      std::memcpy(y + y_row(t, d, b), hn, static_cast<size_t>(h) * sizeof(float));
+    const bool gru_after = cell_ == Cell::kGru && !linear_before_reset_;
+    for (int64_t k = 0; k < steps; ++k) {
+      // GRU with the reset gate applied before its product: z and r first, the
+      // candidate's product from r * h after.
+      m_->gemm(hs, h, nb, h, rd, (gru_after ? 2 : gates_) * hp_ / kPanel, gs, ldg);
+      if (gru_after) {
+        for (int64_t i = 0; i < nb; ++i) {
+          const int64_t b = b0 + i, n = lens ? lens[b] : seq_;
+          if (k >= n) continue;
+          const int64_t t = reverse ? n - 1 - k : k;
+          float* zr = gs + i * ldg;
+          const float* xg = xwd + x_row(t, b) * ldg;
+          for (int64_t j = 0; j < h; ++j) {
+            zr[j] = clip(xg[j] + zr[j] + (rb ? rb[j] : 0.f));
+            zr[hp_ + j] = clip(xg[hp_ + j] + zr[hp_ + j] + (rb ? rb[h + j] : 0.f));
+          }
+          m_->sigmoid(zr, h);
+          m_->sigmoid(zr + hp_, h);
+          for (int64_t j = 0; j < h; ++j) rh[i * h + j] = zr[hp_ + j] * hs[i * h + j];
+        }
+        m_->gemm(rh, h, nb, h, rd + 2 * hp_ * h, hp_ / kPanel, gs + 2 * hp_, ldg);
+      }
+      for (int64_t i = 0; i < nb; ++i) {
+        const int64_t b = b0 + i, n = lens ? lens[b] : seq_;
+        if (k >= n) continue;
+        const int64_t t = reverse ? n - 1 - k : k;
+        step(xwd + x_row(t, b) * ldg, gs + i * ldg, rb, p, hs + i * h, cs + i * h, tmp + i * h);
+        std::memcpy(y + y_row(t, d, b), hs + i * h, bytes_of(h));
+      }
     }
-    // A row whose sequence is empty has no last output: 0 (ONNX Runtime's answer).
-    if (n == 0) {
-      std::fill(hb, hb + h, 0.f);
-      std::fill(cb, cb + h, 0.f);
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t b = b0 + i, s = state_row(d, b);
+      // A row whose sequence is empty has no last output: 0 (ONNX Runtime's answer).
+      if ((lens ? lens[b] : seq_) == 0) {
+        std::fill(hs + i * h, hs + (i + 1) * h, 0.f);
+        std::fill(cs + i * h, cs + (i + 1) * h, 0.f);
+      }
+      if (yh_) std::memcpy(ctx.ptr<float>(*yh_) + s, hs + i * h, bytes_of(h));
+      if (yc_) std::memcpy(ctx.ptr<float>(*yc_) + s, cs + i * h, bytes_of(h));
     }
-    if (yh_) std::memcpy(ctx.ptr<float>(*yh_) + s, hb, static_cast<size_t>(h) * sizeof(float));
-    if (yc_) std::memcpy(ctx.ptr<float>(*yc_) + s, cb, static_cast<size_t>(h) * sizeof(float));
   }
 
-  // One step of one row: xg the input's projection (with Wb), hb / cb the state (cb updated
-  // in place), hn the new h. The gates' pre-activations are formed first, then each
-  // activation runs over a whole gate at once (vectorised).
-  void step(const float* xg, const float* r, const float* rb, const float* p, const float* hb, float* cb, float* g,
-            float* tmp, float* hn) const {
+  // One step of one row after its products: xg the input's projection (with Wb) and g the
+  // products of the previous h, gate q of both at q * hp_ (GRU's z and r already activated when
+  // the reset comes first), hb / cb the state, updated in place; tmp h floats.
+  void step(const float* xg, float* g, const float* rb, const float* p, float* hb, float* cb, float* tmp) const {
     const int64_t h = hidden_;
     if (cell_ == Cell::kRnn) {
-      mv_(r, hb, rb, h, h, g);
-      for (int64_t j = 0; j < h; ++j) hn[j] = clip(xg[j] + g[j]);
-      tanh_(hn, h);
+      for (int64_t j = 0; j < h; ++j) hb[j] = clip(xg[j] + g[j] + (rb ? rb[j] : 0.f));
+      m_->tanh(hb, h);
       return;
     }
     if (cell_ == Cell::kGru) {
-      // gates z, r, h: z and r from the full products; the candidate's recurrent product
-      // before (linear_before_reset) or after the reset gate.
-      mv_(r, hb, rb, 2 * h, h, g);
-      for (int64_t j = 0; j < 2 * h; ++j) g[j] = clip(xg[j] + g[j]);
-      sigmoid_(g, 2 * h);
-      const float* z = g;
-      const float* rg = g + h;
-      const float* rh = r + 2 * h * h;
-      const float* rbh = rb ? rb + 2 * h : nullptr;
+      float* z = g;
+      float* rg = g + hp_;
+      float* cand = g + 2 * hp_;
       if (linear_before_reset_) {
-        mv_(rh, hb, rbh, h, h, tmp);
-        for (int64_t j = 0; j < h; ++j) tmp[j] = clip(xg[2 * h + j] + rg[j] * tmp[j]);
+        for (int64_t j = 0; j < h; ++j) {
+          z[j] = clip(xg[j] + z[j] + (rb ? rb[j] : 0.f));
+          rg[j] = clip(xg[hp_ + j] + rg[j] + (rb ? rb[h + j] : 0.f));
+        }
+        m_->sigmoid(z, h);
+        m_->sigmoid(rg, h);
+        for (int64_t j = 0; j < h; ++j) {
+          cand[j] = clip(xg[2 * hp_ + j] + rg[j] * (cand[j] + (rb ? rb[2 * h + j] : 0.f)));
+        }
       } else {
-        for (int64_t j = 0; j < h; ++j) hn[j] = rg[j] * hb[j];
-        mv_(rh, hn, rbh, h, h, tmp);
-        for (int64_t j = 0; j < h; ++j) tmp[j] = clip(xg[2 * h + j] + tmp[j]);
+        for (int64_t j = 0; j < h; ++j) cand[j] = clip(xg[2 * hp_ + j] + cand[j] + (rb ? rb[2 * h + j] : 0.f));
       }
-      tanh_(tmp, h);
-      for (int64_t j = 0; j < h; ++j) hn[j] = (1.f - z[j]) * tmp[j] + z[j] * hb[j];
+      m_->tanh(cand, h);
+      for (int64_t j = 0; j < h; ++j) hb[j] = (1.f - z[j]) * cand[j] + z[j] * hb[j];
       return;
     }
-    // LSTM: gates i, o, f, c in g; peepholes P = [Pi, Po, Pf].
-    mv_(r, hb, rb, 4 * h, h, g);
-    float* gi = g;
-    float* go = g + h;
-    float* gf = g + 2 * h;
-    float* gc = g + 3 * h;
-    for (int64_t j = 0; j < h; ++j) {
-      const float c = cb[j];
-      gi[j] = clip(xg[j] + gi[j] + (p ? p[j] * c : 0.f));
-      gf[j] = clip(xg[2 * h + j] + gf[j] + (p ? p[2 * h + j] * c : 0.f));
-      gc[j] = clip(xg[3 * h + j] + gc[j]);
+    // LSTM: gates i, o, f, c at q * hp_ in g.
+    for (int64_t q = 0; q < 4; ++q) {
+      float* gq = g + q * hp_;
+      for (int64_t j = 0; j < h; ++j) gq[j] = xg[q * hp_ + j] + gq[j] + (rb ? rb[q * h + j] : 0.f);
     }
-    sigmoid_(gi, h);
-    if (input_forget_) {
-      for (int64_t j = 0; j < h; ++j) gf[j] = 1.f - gi[j];
-    } else {
-      sigmoid_(gf, h);
-    }
-    tanh_(gc, h);
-    for (int64_t j = 0; j < h; ++j) {
-      const float cn = gf[j] * cb[j] + gi[j] * gc[j];
-      cb[j] = cn;
-      go[j] = clip(xg[h + j] + go[j] + (p ? p[h + j] * cn : 0.f));
-      tmp[j] = cn;
-    }
-    sigmoid_(go, h);
-    tanh_(tmp, h);
-    for (int64_t j = 0; j < h; ++j) hn[j] = go[j] * tmp[j];
+    lstm_cell(*m_, g, hp_, p, cb, hb, tmp, h, clip_, input_forget_);
   }
 
+  const RnnMath* m_;
   Cell cell_;
-  Matvec mv_ = matvec_plain;
-  Activation sigmoid_ = sigmoid_plain, tanh_ = tanh_plain;
-  int64_t gates_ = 1, dirs_ = 1, layout_ = 0, seq_ = 0, batch_ = 0, in_ = 0, hidden_ = 0;
+  int64_t gates_ = 1, dirs_ = 1, layout_ = 0, seq_ = 0, batch_ = 0, in_ = 0, hidden_ = 0, hp_ = 0;
   bool reverse_only_ = false, input_forget_ = false, linear_before_reset_ = false;
   float clip_ = 0.f;
-  int64_t xw_floats_ = 0, row_floats_ = 0, work_ = 0;
+  std::shared_ptr<AlignedBuffer> packed_r_, packed_w_;  // R, W in panels, when constant
+  WorkspacePlan plan_;
+  size_t xw_at_ = 0, packed_r_at_ = 0, packed_w_at_ = 0, rows_at_ = 0;
+  int64_t ldg_ = 0, r_floats_ = 0, w_floats_ = 0, row_floats_ = 0;
   const TensorInfo *x_, *w_, *r_, *b_, *lens_, *h0_, *c0_, *p_, *y_, *yh_, *yc_;
 };
 
