@@ -1,0 +1,227 @@
+"""Layout rules that turn a Transpose or a reshape round trip into no task at all: the
+bytes an NHWC region stores are already what the graph asks for (see layout.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+from ..ir import Engine, Graph, Node, TensorMeta, Value
+from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
+from .formats import NCHW, NHWC, is_act4d, layout_of, reads_own_layout
+
+# A Transpose between NHWC-ordered data and the layout region moves no byte: NHWC data
+# permuted to logical NCHW ([0, 3, 1, 2], a TensorFlow model's way into its convolutions)
+# stored NHWC is the same bytes, and so is an NHWC-stored tensor permuted back ([0, 2, 3, 1],
+# its way out) stored plain. Such a Transpose becomes a TransposeView: an alias (no task) of
+# its input under the permuted shape and the other format. So does a vision transformer's
+# patch embedding out of the region: [N, C, H, W] stored NHWC, flattened to [N, C, H*W] and
+# transposed to [N, H*W, C], is the NHWC bytes as they are.
+_INTO_REGION, _OUT_OF_REGION = [0, 3, 1, 2], [0, 2, 3, 1]
+
+
+def _transpose_view_infer(node: Node, attrs):
+    m = node.inputs[0].meta
+    shape = attrs.get("shape") or [m.shape[p] for p in attrs["perm"]]
+    return [type(m)(m.dtype, tuple(shape))]
+
+
+def _transpose_view(ins, a):
+    out = np.transpose(ins[0], a["perm"])
+    return [out.reshape(a["shape"]) if a.get("shape") else out]
+
+
+if not ops.has("TransposeView"):
+    ops.register(OpSchema(
+        "TransposeView", 1, 1, _transpose_view_infer, _transpose_view,
+        attrs={"perm": AttrSpec(AttrKind.INTS, None), "shape": AttrSpec(AttrKind.INTS, None),
+               "src_format": AttrSpec(AttrKind.STRING, NCHW),
+               "dst_format": AttrSpec(AttrKind.STRING, NHWC)},
+        device=lambda node, attrs: DeviceKernel("Copy", {}, (0,)), alias={0: 0},
+        layout=Layout.CONVERT))
+
+
+def _transpose_perm(node: Node) -> list[int] | None:
+    if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if not (is_act4d(x) and is_act4d(y)):
+        return None
+    perm = node.attrs.get("perm")
+    return None if perm is None else [int(p) % 4 for p in perm]
+
+
+def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Node] | None:
+    """For a device Transpose [0, 2, 1] of a Flatten/Reshape of an NHWC-stored [N, C, H, W]
+    into [N, C, H*W] (a vision transformer's patch embedding: Conv, flatten, transpose):
+    (the NHWC value, the flattening node), whose [N, H*W, C] result is the NHWC bytes."""
+    if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
+        return None
+    perm = node.attrs.get("perm")
+    r = node.inputs[0]
+    flat = r.producer if r is not None else None
+    if perm is None or [int(p) % 3 for p in perm] != [0, 2, 1] or flat is None \
+            or flat.op_type not in ("Reshape", "Flatten", "Squeeze") \
+            or flat.meta.engine is not Engine.DEVICE \
+            or flat.meta.partition != node.meta.partition or r in outputs or r.users != [node]:
+        return None
+    x = flat.inputs[0]
+    if not is_act4d(x) or x.format != NHWC or r.meta is None or not r.meta.is_static:
+        return None
+    n, c, h, w = x.meta.shape
+    return (x, flat) if tuple(r.meta.shape) == (n, c, h * w) else None
+
+
+_POINTWISE = (Layout.UNIFORM, Layout.ELEMENTWISE, Layout.CHANNEL, Layout.CHAIN)
+
+
+def _pointwise_step(e: Node, v: Value) -> bool:
+    """e computes elementwise from v alone (other operands constant scalars): it gives the
+    same values on a permuted v, permuted."""
+    return (e.meta.engine is Engine.DEVICE and len(e.outputs) == 1 and layout_of(e) in _POINTWISE
+            and all(w is v or (w is not None and w.is_constant and np.size(w.const) == 1)
+                    for w in e.inputs)
+            and sum(w is v for w in e.inputs) == 1)
+
+
+def _pointwise_chain(v: Value, partition: int | None, outputs: set[Value]
+                     ) -> tuple[list[Node], Value]:
+    """The pointwise nodes that compute v from one value, each the only reader of what it
+    reads (nearest v first), and that value."""
+    chain: list[Node] = []
+    while v.producer is not None and len(chain) < 8:
+        e = v.producer
+        src = next((w for w in e.inputs if w is not None and not w.is_constant), None)
+        if src is None or not _pointwise_step(e, src) or src.users != [e] or src in outputs \
+                or e.meta.partition != partition:
+            break
+        chain.append(e)
+        v = src
+    return chain, v
+
+
+def _retarget(chain: list[Node], source: Value) -> Value:
+    """The chain (nearest its end first) computes from `source` instead, at its shape."""
+    first = source
+    for e in reversed(chain):
+        e.set_inputs([first if (w is not None and not w.is_constant) else w for w in e.inputs])
+        e.outputs[0].meta = TensorMeta(e.outputs[0].meta.dtype, tuple(source.meta.shape))
+        first = e.outputs[0]
+    return first
+
+
+def drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
+    """A 4-D value reshaped away and back to its own shape with only pointwise nodes between
+    (a 1-D convolution made 2-D, its activation on the 3-D view, the next one's 2-D view):
+    the pointwise nodes run on the 4-D value, so the convolutions meet in the region instead
+    of through two conversions."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.graph is None or node.op_type not in ("Reshape", "Unsqueeze") \
+                or node.meta.engine is not Engine.DEVICE:
+            continue
+        y = node.outputs[0]
+        if not is_act4d(y) or not y.meta.is_static or y in outputs or node.inputs[0] is None:
+            continue
+        chain, q = _pointwise_chain(node.inputs[0], node.meta.partition, outputs)
+        back = q.producer
+        if back is None or back.op_type not in ("Reshape", "Squeeze", "Flatten") \
+                or back.meta.engine is not Engine.DEVICE \
+                or back.meta.partition != node.meta.partition or q in outputs \
+                or q.users != [chain[-1] if chain else node]:
+            continue
+        z = back.inputs[0]
+        if z is None or z.meta != y.meta:
+            continue
+        result = _retarget(chain, z)
+        graph.replace_all_uses(y, result)
+        graph.remove_node(node)
+        graph.remove_node(back)
+        count += 1
+    return count
+
+
+def into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -> int:
+    """A plain [N, L, C] transposed to [N, C, L] (through pointwise nodes), then reshaped to
+    the [N, C, H, W] (H * W = L) a region node reads NHWC: those NHWC bytes are the [N, L, C]
+    ones, so the pointwise nodes run before the transpose and it becomes a TransposeView (a
+    speech encoder's LayerNorm over channels, on its way into the next convolution)."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.op_type not in ("Reshape", "Unsqueeze") or node.meta.engine is not Engine.DEVICE:
+            continue
+        y, r = node.outputs[0], node.inputs[0]
+        if not is_act4d(y) or y.format or y in outputs or not y.meta.is_static or r is None \
+                or r.users != [node] or r in outputs or not y.users:
+            continue
+        if not all(own.get(u) == NHWC and u.meta.partition == node.meta.partition
+                   and all(reads_own_layout(u, i) for i, w in enumerate(u.inputs) if w is y)
+                   for u in y.users):
+            continue
+        chain, v = _pointwise_chain(r, node.meta.partition, outputs)
+        t = v.producer
+        if t is None or t.op_type != "Transpose" or t.meta.engine is not Engine.DEVICE \
+                or t.meta.partition != node.meta.partition or v in outputs:
+            continue
+        p = t.inputs[0]
+        perm = t.attrs.get("perm")
+        if p is None or p.format or p.meta is None or not p.meta.is_static or p.meta.rank != 3 \
+                or perm is None or [int(q) % 3 for q in perm] != [0, 2, 1]:
+            continue
+        n, c, h, w = y.meta.shape
+        if tuple(p.meta.shape) != (n, h * w, c):
+            continue
+        # the pointwise nodes now compute on [N, L, C]; the transpose reads their result
+        t.set_inputs([_retarget(chain, p)])
+        graph.nodes.remove(t)
+        graph.nodes.insert(graph.nodes.index(node), t)
+        t.op_type = "TransposeView"
+        t.attrs = {"perm": [0, 2, 1], "shape": [n, c, h, w], "src_format": NCHW,
+                   "dst_format": NHWC}
+        out = t.outputs[0]
+        out.meta, out.format = y.meta, NHWC
+        graph.replace_all_uses(y, out)
+        graph.remove_node(node)
+        count += 1
+    return count
+
+
+def transpose_views(graph: Graph, own: dict[Node, str]) -> int:
+    """Transposes that only change the format become TransposeViews (see above); formats
+    of the region are already set. Returns how many."""
+    outputs = set(graph.outputs)
+    count = 0
+    for node in list(graph.nodes):
+        flattened = _flattened_region_value(node, outputs)
+        if flattened is not None and not node.outputs[0].format:
+            x, flat = flattened
+            n, c, h, w = x.meta.shape
+            node.set_inputs([x])
+            graph.remove_node(flat)
+            node.op_type = "TransposeView"
+            node.attrs = {"perm": _OUT_OF_REGION, "shape": [n, h * w, c],
+                          "src_format": NHWC, "dst_format": NCHW}
+            count += 1
+            continue
+        perm = _transpose_perm(node)
+        if perm is None:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        if perm == _INTO_REGION and not x.format and y not in outputs:
+            # into the region: worth it when a region node reads y in NHWC; y must not leave
+            # the partition (a partition's edges are plain)
+            read_nhwc = any(own.get(u) == NHWC and any(
+                w is y and reads_own_layout(u, i) for i, w in enumerate(u.inputs))
+                for u in y.users)
+            if not read_nhwc or any(u.meta.partition != node.meta.partition for u in y.users):
+                continue
+            fmt = (NCHW, NHWC)
+        elif perm == _OUT_OF_REGION and x.format == NHWC and not y.format:
+            fmt = (NHWC, NCHW)
+        else:
+            continue
+        node.op_type = "TransposeView"
+        node.attrs = {"perm": perm, "src_format": fmt[0], "dst_format": fmt[1]}
+        y.format = NHWC if fmt[1] == NHWC else ""
+        count += 1
+    return count
