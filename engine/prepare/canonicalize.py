@@ -170,6 +170,31 @@ def _as_global_pool(graph: Graph, node: Node) -> None:
     graph.remove_node(node)
 
 
+def _conv_of_row_view(graph: Graph, node: Node, attrs: dict, w_shape: list[int],
+                      x_shape: list[int], suffix: str) -> None:
+    """`node` (a Conv) as the Conv with `attrs` of its input viewed as `x_shape` ([N, C, 1,
+    W]) and its weights as `w_shape`, its output viewed back to its own shape (the value
+    keeps its name and readers)."""
+    x, w = node.inputs[0], node.inputs[1]
+
+    def view(v: Value, shape: list[int], after: Node) -> Value:
+        target = graph.add_constant(None, np.array(shape, np.int64))
+        return graph.add_node("Reshape", [v, target], name=graph.unique_name(
+            f"{node.name}_row"), after=after).outputs[0]
+
+    if w.is_constant:
+        w2 = graph.add_constant(None, np.ascontiguousarray(w.const.reshape(w_shape)))
+    else:
+        w2 = view(w, w_shape, node)
+    x2 = view(x, x_shape, w2.producer or node)
+    conv = graph.add_node("Conv", [x2, w2, *node.inputs[2:]], attrs=attrs,
+                          name=graph.unique_name(node.name), after=x2.producer)
+    target = graph.add_constant(None, np.array(node.outputs[0].meta.shape, np.int64))
+    back = graph.add_node("Reshape", [conv.outputs[0], target], outputs=[],
+                          name=graph.unique_name(f"{node.name}_{suffix}"), after=conv)
+    hand_over_output(graph, node, back)
+
+
 def _tall_conv(node: Node) -> bool:
     """A 2-D Conv whose input and kernel are one column wide ([N, C, H, 1], kernel [k, 1]):
     a 1-D convolution laid along H, as TensorFlow-by-way-of-JAX exports write them."""
@@ -194,11 +219,6 @@ def _as_wide_conv(graph: Graph, node: Node) -> None:
     x, w = node.inputs[0], node.inputs[1]
     n, c, h, _ = x.meta.shape
 
-    def view(v: Value, shape: list[int], after: Node) -> Value:
-        target = graph.add_constant(None, np.array(shape, np.int64))
-        return graph.add_node("Reshape", [v, target], name=graph.unique_name(
-            f"{node.name}_wide"), after=after).outputs[0]
-
     def swap(key: str, fill: int) -> None:
         if key in node.attrs:
             attrs[key] = [fill, node.attrs[key][0]]
@@ -211,17 +231,7 @@ def _as_wide_conv(graph: Graph, node: Node) -> None:
         pads = list(node.attrs["pads"])
         attrs["pads"] = [pads[1], pads[0], pads[3], pads[2]]
     o, cg, k, _ = w.meta.shape
-    if w.is_constant:
-        w2 = graph.add_constant(None, np.ascontiguousarray(w.const.reshape(o, cg, 1, k)))
-    else:
-        w2 = view(w, [o, cg, 1, k], node)
-    x2 = view(x, [n, c, 1, h], w2.producer or node)
-    conv = graph.add_node("Conv", [x2, w2, *node.inputs[2:]], attrs=attrs,
-                          name=graph.unique_name(node.name), after=x2.producer)
-    target = graph.add_constant(None, np.array(node.outputs[0].meta.shape, np.int64))
-    back = graph.add_node("Reshape", [conv.outputs[0], target], outputs=[],
-                          name=graph.unique_name(f"{node.name}_tall"), after=conv)
-    hand_over_output(graph, node, back)
+    _conv_of_row_view(graph, node, attrs, [o, cg, 1, k], [n, c, 1, h], "tall")
 
 
 def hand_over_output(graph: Graph, old: Node, new: Node) -> None:
@@ -255,11 +265,6 @@ def _as_conv_2d(graph: Graph, node: Node) -> None:
     n, c, width = x.meta.shape
     o, cg, k = w.meta.shape
 
-    def view(v: Value, shape: list[int], after: Node) -> Value:
-        target = graph.add_constant(None, np.array(shape, np.int64))
-        return graph.add_node("Reshape", [v, target], name=graph.unique_name(
-            f"{node.name}_2d"), after=after).outputs[0]
-
     attrs = dict(node.attrs)
     for key, fill in (("kernel_shape", 1), ("strides", 1), ("dilations", 1)):
         if key in attrs:
@@ -267,17 +272,7 @@ def _as_conv_2d(graph: Graph, node: Node) -> None:
     if "pads" in attrs:
         pads = list(attrs["pads"])
         attrs["pads"] = [0, int(pads[0]), 0, int(pads[1])]
-    if w.is_constant:
-        w2 = graph.add_constant(None, np.ascontiguousarray(w.const.reshape(o, cg, 1, k)))
-    else:
-        w2 = view(w, [o, cg, 1, k], node)
-    x2 = view(x, [n, c, 1, width], w2.producer or node)
-    conv = graph.add_node("Conv", [x2, w2, *node.inputs[2:]], attrs=attrs,
-                          name=graph.unique_name(node.name), after=x2.producer)
-    target = graph.add_constant(None, np.array(node.outputs[0].meta.shape, np.int64))
-    back = graph.add_node("Reshape", [conv.outputs[0], target], outputs=[],
-                          name=graph.unique_name(f"{node.name}_1d"), after=conv)
-    hand_over_output(graph, node, back)
+    _conv_of_row_view(graph, node, attrs, [o, cg, 1, k], [n, c, 1, width], "1d")
 
 
 def _ml_scaler(node: Node) -> bool:
