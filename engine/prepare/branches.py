@@ -119,10 +119,4 @@ def select_branches(graph: Graph, node: Node) -> None:
         picks.append(graph.add_node("Where", [cond, then[t], other[e]], outputs=[],
                                     name=graph.unique_name(f"{node.name}_select{k}")))
     # the Wheres take over the If's output values (names, readers, graph outputs)
-    for k, (out, pick) in enumerate(zip(list(node.outputs), picks)):
-        spare = graph._new_value(graph.unique_name(f"{out.name}_replaced"), out.kind)
-        spare.producer, spare.index = node, k
-        node.outputs[k] = spare
-        out.producer, out.index = pick, 0
-        pick.outputs.append(out)
-    graph.remove_node(node)
+    graph.hand_over_outputs(node, picks)

@@ -192,7 +192,7 @@ def _conv_of_row_view(graph: Graph, node: Node, attrs: dict, w_shape: list[int],
     target = graph.add_constant(None, np.array(node.outputs[0].meta.shape, np.int64))
     back = graph.add_node("Reshape", [conv.outputs[0], target], outputs=[],
                           name=graph.unique_name(f"{node.name}_{suffix}"), after=conv)
-    hand_over_output(graph, node, back)
+    graph.hand_over_outputs(node, [back])
 
 
 def _tall_conv(node: Node) -> bool:
@@ -232,18 +232,6 @@ def _as_wide_conv(graph: Graph, node: Node) -> None:
         attrs["pads"] = [pads[1], pads[0], pads[3], pads[2]]
     o, cg, k, _ = w.meta.shape
     _conv_of_row_view(graph, node, attrs, [o, cg, 1, k], [n, c, 1, h], "tall")
-
-
-def hand_over_output(graph: Graph, old: Node, new: Node) -> None:
-    """`new` (made with no outputs) takes over `old`'s only output value, so the value keeps
-    its name (a graph output's too) and readers; then `old` goes."""
-    out = old.outputs[0]
-    spare = graph._new_value(graph.unique_name(f"{out.name}_replaced"), out.kind)
-    spare.producer, spare.index = old, 0
-    old.outputs[0] = spare
-    out.producer, out.index = new, 0
-    new.outputs.append(out)
-    graph.remove_node(old)
 
 
 def _conv_1d(node: Node) -> bool:
@@ -291,7 +279,7 @@ def _as_scale_steps(graph: Graph, node: Node) -> None:
         f"{node.name}_offset"), after=node).outputs[0]
     scaled = graph.add_node("Mul", [centred, scale], outputs=[], name=graph.unique_name(
         f"{node.name}_scale"), after=centred.producer)
-    hand_over_output(graph, node, scaled)
+    graph.hand_over_outputs(node, [scaled])
 
 
 # (match, rewrite): the rewrite replaces the node and everything reading its output

@@ -16,7 +16,6 @@ from ..ir import Graph, Node
 from ..partition.placement import device_accepts
 from ..passes import PassResult
 from ..target import Target
-from .canonicalize import hand_over_output
 
 # An integer product in float32 is exact while every partial sum is an integer below 2^24.
 _F32_EXACT = 1 << 24
@@ -87,7 +86,7 @@ def as_float_product(graph: Graph, node: Node, centred: np.ndarray) -> None:
             graph.replace_all_uses(user.outputs[0], product)  # the Cast is dead then
     cast = graph.add_node("Cast", [product], outputs=0, attrs={"to": _ONNX_INT32},
                           name=graph.unique_name(f"{name}_int32"))
-    hand_over_output(graph, node, cast)
+    graph.hand_over_outputs(node, [cast])
 
 
 def lower_integer_products(graph: Graph, target: Target | None = None) -> PassResult:

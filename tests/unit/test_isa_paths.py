@@ -6,7 +6,7 @@ AVX-512F the AVX-512 half is skipped with that reason (pytest -ra lists it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -58,17 +58,6 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
                           [("w", _weights(2, 80, 12)), ("r", _weights(2, 80, 20)),
                            ("b", _weights(2, 160))]), "rnn panels avx512"),
 }
-
-
-@pytest.fixture(params=["avx512", "fallback"])
-def isa(request) -> Iterator[str]:
-    if request.param == "avx512" and not _runtime.cpu_supports_avx512():
-        pytest.skip("this CPU has no AVX-512F: the AVX-512 kernels were not run")
-    _runtime.set_avx512_allowed(request.param == "avx512")
-    try:
-        yield request.param
-    finally:
-        _runtime.set_avx512_allowed(True)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

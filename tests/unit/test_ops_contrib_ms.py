@@ -7,7 +7,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphengine
-from graphengine import _runtime
 from graphengine.engine.errors import InvalidGraph
 from graphengine.engine.importers import load_model
 from graphengine.engine.ops.contrib_ms import _dq_lstm
@@ -73,17 +72,6 @@ def _host_reference(model, x):
     attrs["direction"] = attrs["direction"].decode() if isinstance(attrs["direction"], bytes) \
         else attrs["direction"]
     return _dq_lstm([values.get(n) if n else None for n in node.input], attrs)
-
-
-@pytest.fixture(params=["avx512", "fallback"])
-def isa(request):
-    if request.param == "avx512" and not _runtime.cpu_supports_avx512():
-        pytest.skip("this CPU has no AVX-512F: the VNNI product was not run")
-    _runtime.set_avx512_allowed(request.param == "avx512")
-    try:
-        yield request.param
-    finally:
-        _runtime.set_avx512_allowed(True)
 
 
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
