@@ -17,7 +17,7 @@ from .flops import graph_flops
 from .ir import Dim, Graph, Node, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig
 from .ops import control
-from .optimize import assign_layouts, fuse
+from .optimize import assign_layouts, fuse, reshape_round_trips
 from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
 from .partition import collect_partitions, partition_graph, place_nodes
@@ -125,7 +125,8 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None,
         Stage("validate", [validate]),
         prepare_stage(options, budget, target),
         Stage("partition", [functools.partial(place_nodes, target=target), partition_graph]),
-        Stage("optimize", ([functools.partial(fuse, target=target)] if options.fuse else [])
+        Stage("optimize", [reshape_round_trips]
+              + ([functools.partial(fuse, target=target)] if options.fuse else [])
               + [functools.partial(split_batch, enabled=options.batch_split,
                                    parallel=options.data_parallel),
                  functools.partial(assign_layouts, enabled=options.layouts,

@@ -8,6 +8,7 @@ import numpy as np
 from .. import ops
 from ..ir import Engine, Graph, Node, TensorMeta, Value
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
+from ..passes import PassResult
 from .formats import NCHW, NHWC, is_act4d, layout_of, reads_own_layout
 
 # A Transpose between NHWC-ordered data and the layout region moves no byte: NHWC data
@@ -73,18 +74,67 @@ def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Nod
 
 
 _POINTWISE = (Layout.UNIFORM, Layout.ELEMENTWISE, Layout.CHANNEL, Layout.CHAIN)
+# Pointwise ops whose other operands broadcast numpy-style against the data (a
+# BatchNormalization's [C] parameters, by contrast, belong to axis 1 at any rank).
+_BROADCASTING = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu"})
 
 
-def _pointwise_step(e: Node, v: Value) -> bool:
+def _pointwise_step(e: Node, v: Value, lift: tuple[int, ...] | None = None,
+                    rank: int = 0) -> bool:
     """e computes elementwise from v alone (other operands constant scalars): it gives the
-    same values on a permuted v, permuted."""
+    same values on a permuted v, permuted. With `lift` (v's shape is that of a value of
+    `rank` with unit axes dropped: unit_lift), other constants may also broadcast to v."""
+    def other_ok(w: Value | None) -> bool:
+        if w is None or not w.is_constant:
+            return False
+        if np.size(w.const) == 1:
+            return True
+        return (lift is not None and e.op_type in _BROADCASTING
+                and lifted_constant(w.const, v.meta.shape, lift, rank) is not None)
+
     return (e.meta.engine is Engine.DEVICE and len(e.outputs) == 1 and layout_of(e) in _POINTWISE
-            and all(w is v or (w is not None and w.is_constant and np.size(w.const) == 1)
-                    for w in e.inputs)
+            and all(w is v or other_ok(w) for w in e.inputs)
             and sum(w is v for w in e.inputs) == 1)
 
 
-def _pointwise_chain(v: Value, partition: int | None, outputs: set[Value]
+def unit_lift(short: tuple[int, ...], long: tuple[int, ...]) -> tuple[int, ...] | None:
+    """For a `long` shape that is `short` with unit axes added: the axis of `long` each axis
+    of `short` is (in order), else None."""
+    where: list[int] = []
+    j = 0
+    for d in short:
+        while j < len(long) and long[j] != d:
+            if long[j] != 1:
+                return None
+            j += 1
+        if j == len(long):
+            return None
+        where.append(j)
+        j += 1
+    if any(long[k] != 1 for k in range(j, len(long))):
+        return None
+    return tuple(where)
+
+
+def lifted_constant(c: np.ndarray, short: tuple[int, ...], lift: tuple[int, ...],
+                    rank: int) -> np.ndarray | None:
+    """A constant that broadcasts to `short`, reshaped to broadcast the same way to the
+    long shape (`lift` from unit_lift); None when it does not broadcast to `short` or
+    would widen it."""
+    c = np.asarray(c)
+    if c.ndim > len(short):
+        return None
+    full = (1,) * (len(short) - c.ndim) + tuple(c.shape)
+    if any(a != 1 and a != b for a, b in zip(full, short)):
+        return None
+    shape = [1] * rank
+    for axis, d in zip(lift, full):
+        shape[axis] = d
+    return c.reshape(shape)
+
+
+def _pointwise_chain(v: Value, partition: int | None, outputs: set[Value],
+                     lift: tuple[int, ...] | None = None, rank: int = 0
                      ) -> tuple[list[Node], Value]:
     """The pointwise nodes that compute v from one value, each the only reader of what it
     reads (nearest v first), and that value."""
@@ -92,19 +142,32 @@ def _pointwise_chain(v: Value, partition: int | None, outputs: set[Value]
     while v.producer is not None and len(chain) < 8:
         e = v.producer
         src = next((w for w in e.inputs if w is not None and not w.is_constant), None)
-        if src is None or not _pointwise_step(e, src) or src.users != [e] or src in outputs \
-                or e.meta.partition != partition:
+        if src is None or not _pointwise_step(e, src, lift, rank) or src.users != [e] \
+                or src in outputs or e.meta.partition != partition \
+                or (lift is not None and src.meta.shape != v.meta.shape):
             break
         chain.append(e)
         v = src
     return chain, v
 
 
-def _retarget(chain: list[Node], source: Value) -> Value:
-    """The chain (nearest its end first) computes from `source` instead, at its shape."""
+def _retarget(chain: list[Node], source: Value, graph: Graph | None = None,
+              lift: tuple[int, ...] | None = None) -> Value:
+    """The chain (nearest its end first) computes from `source` instead, at its shape; with
+    `lift`, its non-scalar constants are reshaped for it (new constants of `graph`)."""
     first = source
+    rank = len(source.meta.shape)
     for e in reversed(chain):
-        e.set_inputs([first if (w is not None and not w.is_constant) else w for w in e.inputs])
+        short = tuple(e.outputs[0].meta.shape)
+        ins: list[Value | None] = []
+        for w in e.inputs:
+            if w is not None and not w.is_constant:
+                ins.append(first)
+            elif w is None or lift is None or np.size(w.const) == 1:
+                ins.append(w)
+            else:
+                ins.append(graph.add_constant(None, lifted_constant(w.const, short, lift, rank)))
+        e.set_inputs(ins)
         e.outputs[0].meta = TensorMeta(e.outputs[0].meta.dtype, tuple(source.meta.shape))
         first = e.outputs[0]
     return first
@@ -112,18 +175,22 @@ def _retarget(chain: list[Node], source: Value) -> Value:
 
 def drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
     """A 4-D value reshaped away and back to its own shape with only pointwise nodes between
-    (a 1-D convolution made 2-D, its activation on the 3-D view, the next one's 2-D view):
-    the pointwise nodes run on the 4-D value, so the convolutions meet in the region instead
-    of through two conversions."""
+    (a 1-D convolution made 2-D, its bias and activation on the 3-D view, the next one's 2-D
+    view): the pointwise nodes run on the 4-D value, so the convolutions meet (and fuse with
+    what follows them) instead of going through two reshapes. Constants other than scalars
+    come along when the reshape only drops unit axes (a [C, 1] bias becomes [C, 1, 1])."""
     count = 0
     for node in list(graph.nodes):
         if node.graph is None or node.op_type not in ("Reshape", "Unsqueeze") \
                 or node.meta.engine is not Engine.DEVICE:
             continue
         y = node.outputs[0]
-        if not is_act4d(y) or not y.meta.is_static or y in outputs or node.inputs[0] is None:
-            continue
-        chain, q = _pointwise_chain(node.inputs[0], node.meta.partition, outputs)
+        x = node.inputs[0]
+        if not is_act4d(y) or not y.meta.is_static or y in outputs or x is None \
+                or x.meta is None or not x.meta.is_static or x.users != [node]:
+            continue  # (another reader of x would see the chain change shape)
+        lift = unit_lift(tuple(x.meta.shape), tuple(y.meta.shape))
+        chain, q = _pointwise_chain(x, node.meta.partition, outputs, lift, len(y.meta.shape))
         back = q.producer
         if back is None or back.op_type not in ("Reshape", "Squeeze", "Flatten") \
                 or back.meta.engine is not Engine.DEVICE \
@@ -133,12 +200,20 @@ def drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
         z = back.inputs[0]
         if z is None or z.meta != y.meta:
             continue
-        result = _retarget(chain, z)
+        result = _retarget(chain, z, graph, lift)
         graph.replace_all_uses(y, result)
         graph.remove_node(node)
         graph.remove_node(back)
         count += 1
     return count
+
+
+def reshape_round_trips(graph: Graph) -> PassResult:
+    """The pass form of drop_reshape_round_trips, before fusion (what it exposes fuses)."""
+    n = drop_reshape_round_trips(graph, set(graph.outputs))
+    if n:
+        graph.remove_unused_constants()
+    return PassResult(graph, n > 0, f"{n} reshape round trips dropped")
 
 
 def into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -> int:

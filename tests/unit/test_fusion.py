@@ -2,6 +2,7 @@
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import load_model
@@ -104,3 +105,79 @@ def test_unfusable_shared_intermediate_is_left_alone():
     # Relu then Add (with c1 as its operand) still run as one elementwise chain.
     assert ops == ["Conv", "EltwiseChain"], ops
     assert [f.split(":")[0] for f in fusions] == ["EltwiseChain(Relu+Add)"]
+
+
+def _tf_style_conv1d_stack(bias_shape):
+    """Two 1-D convolutions as tf2onnx writes Keras' Conv1D: each the 2-D Conv of an
+    Unsqueeze, Squeezed back, its bias an Add on the 3-D view, then Relu."""
+    c, k = 8, 3
+    nodes, inits = [], {"axes": np.array([2], np.int64)}
+    src = "x"
+    for i in range(2):
+        inits[f"w{i}"] = RNG.normal(size=(c, c, 1, k)) * 0.3
+        inits[f"b{i}"] = RNG.normal(size=bias_shape)
+        nodes += [helper.make_node("Unsqueeze", [src, "axes"], [f"u{i}"]),
+                  helper.make_node("Conv", [f"u{i}", f"w{i}"], [f"c{i}"], pads=[0, 1, 0, 1]),
+                  helper.make_node("Squeeze", [f"c{i}", "axes"], [f"s{i}"]),
+                  helper.make_node("Add", [f"s{i}", f"b{i}"], [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}" if i == 0 else "y"])]
+        src = f"r{i}"
+    return make(nodes, [("x", [2, c, 40])], [("y", [2, c, 40])], inits)
+
+
+@pytest.mark.parametrize("bias_shape", [(8, 1), (1, 8, 1), (1,)])
+def test_a_bias_add_on_a_1d_view_joins_its_conv(bias_shape):
+    """The Squeeze/Unsqueeze round trip between the convolutions goes (with the bias on the
+    3-D view reshaped for the 4-D value) and the bias Add joins the Conv's bias: two Convs
+    with their Relu, no Add and no reshape left."""
+    model = _tf_style_conv1d_stack(bias_shape)
+    fusions, ops = check(model, {"x": RNG.normal(size=(2, 8, 40)).astype(np.float32)})
+    assert [f.split(":")[0] for f in fusions].count("Conv+bias") == 2, fusions
+    assert "Add" not in ops and ops.count("Conv") == 2, ops
+
+
+def test_a_bias_add_that_varies_along_width_stays_an_add():
+    """A constant that is not per channel is not a bias: the Add stays, the result is right."""
+    model = _tf_style_conv1d_stack((1, 40))
+    fusions, ops = check(model, {"x": RNG.normal(size=(2, 8, 40)).astype(np.float32)})
+    assert not any(f.startswith("Conv+bias") for f in fusions), fusions
+    assert "Add" in ops, ops
+
+
+def _conv1d(i, src, c=8, k=3):
+    """tf2onnx's Conv1D without bias: Unsqueeze, 2-D Conv, Squeeze (its weight w{i})."""
+    return [helper.make_node("Unsqueeze", [src, "axes"], [f"u{i}"]),
+            helper.make_node("Conv", [f"u{i}", f"w{i}"], [f"c{i}"], pads=[0, 1, 0, 1]),
+            helper.make_node("Squeeze", [f"c{i}", "axes"], [f"s{i}"])], \
+        {f"w{i}": RNG.normal(size=(c, c, 1, k)) * 0.3}
+
+
+def test_a_batch_norm_between_1d_convs_keeps_its_channel_parameters():
+    """torch's Conv1d, BatchNorm1d, ReLU, MaxPool1d, Conv1d: the convolutions and the pool
+    become 2-D ones of [N, C, 1, W] with reshapes between; the BatchNormalization's [C]
+    parameters belong to axis 1 at any rank and are not broadcast like an Add's operand
+    (which, with as many steps as channels, would have fit the last axis)."""
+    c = 8
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1]),
+             helper.make_node("BatchNormalization", ["c0", "g", "b", "m", "v"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2], strides=[2]),
+             helper.make_node("Conv", ["p", "w1"], ["y"], pads=[1, 1])]
+    inits = {"w0": RNG.normal(size=(c, c, 3)) * 0.3, "w1": RNG.normal(size=(c, c, 3)) * 0.3,
+             "g": RNG.uniform(0.5, 1.5, c), "b": RNG.normal(size=c), "m": RNG.normal(size=c),
+             "v": RNG.uniform(0.5, 2, c)}
+    model = make(nodes, [("x", [2, c, c])], [("y", [2, c, c // 2])], inits)
+    check(model, {"x": RNG.normal(size=(2, c, c)).astype(np.float32)})
+
+
+def test_a_round_trip_whose_value_has_another_reader_stays():
+    """The activation between two 1-D convolutions also feeds a residual Add on the 3-D
+    view: it must keep its 3-D shape for that reader."""
+    c = 8
+    n0, w0 = _conv1d(0, "x")
+    n1, w1 = _conv1d(1, "r")
+    nodes = n0 + [helper.make_node("Relu", ["s0"], ["r"])] + n1 \
+        + [helper.make_node("Add", ["s1", "r"], ["y"])]
+    inits = {"axes": np.array([2], np.int64), **w0, **w1}
+    model = make(nodes, [("x", [2, c, 40])], [("y", [2, c, 40])], inits)
+    check(model, {"x": RNG.normal(size=(2, c, 40)).astype(np.float32)})

@@ -1295,3 +1295,29 @@ def test_fma_peak_measures_a_rate_and_checks_its_arguments():
                              (1, float("nan"))):
         with pytest.raises(rt.InvalidArgument, match="fma_peak"):
             rt.fma_peak(threads, seconds)
+
+
+@pytest.mark.parametrize("n", [7, 8 * 1000 + 5, 70_001])
+def test_float16_casts_round_like_numpy_in_the_vector_body_and_the_tail(n):
+    """float32 -> float16 rounds to nearest even (ties, subnormals, overflow to inf, inf and
+    NaN) and float16 -> float32 is exact, in the 8-wide body, the scalar tail and the
+    threaded loop (n >= 65536) alike."""
+    bits = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    f = bits.view(np.float32).copy()
+    special = np.array([0.0, -0.0, 65504.0, 65520.0, 65519.99, 1e-8, -6e-8, 2.0**-24, 2.0**-25,
+                        1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11, np.inf, -np.inf, np.nan, 5.96e-8],
+                       np.float32)
+    f[: min(n, special.size)] = special[: min(n, special.size)]
+    f[special.size: n // 2] = (f[special.size: n // 2].view(np.uint32) & 0x47FFFFFF) \
+        .view(np.float32)  # most of the rest within float16's range
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = f.astype(np.float16)
+    got = run_op("Cast", [f], f.shape, "float16", to="float16")
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan)
+    np.testing.assert_array_equal(got[~nan].view(np.uint16), want[~nan].view(np.uint16))
+    h = RNG.integers(0, 2**16, n, dtype=np.uint64).astype(np.uint16).view(np.float16)
+    back = run_op("Cast", [h], h.shape, "float32", to="float32")
+    wide = h.astype(np.float32)
+    assert np.array_equal(np.isnan(back), np.isnan(wide))
+    np.testing.assert_array_equal(back[~np.isnan(wide)], wide[~np.isnan(wide)])

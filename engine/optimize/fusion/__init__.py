@@ -29,6 +29,7 @@ from . import (
     activation,
     activation_form,
     attention,
+    conv_bias,
     conv_block,
     conv_bn,
     conv_dw,
@@ -48,7 +49,10 @@ __all__ = ["FUSIONS", "Fusion", "check_order", "fuse"]
 _EPILOGUES = ("matmul_bias", "residual_add", "activation")
 FUSIONS: list[Fusion] = [
     pad_conv.ROW,  # a spatial zero Pad becomes the Conv's own pads, before any row reads them
-    conv_bn.ROW,
+    # A per-channel constant Add joins the Conv's bias (then a BatchNormalization after it
+    # folds into both).
+    conv_bias.ROW,
+    dataclasses.replace(conv_bn.ROW, after=("conv_bias",)),
     erf_gelu.ROW,
     layernorm.ROW,
     # The rotary embedding's Muls and Add are its own before any epilogue or chain row

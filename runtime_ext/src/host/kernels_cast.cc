@@ -1,5 +1,6 @@
 // Cast between any two of the runtime's dtypes. Float -> integer truncates toward zero
 // and saturates (NaN -> 0) instead of invoking undefined behaviour; -> bool is "!= 0".
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cstring>
@@ -55,6 +56,40 @@ void cast_loop(const void* src, void* dst, int64_t n) {
 
 using CastFn = void (*)(const void*, void*, int64_t);
 
+// float <-> float16 with the F16C conversions, 8 at a time: what a float16 model computed in
+// float32 pays at each narrowing Cast (round to nearest even, like float_to_half; a NaN
+// stays a NaN). The scalar loop took ~1.6 ns an element, a call per element.
+constexpr int64_t kCastGrain = 65536;
+
+__attribute__((target("avx,f16c"))) void f32_to_f16_f16c(const void* src, void* dst, int64_t n) {
+  const float* s = static_cast<const float*>(src);
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  const int64_t blocks = n / 8;
+#pragma omp parallel for schedule(static) if (n >= kCastGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + 8 * b), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 8 * b), h);
+  }
+  for (int64_t i = 8 * blocks; i < n; ++i) d[i] = float_to_half(s[i]);
+}
+
+__attribute__((target("avx,f16c"))) void f16_to_f32_f16c(const void* src, void* dst, int64_t n) {
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  float* d = static_cast<float*>(dst);
+  const int64_t blocks = n / 8;
+#pragma omp parallel for schedule(static) if (n >= kCastGrain)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 8 * b));
+    _mm256_storeu_ps(d + 8 * b, _mm256_cvtph_ps(h));
+  }
+  for (int64_t i = 8 * blocks; i < n; ++i) d[i] = half_to_float(s[i]);
+}
+
+bool has_f16c() {
+  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return yes;
+}
+
 template <class S>
 CastFn pick_dst(DType to) {
   switch (to) {
@@ -72,6 +107,8 @@ CastFn pick_dst(DType to) {
 }
 
 CastFn pick(DType from, DType to) {
+  if (has_f16c() && from == DType::kFloat32 && to == DType::kFloat16) return f32_to_f16_f16c;
+  if (has_f16c() && from == DType::kFloat16 && to == DType::kFloat32) return f16_to_f32_f16c;
   switch (from) {
     case DType::kFloat32: return pick_dst<float>(to);
     case DType::kFloat64: return pick_dst<double>(to);
