@@ -127,8 +127,22 @@ def _rms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [(xs / np.sqrt(ms + a["epsilon"]) * widen(ins[1])).astype(x.dtype)]
 
 
+def _rms_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    x = node.inputs[0]
+    rank = len(x.meta.shape)
+    axis = norm_axis(node, a["axis"], rank)
+    scale = node.inputs[1].meta
+    inner = int(np.prod(x.meta.shape[axis:])) if x.meta.is_static else None
+    if scale is None or not scale.is_static or inner is None or scale.numel != inner:
+        return "device RMSNormalization takes a Scale of the normalized shape (no broadcast)"
+    if a["stash_type"] != 1:
+        return "device RMSNormalization computes in float32 (stash_type 1)"
+    why = reject(node, data_inputs=(0, 1))
+    return why or kernel("RMSNormalization", {"axis": axis, "epsilon": float(a["epsilon"])}, (0, 1))
+
+
 register(OpSchema("RMSNormalization", 2, 2, lambda node, a: _ln_infer(node, a)[:1], _rms,
-                  attrs=_LN_ATTRS))
+                  attrs=_LN_ATTRS, device=_rms_device))
 
 
 # ---- Instance / Group -------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 A 1-D pool over [N, C, L] is the 2-D pool of [N, C, 1, L] (Unsqueeze and Squeeze are views:
 no task, no copy); InstanceNormalization and GroupNormalization are a LayerNormalization of
-[N, groups, rest] followed by the per-channel scale and bias; RMSNormalization is the steps
-exporters wrote before opset 23 had it; a ReduceMean or ReduceMax over H and W of a 4-D
+[N, groups, rest] followed by the per-channel scale and bias; an RMSNormalization whose
+Scale broadcasts is the steps exporters wrote before opset 23 had it (else the device runs
+it whole); a ReduceMean or ReduceMax over H and W of a 4-D
 tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view). The
 forms are exact rewrites (up to summation order; ai.onnx.ml.Scaler of float32 is its Sub
 and Mul),
@@ -104,10 +105,18 @@ def _as_layer_norm(graph: Graph, node: Node) -> None:
 
 
 def _rms_norm(node: Node) -> bool:
+    """An RMSNormalization the device kernel does not take as it is (a Scale that
+    broadcasts, or statistics in another type): its steps."""
     x, scale = node.input(0), node.input(1)
-    return (node.op_type == "RMSNormalization" and x is not None and x.meta is not None
+    if not (node.op_type == "RMSNormalization" and x is not None and x.meta is not None
             and x.meta.is_static and x.meta.rank >= 1 and scale is not None
-            and x.meta.dtype.numpy == np.float32)
+            and x.meta.dtype.numpy == np.float32):
+        return False
+    axis = int(node.attrs.get("axis", -1))
+    axis = axis + x.meta.rank if axis < 0 else axis
+    whole = scale.meta is not None and scale.meta.is_static \
+        and scale.meta.numel == int(np.prod(x.meta.shape[axis:]))
+    return not whole or int(node.attrs.get("stash_type", 1)) != 1
 
 
 def _as_rms_steps(graph: Graph, node: Node) -> None:

@@ -181,3 +181,58 @@ def test_a_round_trip_whose_value_has_another_reader_stays():
     inits = {"axes": np.array([2], np.int64), **w0, **w1}
     model = make(nodes, [("x", [2, c, 40])], [("y", [2, c, 40])], inits)
     check(model, {"x": RNG.normal(size=(2, c, 40)).astype(np.float32)})
+
+
+def _rms_inverse(spelling):
+    """Nodes computing `inv` (or `y` directly for "div") from `v` = mean square + eps."""
+    if spelling == "div":
+        return [helper.make_node("Sqrt", ["v"], ["r"]), helper.make_node("Div", ["x", "r"], ["y"])]
+    if spelling == "reciprocal":
+        tail = [helper.make_node("Sqrt", ["v"], ["r"]),
+                helper.make_node("Reciprocal", ["r"], ["inv"])]
+    elif spelling == "one_over":
+        tail = [helper.make_node("Sqrt", ["v"], ["r"]),
+                helper.make_node("Div", ["one", "r"], ["inv"])]
+    else:  # pow
+        tail = [helper.make_node("Pow", ["v", "minus_half"], ["inv"])]
+    return tail + [helper.make_node("Mul", ["inv", "x"], ["y"])]
+
+
+@pytest.mark.parametrize("spelling", ["div", "reciprocal", "one_over", "pow"])
+@pytest.mark.parametrize("square, weight", [("Pow", "right"), ("Mul", "left"), ("Mul", None)])
+def test_decomposed_rms_norm_becomes_one_node(spelling, square, weight):
+    """LLaMA's and T5's norm as exporters spell it: one RMSNormalization node (with the
+    weight Mul on either side absorbed), equal to ONNX Runtime's steps."""
+    w = 64
+    sq = helper.make_node("Pow", ["x", "two"], ["sq"]) if square == "Pow" \
+        else helper.make_node("Mul", ["x", "x"], ["sq"])
+    nodes = [sq, helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["v"])] + _rms_inverse(spelling)
+    out = "y"
+    if weight:
+        ins = ["y", "g"] if weight == "right" else ["g", "y"]
+        nodes.append(helper.make_node("Mul", ins, ["z"]))
+        out = "z"
+    inits = {"two": np.float32(2.0), "eps": np.float32(1e-6), "one": np.float32(1.0),
+             "minus_half": np.float32(-0.5), "g": RNG.normal(size=w),
+             "axes": np.array([-1], np.int64)}
+    model = make(nodes, [("x", [2, 7, w])], [(out, [2, 7, w])], inits)
+    model.opset_import[0].version = 18
+    fusions, ops = check(model, {"x": RNG.normal(size=(2, 7, w)).astype(np.float32)})
+    assert ops == ["RMSNormalization"], (ops, fusions)
+    assert any(f.startswith("RMSNorm: ") for f in fusions), fusions
+
+
+def test_rms_norm_steps_with_a_shared_intermediate_stay_steps():
+    """The mean square also read elsewhere: not a norm to fuse; the numbers still agree."""
+    w = 16
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["v"]), helper.make_node("Sqrt", ["v"], ["r"]),
+             helper.make_node("Div", ["x", "r"], ["y"]),
+             helper.make_node("Add", ["y", "ms"], ["z"])]
+    model = make(nodes, [("x", [3, w])], [("z", [3, w])],
+                 {"eps": np.float32(1e-6), "axes": np.array([-1], np.int64)})
+    model.opset_import[0].version = 18
+    fusions, ops = check(model, {"x": RNG.normal(size=(3, w)).astype(np.float32)})
+    assert "RMSNormalization" not in ops and not any(f.startswith("RMSNorm") for f in fusions)

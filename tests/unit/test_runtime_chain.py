@@ -162,3 +162,30 @@ def test_small_layer_norms_run_on_rows_and_agree_with_onednn_s(rows, width):
     mean = x64.mean(axis=1, keepdims=True)
     want = (x64 - mean) / np.sqrt(x64.var(axis=1, keepdims=True) + 1e-5) * g + b
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("shape, axis", [((1, 96), -1), ((3, 257), -1), ((8, 32, 128), -1),
+                                         ((64, 1024), -1), ((2, 5, 8), 1), ((4, 3), 0)])
+def test_rms_norm_rows_agree_with_numpy_in_float64(shape, axis):
+    """RMSNormalization over the trailing axes from `axis`, on one thread for a small input
+    and split over the rows for a large one (8 x 32 x 128 and 64 x 1024 are past the
+    small-op size), equal to numpy's float64 answer."""
+    dev = rt.Device()
+    x = (RNG.standard_normal(shape) * 3 + 0.5).astype(np.float32)
+    g = RNG.standard_normal(shape[axis:]).astype(np.float32)
+    m = rt.Model(dev, _one_task("RMSNormalization", [x.shape, g.shape], x.shape,
+                                {"axis": axis, "epsilon": 1e-6}))
+    (got,) = m.execute([x, g])
+    x64 = x.astype(np.float64)
+    axes = tuple(range(axis % len(shape), len(shape)))
+    want = x64 / np.sqrt((x64 * x64).mean(axis=axes, keepdims=True) + 1e-6) * g
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
+def test_rms_norm_refuses_a_scale_of_another_size_and_a_bad_epsilon():
+    dev = rt.Device()
+    with pytest.raises(rt.InvalidArgument, match="Scale shape"):
+        rt.Model(dev, _one_task("RMSNormalization", [(2, 8), (4,)], (2, 8), {"axis": -1}))
+    with pytest.raises(rt.InvalidArgument, match="epsilon"):
+        rt.Model(dev, _one_task("RMSNormalization", [(2, 8), (8,)], (2, 8),
+                                {"axis": -1, "epsilon": -1.0}))

@@ -40,6 +40,7 @@ from . import (
     matmul_bias,
     pad_conv,
     residual_add,
+    rms_norm,
     rope,
 )
 from .match import Fusion
@@ -55,6 +56,7 @@ FUSIONS: list[Fusion] = [
     dataclasses.replace(conv_bn.ROW, after=("conv_bias",)),
     erf_gelu.ROW,
     layernorm.ROW,
+    rms_norm.ROW,
     # The rotary embedding's Muls and Add are its own before any epilogue or chain row
     # could take them.
     rope.ROW,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Graph, Node, Value
-from .match import Fusion, const_close, on_device, other, rename_output, sole_producer
+from .match import Fusion, const_close, on_device, other, replace_region, sole_producer
 
 
 def _axes_is_last(node: Node, rank: int) -> bool:
@@ -16,7 +16,7 @@ def _axes_is_last(node: Node, rank: int) -> bool:
     return vals in ([-1], [rank - 1])
 
 
-def _mean_of(graph: Graph, v: Value | None) -> Node | None:
+def mean_over_last_axis(graph: Graph, v: Value | None) -> Node | None:
     node = v.producer if v is not None else None
     if node is None or node.op_type != "ReduceMean" or node.input(0) is None:
         return None
@@ -31,7 +31,7 @@ def _match_layernorm(graph: Graph, div: Node):
     sub = d.producer if d is not None else None
     if sub is None or sub.op_type != "Sub" or len(set(d.users)) != 2:
         return None
-    x, mean = sub.input(0), _mean_of(graph, sub.input(1))
+    x, mean = sub.input(0), mean_over_last_axis(graph, sub.input(1))
     if mean is None or mean.input(0) is not x:
         return None
     sqrt = sole_producer(graph, s, {"Sqrt"})
@@ -41,7 +41,7 @@ def _match_layernorm(graph: Graph, div: Node):
     var_v, eps_v = add.input(0), add.input(1)
     if eps_v is None or not eps_v.is_constant:
         var_v, eps_v = eps_v, var_v
-    var = _mean_of(graph, var_v)
+    var = mean_over_last_axis(graph, var_v)
     if var is None or eps_v is None or not eps_v.is_constant or len(var_v.users) != 1:
         return None
     sq = sole_producer(graph, var.input(0), {"Pow", "Mul"})
@@ -74,17 +74,8 @@ def _rewrite_layernorm(graph: Graph, div: Node, ctx) -> str:
             beta = other(plus, o) if plus is not None and plus.op_type == "Add" else None
             if beta is not None and beta.is_constant and beta.const.shape == (width,):
                 bias, tail, absorbed = beta, plus, [mul, plus]
-    final = tail.outputs[0]
-    ln = graph.add_node("LayerNormalization", [x, scale, bias],
-                        attrs={"axis": -1, "epsilon": eps}, name=graph.unique_name("layernorm"),
-                        after=tail)
-    ln.meta.engine, ln.meta.partition = div.meta.engine, div.meta.partition
-    ln.outputs[0].meta = final.meta
-    graph.replace_all_uses(final, ln.outputs[0])
-    for n in reversed(nodes + absorbed):
-        graph.remove_node(n)
-    rename_output(graph, ln.outputs[0], final.name)
-    ln.meta.fused = tuple(n.name for n in nodes + absorbed)
+    ln = replace_region(graph, tail, nodes + absorbed, "LayerNormalization", [x, scale, bias],
+                        {"axis": -1, "epsilon": eps})
     return f"LayerNorm: {len(nodes) + len(absorbed)} nodes -> {ln.name}"
 
 

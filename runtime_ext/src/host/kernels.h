@@ -37,6 +37,7 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a);
 // kernels_norm.cc
 std::unique_ptr<Kernel> make_softmax(const KernelArgs& a);  // Softmax, LogSoftmax
 std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a);
+std::unique_ptr<Kernel> make_rms_norm(const KernelArgs& a);
 std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a);
 // kernels_reduce.cc
 std::unique_ptr<Kernel> make_reduce(const KernelArgs& a);  // ReduceMean Sum Max Min

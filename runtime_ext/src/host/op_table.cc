@@ -60,6 +60,7 @@ const std::vector<OpRow>& op_table() {
       {"Softmax", make_softmax, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"LogSoftmax", make_softmax, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"LayerNormalization", make_layer_norm, L::kPlainOnly, 2, 3, T::kF32, 1, kAnyRank, check_same_types},
+      {"RMSNormalization", make_rms_norm, L::kPlainOnly, 2, 2, T::kF32, 1, kAnyRank, check_same_types},
       {"BatchNormalization", make_batch_norm, L::kUniform, 5, 5, T::kF32, 2, kAnyRank, check_batch_norm},
       {"ReduceMean", make_reduce, L::kPlainOnly, 1, 2, T::kF32, 0, kAnyRank, nullptr},
       {"ReduceSum", make_reduce, L::kPlainOnly, 1, 2, T::kArith, 0, kAnyRank, nullptr},
