@@ -1,7 +1,7 @@
 """The `graphengine` command line.
 
     graphengine serve [--config FILE] [--host H] [--port N] [--model-repository DIR]
-                      [--metrics-port N] [--grace-seconds S] [--log-level L] ...
+                      [--metrics-port N] [--grace-seconds S] [--log-level L] [--plugin FILE] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
 
 One `add_<name>_parser` + `cmd_<name>` pair per subcommand, registered in COMMANDS; a new
@@ -13,6 +13,7 @@ files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -53,6 +54,10 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--tls-key", metavar="PEM", help="TLS private key")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument("--log-format", choices=("kv", "json"), help="log lines (default kv)")
+    p.add_argument("--plugin", action="append", metavar="FILE", default=[],
+                   help="load custom operators: a .py module calling graphengine.register_op, "
+                        "or a native kernel library (.so); repeatable, after the config's "
+                        "`plugins`")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -68,6 +73,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
                              log_format=args.log_format)
+        if args.plugin:
+            config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return serve(config)

@@ -158,8 +158,9 @@ class RemoteSession:
                   gears: Sequence[int] | None = None) -> int:
         """Send a model; returns its graph id.
 
-        `model`: a GraphDef, ONNX bytes, offline model bytes, an onnx.ModelProto, or a path
-        to a model file. `gears`: batch sizes to compile ahead (symbolic batch dim).
+        `model`: a graphengine.Graph (the builder's), a GraphDef, ONNX bytes, offline model
+        bytes, an onnx.ModelProto, or a path to a model file (ONNX, offline, or a GraphDef
+        that Graph.save wrote). `gears`: batch sizes to compile ahead (symbolic batch dim).
         """
         request = session_pb2.AddGraphRequest(session_id=self.id, name=name or "",
                                               gears=list(gears or ()), **model_fields(model))
@@ -287,8 +288,15 @@ def model_fields(model: Any) -> dict[str, Any]:
     """The AddGraphRequest `model` oneof for what the caller passed."""
     if isinstance(model, graph_pb2.GraphDef):
         return {"graph": model}
+    if callable(getattr(model, "to_graphdef", None)):  # graphengine.Graph (the builder)
+        return {"graph": model.to_graphdef()}
     if isinstance(model, (bytes, bytearray, memoryview)):
         return {"onnx_model": bytes(model)}
+    if isinstance(model, (str, os.PathLike)) and str(model).endswith((".pbtxt", ".txt")):
+        from google.protobuf import text_format
+
+        with open(model, encoding="utf-8") as f:
+            return {"graph": text_format.Parse(f.read(), graph_pb2.GraphDef())}
     if isinstance(model, (str, os.PathLike)):
         with open(model, "rb") as f:
             return {"onnx_model": f.read()}
@@ -297,5 +305,6 @@ def model_fields(model: Any) -> dict[str, Any]:
 
     if isinstance(model, onnx.ModelProto):
         return {"onnx_model": model.SerializeToString()}
-    raise TypeError(f"add_graph: cannot send a {type(model).__name__}; pass a GraphDef, "
+    raise TypeError(f"add_graph: cannot send a {type(model).__name__}; pass a "
+                    "graphengine.Graph, a GraphDef, "
                     "ONNX bytes, an onnx.ModelProto or a path to an .onnx file")

@@ -24,7 +24,8 @@ from graphengine.errors import (
 )
 
 __all__ = ["NAME_CHARS", "CompilerError", "ErrorCode", "ExecutionError", "FailedPrecondition",
-           "GraphEngineError", "InvalidGraph", "InvalidInput", "InvalidModel", "NotFound",
+           "GraphEngineError", "InvalidGraph", "InvalidInput", "InvalidModel", "InvalidPlugin",
+           "NotFound",
            "ResourceExhausted", "ShapeError", "Unauthenticated", "Unavailable",
            "bounded_text", "decode_problem"]
 
@@ -39,6 +40,11 @@ class ShapeError(InvalidGraph):
 
 class InvalidModel(InvalidArgument):
     """Bytes that are not a model, or an offline model that is truncated or corrupt."""
+
+
+class InvalidPlugin(InvalidArgument):
+    """A custom operator or a plugin file that cannot be registered: a bad description, a
+    file that does not load, a name GraphEngine has already."""
 
 
 class InvalidInput(InvalidArgument):

@@ -38,12 +38,16 @@ Settings, as `key` (default): meaning.
   signed (mutual TLS).
 - `auth_tokens` (`{}`): identity name -> bearer token; any token turns authentication on
   (health checking stays open). Tokens never appear in logs.
+- `plugins` (`[]`): custom operator files loaded at start, in order: Python modules that
+  call `graphengine.register_op`, and native kernel libraries (graphengine/plugin.h);
+  `graphengine serve --plugin FILE` adds to them. A relative path in a file is relative to
+  that file's folder. A plugin that does not load stops the start, naming it.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
-`max_tensor_elements` <= 2**40.
+`max_tensor_elements` <= 2**40, `plugins` <= 64 files.
 
 Example `graphengine.yaml`:
 
@@ -105,6 +109,7 @@ class ServerConfig:
     # Secrets: never in a repr, hence never in a log line or a traceback.
     auth_tokens: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     auth_tokens_env: str = "GRAPHENGINE_AUTH_TOKENS"
+    plugins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -149,6 +154,13 @@ class ServerConfig:
         if self.tls_client_ca_file and not self.tls_cert_file:
             raise ConfigError("tls_client_ca_file: needs tls_cert_file and tls_key_file")
         _check_tokens("auth_tokens", self.auth_tokens)
+        if len(self.plugins) > MAX_PLUGINS:
+            raise ConfigError(f"plugins: {len(self.plugins)} files exceed the bound of "
+                              f"{MAX_PLUGINS}")
+        for item in self.plugins:
+            if not isinstance(item, str) or not item:
+                raise ConfigError(f"plugins: each entry is a file path, got {item!r:.60}")
+        object.__setattr__(self, "plugins", tuple(self.plugins))
         # YAML may well give an int for a float setting; store what the annotation says.
         for key in ("grace_seconds", "session_idle_seconds"):
             object.__setattr__(self, key, float(getattr(self, key)))
@@ -178,7 +190,9 @@ def format_address(host: str, port: int) -> str:
 
 
 _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
-                                       "bool": (bool,), "dict[str, str]": (dict,)}
+                                       "bool": (bool,), "dict[str, str]": (dict,),
+                                       "tuple[str, ...]": (list, tuple)}
+MAX_PLUGINS = 64
 
 
 def _check_type(key: str, value: Any, annotation: Any) -> None:
@@ -248,6 +262,10 @@ def load_config(path: str | os.PathLike[str] | None = None,
             raise ConfigError(f"config file {path}: expected a mapping of settings, "
                               f"got {type(loaded).__name__}")
         values.update(loaded)
+        folder = os.path.dirname(os.path.abspath(path))
+        if isinstance(values.get("plugins"), (list, tuple)):
+            values["plugins"] = [os.path.join(folder, p) if isinstance(p, str) and p
+                                 and not os.path.isabs(p) else p for p in values["plugins"]]
     _reject_unknown(values, source)
     given = {k: v for k, v in overrides.items() if v is not None}
     _reject_unknown(given, "overrides")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 from graphengine.v1 import graph_pb2 as pb
 
 from .. import wire
-from ..errors import InvalidGraph, InvalidInput
+from ..errors import InvalidGraph, InvalidInput, InvalidModel
 from ..ir import Graph, TensorMeta, Value
 from ..wire import (
     desc_to_pb,
@@ -91,6 +92,64 @@ def export_graphdef(graph: Graph) -> pb.GraphDef:
                 raise InvalidGraph(f"node '{n.name}': attribute '{key}' cannot be written to a "
                                    f"GraphDef: {exc}", graph=graph.name, node=n.name) from None
         gd.nodes.append(nd)
+    return gd
+
+
+# A GraphDef file in protobuf's text format (graphengine.Graph.save picks it by the name).
+TEXT_SUFFIXES = (".pbtxt", ".txt")
+MAX_FILE_BYTES = 1 << 31  # protobuf's own bound on one message
+GRAPHDEF_FIRST_BYTE = b"\x0a"  # field 1 (name), length-delimited
+
+
+def read_graphdef_text(path: str | os.PathLike) -> pb.GraphDef:
+    """The GraphDef in a text-format file."""
+    from google.protobuf import text_format
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InvalidModel(f"cannot read model file '{os.path.basename(path)}': "
+                           f"{exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidModel(f"'{os.path.basename(path)}' is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return text_format.Parse(data.decode("utf-8"), pb.GraphDef())
+    except (text_format.ParseError, UnicodeDecodeError) as exc:
+        raise InvalidModel(f"'{os.path.basename(path)}' is not a GraphDef in text format: "
+                           f"{exc}") from None
+
+
+def saved_graphdef(model: Any) -> pb.GraphDef | None:
+    """The GraphDef in `model` (bytes or a path) when it is exactly one, as
+    graphengine.Graph.save writes it, else None. Protobuf parses most bytes as something, so
+    it must also serialize back to the same bytes and have outputs and nodes with op types.
+    Its first byte is field 1's tag as a string (the graph's name), 0x0a, where an ONNX
+    model's is ir_version's, 0x08: an ONNX file is never read twice."""
+    if isinstance(model, (str, os.PathLike)):
+        try:
+            if os.path.getsize(model) > MAX_FILE_BYTES:
+                return None
+            with open(model, "rb") as f:
+                if f.read(1) != GRAPHDEF_FIRST_BYTE:
+                    return None
+                data = GRAPHDEF_FIRST_BYTE + f.read()
+        except OSError:
+            return None
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        if bytes(memoryview(model)[:1]) != GRAPHDEF_FIRST_BYTE:
+            return None
+        data = bytes(model)
+    else:
+        return None
+    gd = pb.GraphDef()
+    try:
+        gd.ParseFromString(data)
+    except Exception:  # DecodeError, or upb's RuntimeError on malformed text fields
+        return None
+    if (not gd.outputs or not all(n.op_type for n in gd.nodes)
+            or gd.SerializeToString(deterministic=True) != data):
+        return None
     return gd
 
 

@@ -104,6 +104,10 @@ class OpSchema:
     # Layout.CONV: the input the kernel adds to its output (a residual), read in the output's
     # format like input 0 (ConvBlock's R); a Conv's fused residual is its `_sum_input`.
     residual: int | None = None
+    # What the builder's `graphengine.ops` function shows (engine/builder_ops.py) when ONNX
+    # has no schema of the op: a custom op's description and input names.
+    doc: str = ""
+    input_names: tuple[str, ...] = ()
 
     def attrs_of(self, node: Node) -> dict[str, Any]:
         """The node's attributes with defaults filled in; raises on missing/unknown ones."""
@@ -149,8 +153,10 @@ class OpSchema:
 _REGISTRY: dict[str, OpSchema] = {}
 
 
-def register(schema: OpSchema) -> OpSchema:
-    if schema.name in _REGISTRY:
+def register(schema: OpSchema, *, replace: bool = False) -> OpSchema:
+    """Add `schema`; `replace` lets it take the place of one of its name (a custom op
+    registered again: engine/ops/custom.py decides which may be replaced)."""
+    if schema.name in _REGISTRY and not replace:
         raise ValueError(f"op {schema.name} registered twice")
     _REGISTRY[schema.name] = schema
     return schema

@@ -202,7 +202,8 @@ class Session(Admission):
     # ---- graphs -----------------------------------------------------------------------
     def add_graph(self, model, name: str | None = None, gears: Sequence[int] | None = None
                   ) -> int:
-        """Import a graph (ONNX path/bytes/ModelProto, GraphDef, IR Graph, or offline model
+        """Import a graph (ONNX path/bytes/ModelProto, GraphDef or a file Graph.save wrote,
+        graphengine.Graph (the builder's: a copy is taken), IR Graph, or offline model
         bytes/path); returns its id.
 
         The graph is validated and its shapes inferred now, so a malformed graph is

@@ -130,7 +130,20 @@ def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
         root_certificates=client_ca, require_client_auth=client_ca is not None)
 
 
+def load_plugins(config: ServerConfig) -> None:
+    """The config's operator plugins, in order, before any graph or model is read: a plugin
+    that does not load is InvalidPlugin, naming the file, and the server does not start."""
+    if not config.plugins:
+        return
+    from graphengine.engine.ops.custom import load_plugin
+
+    for path in config.plugins:
+        ops = load_plugin(path)
+        logs.log_event(_log, logging.INFO, "plugin_loaded", path=path, ops=",".join(ops))
+
+
 def build_server(config: ServerConfig, session_manager: Any = None) -> ServerParts:
+    load_plugins(config)
     lifecycle, metrics = Lifecycle(), Metrics()
     sessions = (session_manager if session_manager is not None
                 else make_session_manager(config, metrics))

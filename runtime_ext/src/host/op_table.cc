@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "kernel_checks.h"
 #include "kernels.h"
+#include "plugin.h"
 
 namespace ge {
 
@@ -112,11 +115,43 @@ const std::vector<OpRow>& op_table() {
   return table;
 }
 
+namespace {
+
+// A plugin kernel's input dtypes: every present input one its description takes.
+std::string check_plugin(const OpQuery& q, KernelInfo*) {
+  const PluginKernelDef* def = find_plugin_kernel(q.op);
+  if (def == nullptr) return cat("no plugin kernel for '", q.op, "'");
+  for (int i = 0; i < q.n(); ++i) {
+    if (q.types[i] && !def->accepts(*q.types[i])) {
+      return cat("plugin kernel '", q.op, "' does not take ", dtype_name(*q.types[i]), " (input ", i, ")");
+    }
+  }
+  return "";
+}
+
+// The row of a plugin kernel (plugin.h): made at its first lookup, kept for the process.
+const OpRow* plugin_row(const std::string& op) {
+  const PluginKernelDef* def = find_plugin_kernel(op);
+  if (def == nullptr) return nullptr;
+  static std::mutex mu;
+  static auto* rows = new std::map<const PluginKernelDef*, OpRow>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = rows->find(def);
+  if (it == rows->end()) {
+    it = rows->emplace(def, OpRow{def->op.c_str(), make_plugin_kernel, L::kPlainOnly, def->min_inputs,
+                                  def->max_inputs, T::kAny, 0, kAnyRank, check_plugin})
+             .first;
+  }
+  return &it->second;
+}
+
+}  // namespace
+
 const OpRow* find_op(const std::string& op) {
   for (const OpRow& row : op_table()) {
     if (op == row.name) return &row;
   }
-  return nullptr;
+  return plugin_row(op);
 }
 
 bool type_ok(Types t, DType d) {
