@@ -143,16 +143,21 @@ def as_nchw_operand(ctx: TfContext, ref: str) -> Value | None:
     return ctx.emit("Transpose", [v], perm=list(NCHW_FROM_NHWC))
 
 
-def elementwise(ctx: TfContext, node: TfNode, op: str, refs: Sequence[str], **attrs: Any
-                ) -> None:
-    """An op broadcasting its inputs: in NCHW when one input is held so and every other one
-    can follow (a constant, a scalar, another NCHW value), else as TensorFlow lays it out."""
+def broadcast_forms(ctx: TfContext, refs: Sequence[str]) -> tuple[list[Value], bool]:
+    """The inputs of an op that broadcasts them, and whether that is in NCHW: it is when one
+    input is held so and every other one can follow (a constant, a scalar, another NCHW
+    value, a smaller computed one), else the inputs are as TensorFlow lays them out."""
     if any(ctx.has_nchw(r) for r in refs):
         forms = [as_nchw_operand(ctx, r) for r in refs]
         if all(f is not None for f in forms):
-            ctx.result(node, op, forms, nchw=True, **attrs)
-            return
-    ctx.result(node, op, [ctx.value(r) for r in refs], **attrs)
+            return forms, True
+    return [ctx.value(r) for r in refs], False
+
+
+def elementwise(ctx: TfContext, node: TfNode, op: str, refs: Sequence[str], **attrs: Any
+                ) -> None:
+    forms, nchw = broadcast_forms(ctx, refs)
+    ctx.result(node, op, forms, nchw=nchw, **attrs)
 
 
 def unary(op: str, **attrs: Any) -> Converter:
@@ -211,14 +216,9 @@ def _square(ctx: TfContext, node: TfNode) -> None:
 
 @converts("SquaredDifference")
 def _squared_difference(ctx: TfContext, node: TfNode) -> None:
-    diff = TfNode.__new__(TfNode)  # the Sub under a name of its own, then its square
-    diff.name, diff.op, diff.attr, diff.inputs = (ctx.fresh(f"{node.name}/diff"), "Sub",
-                                                 node.attr, node.inputs[:2])
-    if len(diff.inputs) != 2:
-        raise node.fail(f"has {len(diff.inputs)} inputs, 2 are needed")
-    elementwise(ctx, diff, "Sub", diff.inputs)
-    d, nchw = follow(ctx, diff.name)
-    ctx.result(node, "Mul", [d, d], nchw=nchw)
+    forms, nchw = broadcast_forms(ctx, [ctx.input(node, 0), ctx.input(node, 1)])
+    diff = ctx.emit("Sub", forms)
+    ctx.result(node, "Mul", [diff, diff], nchw=nchw)
 
 
 @converts("AddN")
