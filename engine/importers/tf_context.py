@@ -206,7 +206,8 @@ class TfContext:
             if rank(src) not in (4, None):
                 raise InvalidModel(f"tensor '{ref}' has rank {rank(src)}, not the 4 of "
                                    f"an NHWC image", tensor=ref)
-            v = self.nchw_forms[ref] = self.emit("Transpose", [src], out=f"{ref}:nchw",
+            name = f"{ref}:nchw" if f"{ref}:nchw" not in self.g.values else None
+            v = self.nchw_forms[ref] = self.emit("Transpose", [src], out=name,
                                                  perm=list(NCHW_FROM_NHWC))
         return v
 

@@ -244,20 +244,24 @@ def _bias_add(ctx: TfContext, node: TfNode) -> None:
 
 
 # ---- identity-like, constants, inputs ------------------------------------------------------
+def alias(ctx: TfContext, node: TfNode, ref: str, k: int = 0) -> None:
+    """Output k of `node` is `ref`, in the forms it is held in (neither is made)."""
+    if ctx.has_nchw(ref):
+        ctx.set(node, ctx.nchw_forms[ref], nchw=True, k=k)
+    if ref in ctx.plain or not ctx.has_nchw(ref):
+        ctx.set(node, ctx.value(ref), k=k)
+
+
 @converts("Identity", "StopGradient", "Snapshot", "PreventGradient",
           "PlaceholderWithDefault", "CheckNumerics", "EnsureShape")
 def _identity(ctx: TfContext, node: TfNode) -> None:
-    ref = ctx.input(node, 0)
-    if ctx.has_nchw(ref):
-        ctx.set(node, ctx.nchw_forms[ref], nchw=True)
-    if ref in ctx.plain or not ctx.has_nchw(ref):
-        ctx.set(node, ctx.value(ref))
+    alias(ctx, node, ctx.input(node, 0))
 
 
 @converts("IdentityN")
 def _identity_n(ctx: TfContext, node: TfNode) -> None:
     for k, ref in enumerate(node.inputs):
-        ctx.set(node, ctx.value(ref), k=k)
+        alias(ctx, node, ref, k)
 
 
 @converts("NoOp")
