@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install run test test-tf lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -36,7 +36,25 @@ run: install examples/models/mlp.onnx
 
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/tf  # tests/tf: make test-tf (needs TensorFlow)
+
+# TensorFlow frozen graphs (tests/tf/): Keras models frozen to .pb by TensorFlow, then run
+# here and compared with TensorFlow's outputs. tensorflow-cpu (~1.6 GB with its deps) lives
+# in a venv of its own, TF_VENV, and only writes the models (into TF_MODELS, outside git);
+# the project never imports it. Each graph is also read with both protobuf definitions in
+# one process (--stubs): ours and tensorflow's messages do not clash.
+TF_VENV ?= .venv-tf
+TF_MODELS ?= build/tf_models
+$(TF_VENV)/.installed:
+	test -x $(TF_VENV)/bin/python || $(PYTHON) -m venv $(TF_VENV)
+	$(TF_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TF_VENV)/bin/python -m pip install -q tensorflow-cpu
+	touch $@
+
+test-tf: install $(TF_VENV)/.installed
+	$(TF_VENV)/bin/python tests/tf/make_models.py $(TF_MODELS) \
+		--stubs "$$(dirname "$$(dirname "$$(find build -path '*proto_py/graphengine/tensorflow' -type d | head -1)")")"
+	GE_TF_MODELS=$(TF_MODELS) $(PY) -m pytest -q -p no:cacheprovider tests/tf
 
 lint: install
 	$(PY) -m ruff check .

@@ -1,12 +1,15 @@
 """`graphengine compile` (GE's ATC role) and `graphengine inspect`: offline model files, locally.
 
-    graphengine compile MODEL.onnx -o OUT [--input-shape NAME:D0,D1,...]... [--gears DIM:V1,V2,...]
-                        [--max-streams N] [--option KEY=VALUE]... [--json-report FILE]
+    graphengine compile MODEL -o OUT [--input-shape NAME:D0,D1,...]... [--gears DIM:V1,V2,...]
+                        [--outputs NAME,...] [--max-streams N] [--option KEY=VALUE]...
+                        [--json-report FILE]
     graphengine inspect OUT [--json]
 
-`compile` imports the ONNX file, runs GE's stages 1-4 once per gear value (or once) and writes
-every compiled signature into one offline model file (engine/offline.py); `inspect` summarizes
-a file from its header and description without building anything. Neither needs a server.
+`compile` imports the ONNX file or frozen TensorFlow GraphDef (.pb; --input-shape then
+replaces its Placeholders' shapes and --outputs picks its outputs, as ATC's --framework=3),
+runs GE's stages 1-4 once per gear value (or once) and writes every compiled signature into
+one offline model file (engine/offline.py); `inspect` summarizes a file from its header and
+description without building anything. Neither needs a server.
 
 Progress: the compile pipeline takes no progress callback, so each compile prints a line when
 it starts and its per-stage lines (pass runs, how many changed the graph, time) from the compile
@@ -79,6 +82,14 @@ def gears(text: str) -> Any:
     return Gear(dim, parsed)
 
 
+def output_names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected NAME,NAME,... without empty names, got "
+                                         f"{text!r}")
+    return names
+
+
 def option(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -88,17 +99,22 @@ def option(text: str) -> tuple[str, str]:
 
 # ---- compile -------------------------------------------------------------------------------
 def add_compile_parser(sub: Any) -> None:
-    p = sub.add_parser("compile", help="compile an ONNX model into an offline model file",
+    p = sub.add_parser("compile", help="compile an ONNX model or frozen TensorFlow graph into "
+                                       "an offline model file",
                        description="Compile MODEL (GE's stages 1-4) for concrete input shapes "
                                    "and write an offline model file that loads and runs "
                                    "without compiling. With --gears, compile once per value "
                                    "of a symbolic dim and store every signature in one file.")
-    p.add_argument("model", metavar="MODEL.onnx", help="ONNX model file")
+    p.add_argument("model", metavar="MODEL",
+                   help="ONNX model file, or frozen TensorFlow GraphDef (.pb)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="offline model to write")
     p.add_argument("--input-shape", type=input_shape, action="append", default=[],
                    metavar="NAME:D0,D1,...", help="concrete shape of an input (repeatable)")
     p.add_argument("--gears", type=gears, metavar="DIM:V1,V2,...",
                    help="compile ahead for each value of the symbolic dim DIM, e.g. batch:1,4,16")
+    p.add_argument("--outputs", type=output_names, metavar="NAME,...",
+                   help="a TensorFlow graph's outputs (node or node:k); by default the nodes "
+                        "no other node reads")
     p.add_argument("--max-streams", type=int, metavar="N", help="streams per device program")
     p.add_argument("--option", type=option, action="append", default=[], metavar="KEY=VALUE",
                    help="another compile option, e.g. layouts=false (repeatable)")
@@ -112,9 +128,11 @@ def _compile(args: argparse.Namespace) -> int:
     from graphengine.engine.pipeline import CompileOptions, compile_graph
 
     if offline.is_offline_model(args.model):
-        raise _Failed(f"{args.model} is an offline model already; compile takes an ONNX model")
+        raise _Failed(f"{args.model} is an offline model already; compile takes an ONNX "
+                      f"model or a TensorFlow GraphDef")
     try:
-        graph = load_model(args.model)
+        shapes = dict(args.input_shape)
+        graph = load_model(args.model, input_shapes=shapes or None, outputs=args.outputs)
         settings = dict(args.option)
         if args.max_streams is not None:
             settings["max_streams"] = args.max_streams

@@ -158,8 +158,9 @@ class RemoteSession:
                   gears: Sequence[int] | None = None) -> int:
         """Send a model; returns its graph id.
 
-        `model`: a graphengine.Graph (the builder's), a GraphDef, ONNX bytes, offline model
-        bytes, an onnx.ModelProto, or a path to a model file (ONNX, offline, or a GraphDef
+        `model`: a graphengine.Graph (the builder's), a GraphDef, ONNX or frozen TensorFlow
+        GraphDef bytes, offline model bytes, an onnx.ModelProto, a TensorFlow GraphDef
+        message, or a path to a model file (ONNX, offline, frozen TensorFlow, or a GraphDef
         that Graph.save wrote). `gears`: batch sizes to compile ahead (symbolic batch dim).
         """
         request = session_pb2.AddGraphRequest(session_id=self.id, name=name or "",
@@ -284,6 +285,9 @@ def _arrays(tensors: Iterable[graph_pb2.Tensor]) -> dict[str, np.ndarray]:
     return {name: a.copy() for name, a in convert.tensors_from_pb(tensors).items()}
 
 
+_TF_GRAPHDEFS = ("tensorflow.GraphDef", "graphengine.tensorflow.GraphDef")
+
+
 def model_fields(model: Any) -> dict[str, Any]:
     """The AddGraphRequest `model` oneof for what the caller passed."""
     if isinstance(model, graph_pb2.GraphDef):
@@ -305,6 +309,10 @@ def model_fields(model: Any) -> dict[str, Any]:
 
     if isinstance(model, onnx.ModelProto):
         return {"onnx_model": model.SerializeToString()}
+    # A TensorFlow GraphDef (tensorflow's message or our copy of it) travels as its bytes
+    # in the same field; the server tells the formats apart.
+    if getattr(getattr(model, "DESCRIPTOR", None), "full_name", "") in _TF_GRAPHDEFS:
+        return {"onnx_model": model.SerializeToString()}
     raise TypeError(f"add_graph: cannot send a {type(model).__name__}; pass a "
-                    "graphengine.Graph, a GraphDef, "
-                    "ONNX bytes, an onnx.ModelProto or a path to an .onnx file")
+                    "graphengine.Graph, a GraphDef, ONNX or TensorFlow GraphDef bytes, an "
+                    "onnx.ModelProto, a TensorFlow GraphDef or a path to an .onnx or .pb file")

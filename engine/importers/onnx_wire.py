@@ -249,3 +249,35 @@ def _split(src: _Source) -> tuple[bytes, WeightBuffer]:
         if span is not None:
             src.copy_to(span[0], span[1], view[placed[0]:placed[0] + span[1]])
     return bytes(out), WeightBuffer(buf, spans)
+
+
+def top_level_fields(path: str | os.PathLike | None = None,
+                     data: bytes | memoryview | None = None, limit: int = 64
+                     ) -> tuple[list[tuple[int, int]], str | None]:
+    """The (field number, wire type) pairs of a message's top-level fields, in order and
+    without repeats, at most `limit` of them, and the wire problem that stopped the walk
+    (None when the bytes are well-formed to the end). Payloads are skipped, not read: this
+    is how importers/__init__.py tells an ONNX ModelProto from a TensorFlow GraphDef."""
+    if path is not None:
+        with open(path, "rb") as f:
+            return _fields(_Source(f, None, os.fstat(f.fileno()).st_size), limit)
+    mem = memoryview(data).cast("B")
+    return _fields(_Source(None, mem, len(mem)), limit)
+
+
+def _fields(src: _Source, limit: int) -> tuple[list[tuple[int, int]], str | None]:
+    seen: list[tuple[int, int]] = []
+    try:
+        while src.pos < src.size:
+            key = src.varint()
+            field = (key >> 3, key & 7)
+            if field[0] == 0:
+                raise WireError(f"field number 0 at offset {src.pos}")
+            _skip_value(src, field[1], None)
+            if field not in seen:
+                if len(seen) == limit:
+                    break
+                seen.append(field)
+    except WireError as exc:
+        return seen, str(exc)
+    return seen, None

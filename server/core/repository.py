@@ -2,7 +2,8 @@
 
     models/
       resnet18/              a folder: the model is named after it
-        model.onnx           its one model file (.onnx, or an offline model .om / .geom)
+        model.onnx           its one model file (.onnx, a frozen TensorFlow graph .pb, or an
+                             offline model .om / .geom)
         config.yaml          optional: gears, instances, dynamic batching (model_config)
       mlp.onnx               a file: the model is named after its stem
       mlp.yaml               optional config beside it
@@ -36,7 +37,7 @@ from .session import CompileHook
 
 _log = logging.getLogger("graphengine.server.core.repository")
 
-MODEL_SUFFIXES = (".onnx", ".om", ".geom")
+MODEL_SUFFIXES = (".onnx", ".pb", ".om", ".geom")
 CONFIG_NAMES = ("config.yaml", "config.yml")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
