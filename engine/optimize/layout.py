@@ -107,12 +107,15 @@ def _agnostic(node: Node) -> bool:
     if kind in (Layout.CONV, Layout.UNIFORM):
         return is_act4d(node.input(0))
     if kind in (Layout.ELEMENTWISE, Layout.CHANNEL):
-        # a scalar operand broadcasts alike in every format; a per-channel one is read plain
+        # a scalar operand broadcasts alike in every format; a per-channel one is read plain,
+        # and by oneDNN only as the second operand of a Sub or Div (c - x stays plain)
         ins = [v for v in node.inputs if v is not None]
+        second = node.input(1) if node.op_type in ("Sub", "Div") else None
         return any(is_act4d(v) and v.meta == out.meta for v in ins) and all(
             is_act4d(v) and v.meta == out.meta
             or v.is_constant and v.meta is not None and v.meta.numel == 1
-            or kind is Layout.CHANNEL and per_channel(v, out) for v in ins)
+            or kind is Layout.CHANNEL and per_channel(v, out) and (second is None or v is second)
+            for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)

@@ -236,3 +236,32 @@ def test_rms_norm_steps_with_a_shared_intermediate_stay_steps():
     model.opset_import[0].version = 18
     fusions, ops = check(model, {"x": RNG.normal(size=(3, w)).astype(np.float32)})
     assert "RMSNormalization" not in ops and not any(f.startswith("RMSNorm") for f in fusions)
+
+
+@pytest.mark.parametrize("shift_op", ["Add", "Sub"])
+def test_a_batch_norm_written_as_mul_and_add_folds_into_its_conv(shift_op):
+    """Keras 3's batch norm after a Conv is a per-channel Mul and Add (or Sub): the Mul
+    scales the Conv's weights and bias, the Add joins the bias; one Conv with its Relu."""
+    c = 6
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Mul", ["s", "y0"], ["y1"]),
+             helper.make_node(shift_op, ["y1", "t"], ["y2"]),
+             helper.make_node("Relu", ["y2"], ["y"])]
+    model = make(nodes, [("x", [2, 3, 9, 9])], [("y", [2, c, 9, 9])],
+                 {"w": RNG.normal(size=(c, 3, 3, 3)), "b": RNG.normal(size=c),
+                  "s": RNG.uniform(0.5, 2.0, (1, c, 1, 1)), "t": RNG.normal(size=(c, 1, 1))})
+    fusions, ops = check(model, {"x": RNG.normal(size=(2, 3, 9, 9)).astype(np.float32)})
+    assert ops == ["Conv"], ops
+    assert [f.split(":")[0] for f in fusions][:2] == ["Conv+scale", "Conv+bias"], fusions
+
+
+def test_a_constant_minus_a_conv_is_not_a_bias():
+    """c - conv stays a Sub, and runs: in the NHWC region it failed to load (oneDNN
+    broadcasts only a Sub's second operand), so it stays plain."""
+    c = 4
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y0"]),
+             helper.make_node("Sub", ["t", "y0"], ["y"])]
+    model = make(nodes, [("x", [1, 2, 5, 5])], [("y", [1, c, 5, 5])],
+                 {"w": RNG.normal(size=(c, 2, 1, 1)), "t": RNG.normal(size=(1, c, 1, 1))})
+    fusions, ops = check(model, {"x": RNG.normal(size=(1, 2, 5, 5)).astype(np.float32)})
+    assert "Sub" in ops and not any(f.startswith("Conv+bias") for f in fusions), fusions

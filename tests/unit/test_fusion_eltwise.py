@@ -126,9 +126,11 @@ def test_nchw_chain_between_convolutions_stays_channels_last():
 
 def test_a_lone_scalar_binary_between_convolutions_keeps_their_layout():
     """Mul by a scalar constant is layout-agnostic (the scalar broadcasts alike in every
-    format), as the runtime's elementwise rule says: no conversion around it."""
+    format), as the runtime's elementwise rule says: no conversion around it. (The Relu
+    keeps the Mul from folding into the Conv's weights.)"""
     w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c0"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["c"]),
              helper.make_node("Mul", ["c", "k"], ["z"]),
              helper.make_node("Conv", ["z", "w"], ["y"], pads=[1, 1, 1, 1])]
     fusions, ops = _run(_model(nodes, [1, 4, 6, 6], {"w": w, "k": 1.5}), [1, 4, 6, 6])

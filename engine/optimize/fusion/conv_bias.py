@@ -1,13 +1,15 @@
-"""Conv + per-channel constant Add: the constant joins the Conv's bias.
+"""Conv + per-channel constant Add, Sub or Mul: the constant joins the Conv's bias (Add,
+Sub) or scales its output channels' weights and bias (Mul, Conv only).
 
 Exporters that write the bias as its own Add (TensorFlow's BiasAdd through tf2onnx when a
-Squeeze stood between, a 1-D convolution's bias on its 3-D view) leave a pass over the
-output that the Conv's bias does for free."""
+Squeeze stood between, a 1-D convolution's bias on its 3-D view) or a batch norm as a Mul
+and an Add (Keras 3) leave passes over the output that the Conv does for free."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...codegen.memory import aligned_empty
 from ...ir import Graph, Node
 from ..layout_views import lifted_constant, unit_lift
 from .match import Fusion, absorb_through_view, on_device, producer_through_view
@@ -30,13 +32,15 @@ def _channel_vector(a: np.ndarray, out_shape: tuple, channels: int) -> np.ndarra
 
 
 def _match_conv_bias(graph: Graph, add: Node):
-    if add.op_type != "Add" or len(add.outputs) != 1:
+    if add.op_type not in ("Add", "Sub", "Mul") or len(add.outputs) != 1:
         return None
-    for i in (0, 1):
+    for i in ((0,) if add.op_type == "Sub" else (0, 1)):  # c - conv is not a bias
         found = producer_through_view(graph, add.input(i), _CONVS)
         if found is None:
             continue
         conv, view = found
+        if add.op_type == "Mul" and conv.op_type != "Conv":
+            continue  # ConvTranspose's output channels are split over groups in its weights
         if not on_device(conv, add) or conv.attrs.get("_activation") or conv.attrs.get("_sum"):
             continue
         w, b = conv.input(1), conv.input(2)
@@ -67,10 +71,21 @@ def _match_conv_bias(graph: Graph, add: Node):
 def _rewrite_conv_bias(graph: Graph, add: Node, ctx) -> str:
     conv, view, vec = ctx
     old = conv.input(2)
-    bias = vec.astype(np.float32) if old is None else (old.const + vec).astype(np.float32)
-    conv.set_inputs([conv.input(0), conv.input(1), graph.add_constant(None, bias)])
+    w = conv.input(1)
+    if add.op_type == "Mul":  # y * s: each output channel's weights and bias times s
+        scaled = aligned_empty(w.const.shape, np.float32)
+        np.multiply(w.const, vec.reshape((-1,) + (1,) * (w.const.ndim - 1)), out=scaled)
+        w = graph.add_constant(None, scaled)
+        bias = None if old is None else (old.const * vec).astype(np.float32)
+        kind = "scale"
+    else:
+        vec = -vec if add.op_type == "Sub" else vec
+        bias = vec.astype(np.float32) if old is None else (old.const + vec).astype(np.float32)
+        kind = "bias"
+    conv.set_inputs([conv.input(0), w] + ([graph.add_constant(None, bias)] if bias is not None
+                                          else []))
     absorb_through_view(graph, conv, view, add)
-    return f"{conv.op_type}+bias: {conv.name} absorbed {add.name}"
+    return f"{conv.op_type}+{kind}: {conv.name} absorbed {add.name}"
 
 
 ROW = Fusion("conv_bias", _match_conv_bias, _rewrite_conv_bias)
