@@ -265,3 +265,26 @@ def test_a_constant_minus_a_conv_is_not_a_bias():
                  {"w": RNG.normal(size=(c, 2, 1, 1)), "t": RNG.normal(size=(1, c, 1, 1))})
     fusions, ops = check(model, {"x": RNG.normal(size=(1, 2, 5, 5)).astype(np.float32)})
     assert "Sub" in ops and not any(f.startswith("Conv+bias") for f in fusions), fusions
+
+
+@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize("then", ["BatchNormalization", "Mul"])
+def test_a_conv_transpose_takes_its_batch_norm_or_scale(group, then):
+    """A text detector's upsampling head: ConvTranspose, then a BatchNormalization (or a
+    per-channel Mul) and Relu: the scaling folds into the ConvTranspose's weights, whose
+    output channels are split over the groups."""
+    cin, cout = 4, 6
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["u"], strides=[2, 2],
+                              kernel_shape=[2, 2], group=group)]
+    inits = {"w": RNG.normal(size=(cin, cout // group, 2, 2)), "b": RNG.normal(size=cout)}
+    if then == "BatchNormalization":
+        nodes.append(helper.make_node("BatchNormalization", ["u", "s", "t", "m", "v"], ["n"]))
+        inits.update({"s": RNG.uniform(0.5, 1.5, cout), "t": RNG.normal(size=cout),
+                      "m": RNG.normal(size=cout), "v": RNG.uniform(0.5, 2, cout)})
+    else:
+        nodes.append(helper.make_node("Mul", ["u", "s"], ["n"]))
+        inits["s"] = RNG.uniform(0.5, 1.5, (cout, 1, 1))
+    nodes.append(helper.make_node("Relu", ["n"], ["y"]))
+    model = make(nodes, [("x", [1, cin, 5, 5])], [("y", [1, cout, 10, 10])], inits)
+    fusions, ops = check(model, {"x": RNG.normal(size=(1, cin, 5, 5)).astype(np.float32)})
+    assert ops == ["ConvTranspose"], (ops, fusions)

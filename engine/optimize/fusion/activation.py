@@ -1,5 +1,5 @@
-"""An activation as the epilogue of the Conv, MatMul or Gemm before it, directly or through a
-view of its output (an elementwise function commutes with a Reshape)."""
+"""An activation as the epilogue of the Conv, ConvTranspose, MatMul or Gemm before it,
+directly or through a view of its output (an elementwise function commutes with a Reshape)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,22 @@ from ...ir import Graph, Node
 from .match import Fusion, absorb_through_view, on_device, producer_through_view
 
 _ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish", "Swish"}
+# oneDNN's deconvolution applies a post-op over its output channels padded to the vector
+# width: a transcendental one on a 1-channel map cost 16 times its work (a text detector's
+# final ConvTranspose -> Sigmoid: 555 -> 888 us fused; apart, the Sigmoid is a small task).
+_PIECEWISE_LINEAR = {"Relu", "Clip", "LeakyRelu"}
 
 
 def _match_activation(graph: Graph, act: Node):
     if act.op_type not in _ACTIVATIONS:
         return None
-    found = producer_through_view(graph, act.input(0), {"Conv", "Gemm", "MatMul"})
+    found = producer_through_view(graph, act.input(0), {"Conv", "ConvTranspose", "Gemm",
+                                                        "MatMul"})
     if found is None:
         return None
     prod, view = found
+    if prod.op_type == "ConvTranspose" and act.op_type not in _PIECEWISE_LINEAR:
+        return None
     if not on_device(prod, act) or prod.attrs.get("_activation"):
         return None
     attrs: dict = {"_activation": act.op_type}

@@ -1,5 +1,5 @@
 """Conv + per-channel constant Add, Sub or Mul: the constant joins the Conv's bias (Add,
-Sub) or scales its output channels' weights and bias (Mul, Conv only).
+Sub) or scales its output channels' weights and bias (Mul).
 
 Exporters that write the bias as its own Add (TensorFlow's BiasAdd through tf2onnx when a
 Squeeze stood between, a 1-D convolution's bias on its 3-D view) or a batch norm as a Mul
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.memory import aligned_empty
 from ...ir import Graph, Node
 from ..layout_views import lifted_constant, unit_lift
+from .conv_bn import scale_output_channels
 from .match import Fusion, absorb_through_view, on_device, producer_through_view
 
 _CONVS = {"Conv", "ConvTranspose"}
@@ -39,8 +39,6 @@ def _match_conv_bias(graph: Graph, add: Node):
         if found is None:
             continue
         conv, view = found
-        if add.op_type == "Mul" and conv.op_type != "Conv":
-            continue  # ConvTranspose's output channels are split over groups in its weights
         if not on_device(conv, add) or conv.attrs.get("_activation") or conv.attrs.get("_sum"):
             continue
         w, b = conv.input(1), conv.input(2)
@@ -73,9 +71,7 @@ def _rewrite_conv_bias(graph: Graph, add: Node, ctx) -> str:
     old = conv.input(2)
     w = conv.input(1)
     if add.op_type == "Mul":  # y * s: each output channel's weights and bias times s
-        scaled = aligned_empty(w.const.shape, np.float32)
-        np.multiply(w.const, vec.reshape((-1,) + (1,) * (w.const.ndim - 1)), out=scaled)
-        w = graph.add_constant(None, scaled)
+        w = graph.add_constant(None, scale_output_channels(conv, w.const, vec))
         bias = None if old is None else (old.const * vec).astype(np.float32)
         kind = "scale"
     else:

@@ -94,9 +94,13 @@ DeconvPlan plan_deconv(const KernelArgs& a) {
   const dnnl::engine& eng = host_engine(*a.device);
   const auto kind = dnnl::prop_kind::forward_inference;
   const auto alg = dnnl::algorithm::deconvolution_direct;
+  // A fused activation (the compiler's `activation` epilogue) is a post-op.
+  dnnl::post_ops ops;
+  append_activation(parse_activation(a, "activation"), &ops);
+  const dnnl::primitive_attr attr = make_attr(ops);
   p.pd = b ? df::primitive_desc(eng, kind, alg, any_x, any_w, plain_md(b->shape), any_y, d_strides, d_dil, pad_l,
-                                pad_r, make_attr())
-           : df::primitive_desc(eng, kind, alg, any_x, any_w, any_y, d_strides, d_dil, pad_l, pad_r, make_attr());
+                                pad_r, attr)
+           : df::primitive_desc(eng, kind, alg, any_x, any_w, any_y, d_strides, d_dil, pad_l, pad_r, attr);
   return p;
 }
 
