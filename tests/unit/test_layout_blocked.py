@@ -236,3 +236,32 @@ def test_squeeze_excitation_stays_in_the_region(fmt, batch, spatial_mean):
     assert len(converted) <= 2, [(t.name, t.attrs) for t in converted]  # the image in, y out
     (mul,) = [t for t in prog.tasks if t.op == "Mul"]
     assert prog.tensors[mul.outputs[0]].format == fmt
+
+
+def _depthwise_net(channels):
+    """Pointwise Conv to `channels`, depthwise 3x3, pointwise back, twice."""
+    nodes, inits, src = [], {}, "x"
+    for i in range(2):
+        inits[f"p{i}"] = _w(channels, 8 if i == 0 else channels, 1, 1)
+        inits[f"d{i}"] = _w(channels, 1, 3, 3)
+        nodes += [helper.make_node("Conv", [src, f"p{i}"], [f"a{i}"]),
+                  helper.make_node("Relu", [f"a{i}"], [f"r{i}"]),
+                  helper.make_node("Conv", [f"r{i}", f"d{i}"], [f"b{i}"], group=channels,
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"b{i}"], [f"y{i}" if i else "h"])]
+        src = "h"
+    return _model(nodes, [1, 8, 12, 12], ["y1"], inits)
+
+
+@pytest.mark.parametrize("channels", [32, 24, 40])
+def test_auto_keeps_a_network_of_partial_channel_blocks_nhwc(channels):
+    """A depthwise network whose activations mostly fill partial channel blocks (24, 40
+    channels) is stored NHWC (blocked, each layer would pay a conversion); one of whole
+    blocks (32) is blocked. Both agree with ONNX Runtime."""
+    blocked = _runtime.blocked_format()
+    model = _depthwise_net(channels)
+    g = optimized(model, "auto")
+    formats = {n.outputs[0].format for n in g.nodes if n.op_type in ("Conv", CONV_DW)}
+    whole = blocked and channels % layout.BLOCKS[blocked] == 0
+    assert formats == {blocked if whole else "nhwc"}, formats
+    run_both(model, {"x": RNG.normal(size=(1, 8, 12, 12)).astype(np.float32)}, "auto")
