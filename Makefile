@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test test-tf lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install run test test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -36,7 +36,7 @@ run: install examples/models/mlp.onnx
 
 test: install
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests --ignore=tests/tf  # tests/tf: make test-tf (needs TensorFlow)
+	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
 # TensorFlow frozen graphs (tests/tf/): Keras models frozen to .pb by TensorFlow, then run
 # here and compared with TensorFlow's outputs. tensorflow-cpu (~1.6 GB with its deps) lives
@@ -55,6 +55,24 @@ test-tf: install $(TF_VENV)/.installed
 	$(TF_VENV)/bin/python tests/tf/make_models.py $(TF_MODELS) \
 		--stubs "$$(dirname "$$(dirname "$$(find build -path '*proto_py/graphengine/tensorflow' -type d | head -1)")")"
 	GE_TF_MODELS=$(TF_MODELS) $(PY) -m pytest -q -p no:cacheprovider tests/tf
+
+# The torch.compile backend (graphengine.torch, tests/torch/): single ops, fallbacks, dynamic
+# shapes, and the zoo's torch families (23 models) in process and against a real server,
+# ~8 minutes on this machine. torch is pinned (a local CPU wheel; unpinned pulls CUDA) and
+# installed only here and for the zoo, never by make test.
+TORCH_DEPS := $(VENV)/.torch-deps
+$(TORCH_DEPS): $(VENV)/.installed
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -c "import transformers" 2>/dev/null || $(PY) -m pip install -q transformers
+	touch $@
+
+test-torch: $(TORCH_DEPS)
+	$(PY) -m pytest -q -p no:cacheprovider tests/torch
+
+# torch.compile with backend="graphengine" against eager torch and inductor (its default
+# backend; needs a C++ compiler) on the zoo's torch families; results in benchmarks/results/.
+bench-torch: $(TORCH_DEPS)
+	$(PY) benchmarks/bench_torch.py $(BENCH_TORCH_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

@@ -10,7 +10,9 @@ TorchAir's backends do): changing a weight after the first call needs `torch._dy
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +33,7 @@ from .tensors import run_part
 
 _LOCK = threading.Lock()
 _LAST: list[CompileReport] = []
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # backends with a session, closed at exit
 # Nodes that compute nothing by themselves: a region of only these is left to torch.
 _TRIVIAL = {"getitem", "sym_size", "mul", "add", "sub", "floordiv", "_assert_tensor_metadata"}
 
@@ -67,6 +70,7 @@ class Backend:
         self._session: Any = None
         self._client: Any = None
         self._lock = threading.Lock()
+        _OPEN.add(self)
 
     @property
     def session(self) -> Any:
@@ -247,6 +251,14 @@ def _attr(gm: torch.nn.Module, target: str) -> Any:
     for part in target.split("."):
         gm = getattr(gm, part)
     return gm
+
+
+@atexit.register
+def _close_all() -> None:
+    # dynamo's caches keep the compiled regions (and so the sessions' native models) alive
+    # to the end; unload them before the interpreter tears the runtime's types down
+    for b in list(_OPEN):
+        b.close()
 
 
 def backend(server: str | None = None, **options: Any) -> Backend:
