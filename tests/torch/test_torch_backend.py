@@ -129,3 +129,16 @@ def test_the_entry_point_registers_the_backend_name() -> None:
         torch.testing.assert_close(torch.compile(model, backend="graphengine")(x), model(x),
                                    rtol=1e-4, atol=1e-6)
     assert gt.last_report().fully_compiled
+
+
+def test_a_region_of_one_arithmetic_op_is_compiled() -> None:
+    # aten.mul between two sorts is a region of its own (it is not size arithmetic)
+    backend = gt.backend()
+    with torch.no_grad():
+        x = torch.randn(3, 8)
+        got = torch.compile(lambda x: torch.sort(torch.sort(x).values * 2).values,
+                            backend=backend)(x)
+    torch.testing.assert_close(got, torch.sort(torch.sort(x).values * 2).values)
+    (report,) = backend.reports
+    assert len(report.partitions) == 1 and report.partitions[0].nodes == 1
+    assert [f.target for f in report.fallbacks].count("aten.sort.default") == 2

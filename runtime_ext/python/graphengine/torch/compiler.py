@@ -11,6 +11,7 @@ TorchAir's backends do): changing a weight after the first call needs `torch._dy
 from __future__ import annotations
 
 import atexit
+import operator
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -35,7 +36,8 @@ _LOCK = threading.Lock()
 _LAST: list[CompileReport] = []
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # backends with a session, closed at exit
 # Nodes that compute nothing by themselves: a region of only these is left to torch.
-_TRIVIAL = {"getitem", "sym_size", "mul", "add", "sub", "floordiv", "_assert_tensor_metadata"}
+_TRIVIAL = {operator.getitem, operator.mul, operator.add, operator.sub, operator.floordiv,
+            torch.ops.aten.sym_size.int, torch.ops.aten._assert_tensor_metadata.default}
 
 
 class TrainingGraphError(FailedPrecondition):
@@ -150,7 +152,7 @@ class Backend:
         partitioner = CapabilityBasedPartitioner(fw, _Support(supported),
                                                  allows_single_node_partition=True)
         parts = [p for p in partitioner.propose_partitions()
-                 if any(n.target.__name__.split(".")[0] not in _TRIVIAL for n in p.nodes)]
+                 if any(n.target not in _TRIVIAL for n in p.nodes)]
         if parts:
             fw = partitioner.fuse_partitions(parts, prefix="graphengine_")
         for node in list(fw.graph.nodes):
