@@ -30,6 +30,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from graphengine.api import convert
 from graphengine.engine.report import CompileReport
+from graphengine.errors import InvalidArgument
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
 
 from .errors import ClientError, error_class, from_rpc_error
@@ -175,18 +176,31 @@ class RemoteSession:
         return convert.report_from_pb(self._call(self._stub.CompileGraph, request).report)
 
     def _run_request(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                     output_names: Sequence[str] | None, request_id: str = ""
+                     output_names: Sequence[str] | None, request_id: str = "",
+                     iterations: int = 1, return_all: bool = False
                      ) -> session_pb2.RunGraphRequest:
+        if type(iterations) is bool or not isinstance(iterations, (int, np.integer)) or \
+                not 1 <= iterations < 1 << 32:
+            raise InvalidArgument(f"iterations must be a positive integer, got {iterations!r}")
         return session_pb2.RunGraphRequest(
             session_id=self.id, graph_id=graph_id, inputs=convert.tensors_to_pb(inputs),
-            output_names=list(output_names or ()), request_id=request_id)
+            output_names=list(output_names or ()), request_id=request_id,
+            iterations=int(iterations), return_all=bool(return_all))
 
     def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None, *,
-                  timeout: float | None = None) -> dict[str, np.ndarray]:
-        """Outputs by name: in graph order, or in the order of `output_names`."""
+                  output_names: Sequence[str] | None = None, *, iterations: int = 1,
+                  return_all: bool = False, timeout: float | None = None
+                  ) -> dict[str, np.ndarray]:
+        """Outputs by name: in graph order, or in the order of `output_names`.
+
+        `iterations=N` is sink mode, as `graphengine.Session.run_graph`: N runs in one call
+        on the server (inputs with a leading axis of N are sliced per iteration), returning
+        the last iteration's outputs, or every iteration's stacked with `return_all=True`.
+        """
         response = self._call(self._stub.RunGraph,
-                              self._run_request(graph_id, inputs, output_names), timeout)
+                              self._run_request(graph_id, inputs, output_names,
+                                                iterations=iterations, return_all=return_all),
+                              timeout)
         return _arrays(response.outputs)
 
     def run_graph_async(self, graph_id: int, inputs: Mapping[str, np.ndarray],

@@ -179,7 +179,8 @@ class FakeSession:
                              tasks=3, nodes_before=3, nodes_after=2, total_seconds=0.01)
 
     def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None, *, control: Any = None,
+                  output_names: Sequence[str] | None = None, *, iterations: int = 1,
+                  return_all: bool = False, control: Any = None,
                   times: Any = None) -> dict[str, np.ndarray]:
         self._enter("run_graph", (graph_id, dict(inputs), output_names))
         self._graph(graph_id)

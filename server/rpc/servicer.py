@@ -147,7 +147,9 @@ class GraphEngineServicer(session_pb2_grpc.GraphEngineServicer):
         wanted = list(request.output_names)
         if len(set(wanted)) != len(wanted):
             raise InvalidInput(f"output_names has duplicates: {wanted}")
-        outputs = session.run_graph(request.graph_id, inputs, wanted or None, control=control,
+        outputs = session.run_graph(request.graph_id, inputs, wanted or None,
+                                    iterations=max(1, request.iterations),
+                                    return_all=request.return_all, control=control,
                                     times=times)
         # The core returns graph order by default; requested names come back as asked.
         names = wanted or list(outputs)
