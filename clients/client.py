@@ -34,6 +34,7 @@ from graphengine.errors import InvalidArgument
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
 
 from .errors import ClientError, error_class, from_rpc_error
+from .variables import RemoteVariables
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -142,8 +143,9 @@ class StreamResult:
     error: ClientError | None = None
 
 
-class RemoteSession:
-    """A session held by the server; mirrors the in-process Session's methods."""
+class RemoteSession(RemoteVariables):
+    """A session held by the server; mirrors the in-process Session's methods (its
+    variables and checkpoints: clients/variables.py)."""
 
     def __init__(self, client: Client, session_id: str) -> None:
         self._client = client

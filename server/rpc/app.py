@@ -180,7 +180,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
               "stream_max_inflight": config.stream_max_inflight, "lifecycle": lifecycle,
               "metrics": metrics}
     session_pb2_grpc.add_GraphEngineServicer_to_server(
-        GraphEngineServicer(sessions, **common), server)
+        GraphEngineServicer(sessions, **common, max_message_bytes=config.max_message_bytes),
+        server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
