@@ -55,7 +55,7 @@ def _align(n: int) -> int:
 
 def checkpoint_chunks(values: Mapping[str, np.ndarray]) -> Iterator[bytes]:
     """The checkpoint of `values` (name -> C-contiguous array), piece by piece."""
-    arrays = {name: np.ascontiguousarray(a) for name, a in values.items()}
+    arrays = {name: np.asarray(a, order="C") for name, a in values.items()}
     entries = []
     for name, a in arrays.items():
         entries.append({"name": name, "dtype": a.dtype.name, "shape": list(a.shape),

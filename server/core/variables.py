@@ -153,7 +153,7 @@ class VariableStore:
             made = self._create(specs)
             for s in new:
                 if s.initial is not None:
-                    made[s.name].native.write(np.ascontiguousarray(s.initial))
+                    made[s.name].native.write(np.asarray(s.initial, order="C"))
             with self._lock:
                 check()  # another graph may have made one meanwhile: same type, or refused
                 self._publish({n: v for n, v in made.items() if n not in self._vars}, [])
@@ -236,7 +236,7 @@ class VariableStore:
                 raise InvalidInput(f"variable name {str(name)[:60]!r} must be 1 to 4096 "
                                    f"printable characters")
             try:
-                arr = np.ascontiguousarray(value)
+                arr = np.asarray(value, order="C")  # (0-d stays 0-d)
             except (TypeError, ValueError) as exc:
                 raise InvalidInput(f"variable '{name}': not an array ({exc})",
                                    tensor=name) from None
