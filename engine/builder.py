@@ -242,9 +242,12 @@ class Graph:
                 raise InvalidGraph(f"variable '{name}': shape must be a sequence of ints, got "
                                    f"{shape!r:.60}", graph=self.name)
             attrs.update(dtype=as_dtype(dtype).value, shape=[int(d) for d in shape])
-        return self.add("Variable", [], attrs, name=self._ir.unique_name(f"var_{name}")
-                        if name in self._ir.values or name in {n.name for n in self._ir.nodes}
-                        else name)  # type: ignore[return-value]
+        # the node (and its value) is "variable.<name>": the variable's own name stays free
+        # for the graph's tensors (an output "token" beside the variable "token")
+        node = f"variable.{name}"
+        if node in self._ir.values or node in {n.name for n in self._ir.nodes}:
+            node = self._ir.unique_name(node)
+        return self.add("Variable", [], attrs, name=node)  # type: ignore[return-value]
 
     def output(self, tensor: Tensor, name: str | None = None) -> Tensor:
         """Mark `tensor` a graph output, named `name` when given: a node's value is renamed,

@@ -109,9 +109,17 @@ def _reference(node: Node) -> TensorMeta:
     return ref.meta
 
 
+def _fits(shape: tuple | None, want: tuple) -> bool:
+    """`shape` is the variable's, or may be once its symbols are bound (a graph with
+    symbolic inputs is checked again when it compiles for concrete shapes)."""
+    return shape is not None and len(shape) == len(want) and \
+        all(d == w or isinstance(d, str) for d, w in zip(shape, want))
+
+
 def _same(node: Node, i: int, want: TensorMeta, what: str) -> None:
     v = node.inputs[i]
-    if v is None or v.meta is None or v.meta.dtype != want.dtype or v.meta.shape != want.shape:
+    if v is None or v.meta is None or v.meta.dtype != want.dtype or \
+            not _fits(v.meta.shape, want.shape):
         raise shape_error(node, f"{what} must have the variable's type {want}, got "
                                 f"{v.meta if v is not None else None}")
 
@@ -129,7 +137,8 @@ def _assign_add_infer(node: Node, attrs: dict[str, Any]) -> list[TensorMeta]:
                                 f"variables, not {ref.dtype.value}")
     delta = node.inputs[1].meta
     one = delta is not None and delta.is_static and delta.numel == 1
-    if delta is None or delta.dtype != ref.dtype or (delta.shape != ref.shape and not one):
+    if delta is None or delta.dtype != ref.dtype or (not _fits(delta.shape, ref.shape)
+                                                     and not one):
         raise shape_error(node, f"the delta must be {ref.dtype.value} of the variable's shape "
                                 f"{ref} or one element, got {delta}")
     return [ref]
@@ -149,7 +158,8 @@ def _assign_slice_infer(node: Node, attrs: dict[str, Any]) -> list[TensorMeta]:
         raise shape_error(node, f"the update must have the variable's dtype and rank ({ref}), "
                                 f"got {upd}")
     for d, (u, r) in enumerate(zip(upd.shape, ref.shape)):
-        fits = (u <= r if isinstance(u, int) else False) if d == axis else u == r
+        # a symbolic length along the axis is checked when the graph compiles for a shape
+        fits = (u <= r if isinstance(u, int) else True) if d == axis else u == r
         if not fits:
             raise shape_error(node, f"the update {upd} does not fit the variable {ref} along "
                                     f"axis {axis} (its other dims must be equal)")
