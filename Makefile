@@ -6,7 +6,7 @@ PORT ?= 50051
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install run test test-tf test-torch bench-torch bench-decoder lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -73,6 +73,12 @@ test-torch: $(TORCH_DEPS)
 # backend; needs a C++ compiler) on the zoo's torch families; results in benchmarks/results/.
 bench-torch: $(TORCH_DEPS)
 	$(PY) benchmarks/bench_torch.py $(BENCH_TORCH_ARGS)
+
+# Stateful decoding: a transformers LlamaForCausalLM (random weights) with its KV cache in a
+# session's variables against ONNX Runtime with past key values through IO binding (tokens/s,
+# bytes per token); both must give transformers' greedy tokens. Results in benchmarks/results/.
+bench-decoder: $(TORCH_DEPS)
+	$(PY) benchmarks/bench_decoder.py $(BENCH_DECODER_ARGS)
 
 lint: install
 	$(PY) -m ruff check .

@@ -14,6 +14,7 @@ and each step's Concat writes the grown cache anew.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -151,6 +152,8 @@ class OrtDecoder:
                       for kv in ("key", "value")]
         self.io_bytes = 0
         self.steps = 0
+        self.decode_seconds = 0.0
+        self.decode_bytes = 0
 
     def _run(self, ids: np.ndarray, past: list[Any]) -> tuple[int, list[Any]]:
         io = self.session.io_binding()
@@ -170,12 +173,17 @@ class OrtDecoder:
         return int(token.reshape(-1)[0]), list(outs[1:])
 
     def generate(self, prompt: np.ndarray, n: int) -> list[int]:
+        """`n` greedy tokens after `prompt`; `decode_seconds` / `decode_bytes` then hold the
+        time and the bound bytes of the steps after the prompt's."""
         cfg = self.cfg
         empty = np.zeros((1, cfg.num_key_value_heads, 0, cfg.head_dim), np.float32)
         past = [self.ort.OrtValue.ortvalue_from_numpy(empty) for _ in self.names]
         token, past = self._run(np.asarray(prompt, np.int64)[None], past)
         tokens = [token]
+        start, bytes0 = time.perf_counter(), self.io_bytes
         while len(tokens) < n:
             token, past = self._run(np.array([[tokens[-1]]], np.int64), past)
             tokens.append(token)
+        self.decode_seconds = time.perf_counter() - start
+        self.decode_bytes = self.io_bytes - bytes0
         return tokens
