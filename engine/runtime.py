@@ -30,6 +30,7 @@ from . import ops
 from .bounds import MemoryBudget, physical_memory_bytes
 from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput, ResourceExhausted
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
+from .provenance import check_cpu
 
 _device_lock = threading.Lock()
 _devices: dict[tuple[str, int], _runtime.Device] = {}
@@ -173,6 +174,7 @@ class LoadedModel:
             raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
                                graph=compiled.name, stage="load")
         check_dataflow(compiled)
+        check_cpu(compiled.name, compiled.provenance)
         self.compiled = compiled
         self.device = device or default_device(backend=compiled.backend)
         if self.device.name != compiled.backend:
