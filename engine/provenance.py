@@ -84,22 +84,22 @@ def _cpuinfo_flags() -> frozenset[str]:
     return frozenset()
 
 
-def available_features() -> frozenset[str]:
-    """The CPU features this process's kernels may use: the CPU's (Linux /proc/cpuinfo),
-    without the AVX-512 ones while the runtime forbids its AVX-512 kernels."""
-    from .runtime import default_device
-
+def available_features(isa: str) -> frozenset[str]:
+    """The CPU features kernels may use on a device whose caps say `isa`: the CPU's (Linux
+    /proc/cpuinfo), without the AVX-512 ones unless the runtime allows its AVX-512 kernels
+    (`isa` "avx512")."""
     flags = _cpuinfo_flags()
-    if default_device().caps["isa"] != "avx512":
+    if isa != "avx512":
         flags = frozenset(f for f in flags if not f.startswith("avx512"))
     return flags
 
 
-def check_cpu(name: str, provenance: Provenance | None) -> None:
-    """Refuses a model whose kernels need CPU features this machine (or runtime) lacks."""
+def check_cpu(name: str, provenance: Provenance | None, isa: str) -> None:
+    """Refuses a model whose kernels need CPU features this machine lacks, or that its
+    device (caps["isa"]) does not allow."""
     if provenance is None or not provenance.cpu_features:
         return
-    have = available_features()
+    have = available_features(isa)
     if not have:
         return  # no /proc/cpuinfo: the kernels' own checks are the only ones
     missing = [f for f in provenance.cpu_features if f not in have]

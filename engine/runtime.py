@@ -174,13 +174,13 @@ class LoadedModel:
             raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
                                graph=compiled.name, stage="load")
         check_dataflow(compiled)
-        check_cpu(compiled.name, compiled.provenance)
         self.compiled = compiled
         self.device = device or default_device(backend=compiled.backend)
         if self.device.name != compiled.backend:
             raise InvalidInput(f"model '{compiled.name}' was compiled for backend "
                                f"'{compiled.backend}', not for a '{self.device.name}' device",
                                graph=compiled.name, stage="load")
+        check_cpu(compiled.name, compiled.provenance, self.device.caps.get("isa", ""))
         self.instances = instances
         self.host_budget = host_budget or _machine_budget
         self.natives: dict[int, _runtime.Model] = {}
