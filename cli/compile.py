@@ -277,6 +277,16 @@ def render_inspect(info: dict) -> str:
              f"{h['file_bytes']} bytes, crc32 {h['crc32']}, {info['generator']})",
              f"  description {h['description_bytes']} B at {h['header_bytes']}, weights "
              f"{h['weights_bytes']} B at {h['weights_offset']}"]
+    prov = info.get("provenance")
+    if prov:
+        producer = prov["producer"]
+        made = " ".join(x for x in (producer.get("framework"), producer.get("version")) if x)
+        lines.append(f"  producer: {made or 'unknown'}"
+                     f"{' (' + producer['exporter'] + ')' if producer.get('exporter') else ''}")
+        lines.append(f"  compiler {prov['compiler_version']}, runtime "
+                     f"{prov['runtime_version']}, kernels {prov['kernel_library'] or '-'} "
+                     f"({prov['backend']}); CPU features needed: "
+                     f"{', '.join(prov['cpu_features']) or 'none beyond x86-64'}")
     if info["signature"]:
         sig = info["signature"]
         lines.append(f"  signature: {_sigs(sig['inputs'])} -> {_sigs(sig['outputs'])}")

@@ -9,7 +9,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from . import ops  # noqa: F401  (registers every op schema)
+from . import (
+    ops,  # noqa: F401  (registers every op schema)
+    provenance,
+)
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .codegen import build_programs
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
@@ -299,7 +302,12 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         outputs=[TensorSig(n, v.meta.dtype, tuple(v.meta.shape) if v.meta.shape else ())
                  for n, v in zip(output_names, g.outputs)],
         output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
-        report=report, backend=target.backend, variables=variable_sigs(g))
+        report=report, backend=target.backend,
+        provenance=provenance.record(
+            graph.producer, (t.op for p in programs if isinstance(p, DeviceProgram)
+                             for t in p.tasks if t.kind == "kernel"),
+            target.backend, _kernel_library(target.backend)),
+        variables=variable_sigs(g))
     report.total_seconds = time.perf_counter() - start
     return compiled
 
@@ -317,6 +325,16 @@ def variable_sigs(graph: Graph) -> list[VariableSig]:
                 n.attrs["variable"], meta.dtype, tuple(meta.shape),
                 n.attrs["variable"] in written, None if value is None else np.asarray(value))
     return list(sigs.values())
+
+
+def _kernel_library(backend: str) -> str:
+    """The kernel library a native backend reports ("oneDNN 3.2.0"), or ""."""
+    from .runtime import default_device
+
+    try:
+        return str(default_device(backend=backend).caps.get("library", ""))
+    except GraphEngineError:  # a compile-only target without a device
+        return ""
 
 
 def _compile_bodies(node: Node, *, options: CompileOptions, budget: MemoryBudget | None,
