@@ -34,6 +34,8 @@ class RemoteVariables:
 
     def get_variables(self, names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Copies of the variables (every one, or those named), as one consistent state."""
+        if names is not None and not list(names):
+            return {}  # none asked for (on the wire, no names means every one)
         request = session_pb2.GetVariablesRequest(session_id=self.id, names=list(names or ()))
         response = self._call(self._stub.GetVariables, request)
         return {k: a.copy() for k, a in convert.tensors_from_pb(response.variables).items()}

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from examples.decoder.llama import (  # noqa: E402
+from examples.decoder.llama import (
     LlamaConfig,
     SessionDecoder,
     random_weights,
