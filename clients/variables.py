@@ -20,7 +20,7 @@ from graphengine.v1 import session_pb2
 
 from .errors import from_rpc_error
 
-CHUNK_BYTES = 1 << 20  # bytes of a checkpoint per message sent
+CHUNK_BYTES = 1 << 18  # bytes of a checkpoint per message sent (below any usual bound)
 
 __all__ = ["RemoteVariables"]
 

@@ -3,8 +3,9 @@ GetVariables, SetVariables, SaveCheckpoint (streamed out) and RestoreCheckpoint 
 in). A part of GraphEngineServicer (servicer.py), kept apart as its own job; it reads the
 servicer's `_session`, `_max_elements` and `_max_message_bytes`.
 
-A checkpoint travels as bytes in pieces of CHUNK_BYTES, so its size is bounded by the
-session's quota, not by a message: the server opens no path a request names.
+A checkpoint travels as bytes in pieces (CHUNK_BYTES, or less under a smaller message
+bound), so its size is bounded by the session's quota, not by a message: the server opens no
+path a request names.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ from graphengine.v1 import session_pb2 as se
 
 from ..logs import log_event
 
-CHUNK_BYTES = 1 << 20  # bytes of a checkpoint per streamed message
-_ENVELOPE = 1 << 16  # what a response adds around its tensors' bytes (names, shapes)
+CHUNK_BYTES = 1 << 20  # bytes of a checkpoint per streamed message (at most)
 
 _log = logging.getLogger("graphengine.server.rpc.variables")
 
@@ -44,14 +44,15 @@ class VariableMethods:
                      ) -> se.GetVariablesResponse:
         session = self._session(request.session_id)
         wanted = _names(request.names)
-        sizes = {t.name: int(t.dtype.itemsize * _numel(t.shape))
-                 for t in session.list_variables()}
+        # each tensor's bytes, plus its name and shape and the fields' tags (generously)
+        sizes = {t.name: int(t.dtype.itemsize * _numel(t.shape)) + len(t.name.encode())
+                 + 11 * len(t.shape or ()) + 32 for t in session.list_variables()}
         total = sum(sizes.get(n, 0) for n in (wanted or sizes))
-        limit = self._max_message_bytes - _ENVELOPE
-        if total > limit:
+        if total > self._max_message_bytes:
             raise ResourceExhausted(
-                f"the variables asked for hold {total} bytes, more than one message carries "
-                f"({limit}); ask for fewer names, or save a checkpoint (it streams)")
+                f"the variables asked for take {total} bytes, more than one message carries "
+                f"({self._max_message_bytes}); ask for fewer names, or save a checkpoint "
+                f"(it streams)")
         values = session.get_variables(wanted)
         return se.GetVariablesResponse(variables=convert.tensors_to_pb(values))
 
@@ -66,14 +67,15 @@ class VariableMethods:
     def SaveCheckpoint(self, request: se.SaveCheckpointRequest, context: Any
                        ) -> Iterator[se.CheckpointChunk]:
         session = self._session(request.session_id)
+        chunk = min(CHUNK_BYTES, self._max_message_bytes - 16)  # a message's own bytes: < 16
         buf = bytearray()
         sent = 0
         for piece in session.checkpoint_chunks(_names(request.names)):
             buf += piece
-            while len(buf) >= CHUNK_BYTES:
-                yield se.CheckpointChunk(data=bytes(buf[:CHUNK_BYTES]))
-                del buf[:CHUNK_BYTES]
-                sent += CHUNK_BYTES
+            while len(buf) >= chunk:
+                yield se.CheckpointChunk(data=bytes(buf[:chunk]))
+                del buf[:chunk]
+                sent += chunk
         if buf:
             yield se.CheckpointChunk(data=bytes(buf))
             sent += len(buf)

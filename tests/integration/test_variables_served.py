@@ -9,6 +9,8 @@ import threading
 import numpy as np
 import pytest
 
+import graphengine
+from graphengine import ops
 from graphengine.clients import Client
 from graphengine.errors import InvalidArgument, NotFound, ResourceExhausted
 from tests.unit.test_variables import counter, reader
@@ -95,3 +97,27 @@ def test_two_connections_writing_one_variable_never_tear_it(server: str) -> None
             t.join()
         c = s.get_variables(["c"])["c"]
         assert c.min() == c.max() == 2 * runs
+
+
+def test_variables_past_one_message_travel_as_a_streamed_checkpoint(server_process,
+                                                                    tmp_path) -> None:
+    config = tmp_path / "small.yaml"
+    config.write_text("max_message_bytes: 1048576\n")
+    proc = server_process("--config", str(config))
+    g = graphengine.Graph("big")
+    v = g.variable("big", shape=(300_000,), dtype="float32")  # 1.2 MB, zero-filled
+    g.output(ops.Slice(ops.AssignAdd(v, np.float32(1)), np.array([0]), np.array([1])),
+             name="first")
+    path = tmp_path / "big.ckpt"
+    with Client(proc.address, timeout=120, max_message_bytes=1 << 20) as client:
+        with client.session() as s:
+            assert s.run_graph(s.add_graph(g), {}, iterations=3)["first"].tolist() == [3]
+            with pytest.raises(ResourceExhausted, match=r"more than one message carries "
+                                                        r"\(1048576\).* save a checkpoint"):
+                s.get_variables()
+            assert s.save_checkpoint(path) > 1_200_000
+        with client.session() as fresh:
+            assert fresh.restore_checkpoint(path) == ["big"]
+            gid = fresh.add_graph(g)  # the restored value goes on
+            assert fresh.run_graph(gid, {})["first"].tolist() == [4]
+    assert proc.terminate() == 0

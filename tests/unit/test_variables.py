@@ -270,3 +270,21 @@ def test_a_device_without_variable_kernels_refuses_the_graph_by_name() -> None:
             pytest.raises(InvalidGraph, match=r"no engine runs node .*\(AssignAdd\): device: .*"
                                               r"host: a session variable lives in the device"):
         s.compile_graph(s.add_graph(counter()))
+
+
+def test_a_reader_on_the_host_engine_sees_the_value_from_before_the_write() -> None:
+    g = graphengine.Graph("host_reader")
+    x = g.input("x", "float32", (3,))
+    v = g.variable("v", np.array([0, 1, 2], np.float32))
+    g.output(ops.Assign(v, x), name="after")
+    g.output(ops.Cos(v), name="cos_before")  # Cos has no device kernel: a host step
+    with graphengine.Session() as s:
+        gid = s.add_graph(g)
+        report = s.compile_graph(gid)
+        engines = {p.op_type: p.engine for p in report.placements}
+        assert engines["Cos"] == "host" and engines["Assign"] == "device"
+        out = s.run_graph(gid, {"x": np.array([5, 6, 7], np.float32)})
+        np.testing.assert_allclose(out["cos_before"], np.cos([0, 1, 2]), rtol=1e-6)
+        assert out["after"].tolist() == [5, 6, 7]
+        out = s.run_graph(gid, {"x": np.zeros(3, np.float32)})
+        np.testing.assert_allclose(out["cos_before"], np.cos([5, 6, 7]), rtol=1e-6)
