@@ -136,25 +136,22 @@ def _rope(x: Any, cos: Any, sin: Any, d: int) -> Any:
     return ops.Add(ops.Mul(x, cos), ops.Mul(ops.Concat(ops.Neg(x2), x1, axis=-1), sin))
 
 
-def _repeat_kv(x: Any, cfg: LlamaConfig) -> Any:
-    """[1, kv_heads, t, d] -> [1, heads, t, d] (grouped-query attention)."""
-    g = cfg.num_attention_heads // cfg.num_key_value_heads
-    if g == 1:
-        return x
-    kv, d = cfg.num_key_value_heads, cfg.head_dim
-    x = ops.Unsqueeze(x, _i64(2))  # [1, kv, 1, t, d]
-    return ops.Reshape(ops.Concat(*[x] * g, axis=2), _i64(1, kv * g, -1, d))
-
-
 def _attention(q: Any, k: Any, v: Any, mask: Any, cfg: LlamaConfig) -> Any:
-    """softmax(q kᵀ / sqrt(d) + mask) v, heads merged back: [1, s, heads*d]."""
-    d = cfg.head_dim
-    k, v = _repeat_kv(k, cfg), _repeat_kv(v, cfg)
+    """softmax(q kᵀ / sqrt(d) + mask) v, heads merged back: [1, s, heads*d]. Grouped-query
+    attention copies no K or V: the query heads sharing a KV head are folded into the query
+    axis ([1, heads, s, d] -> [1, kv_heads, group*s, d], the mask repeated for them)."""
+    d, kv, nh = cfg.head_dim, cfg.num_key_value_heads, cfg.num_attention_heads
+    if nh != kv:
+        q = ops.Reshape(q, _i64(1, kv, -1, d))
+        if len(mask.shape) == 2:  # one row per query position: once per folded head
+            mask = ops.Tile(mask, _i64(nh // kv, 1))
     scores = ops.Mul(ops.MatMul(q, ops.Transpose(k, perm=[0, 1, 3, 2])),
                      np.float32(1 / np.sqrt(d)))
     p = ops.Softmax(ops.Add(scores, mask), axis=-1)
-    out = ops.Transpose(ops.MatMul(p, v), perm=[0, 2, 1, 3])
-    return ops.Reshape(out, _i64(1, -1, cfg.num_attention_heads * d))
+    out = ops.MatMul(p, v)
+    if nh != kv:
+        out = ops.Reshape(out, _i64(1, nh, -1, d))
+    return ops.Reshape(ops.Transpose(out, perm=[0, 2, 1, 3]), _i64(1, -1, nh * d))
 
 
 def _layer(h: Any, i: int, w: Mapping[str, np.ndarray], cfg: LlamaConfig, cos: Any, sin: Any,

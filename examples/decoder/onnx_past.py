@@ -80,12 +80,10 @@ def onnx_decoder(cfg: LlamaConfig, w: Mapping[str, np.ndarray],
         rot = b.op("Concat", b.op("Neg", x2), x1, axis=-1)
         return b.op("Add", b.op("Mul", x, cos), b.op("Mul", rot, sin))
 
-    def repeat(x: str) -> str:
-        g = nh // nkv
-        if g == 1:
-            return x
-        x = b.op("Unsqueeze", x, b.i64(2))
-        return b.op("Reshape", b.op("Concat", *[x] * g, axis=2), b.i64(1, nh, -1, d))
+    # grouped-query attention as the session's graphs do it: the query heads sharing a KV
+    # head folded into the query axis, the mask repeated for them (no K or V copied)
+    group = nh // nkv
+    att_mask = b.op("Tile", mask, b.i64(group, 1)) if group > 1 else mask
 
     h = b.op("Gather", b.const(w["embed"]), "input_ids")
     presents = []
@@ -97,11 +95,15 @@ def onnx_decoder(cfg: LlamaConfig, w: Mapping[str, np.ndarray],
         k = b.op("Concat", f"past_key.{i}", k, axis=2)
         v = b.op("Concat", f"past_value.{i}", v, axis=2)
         presents += [(f"present_key.{i}", k), (f"present_value.{i}", v)]
-        scores = b.op("Mul", b.op("MatMul", q, b.op("Transpose", repeat(k), perm=[0, 1, 3, 2])),
+        if group > 1:
+            q = b.op("Reshape", q, b.i64(1, nkv, -1, d))
+        scores = b.op("Mul", b.op("MatMul", q, b.op("Transpose", k, perm=[0, 1, 3, 2])),
                       b.const(np.float32(1 / np.sqrt(d))))
-        p = b.op("Softmax", b.op("Add", scores, mask), axis=-1)
-        att = b.op("Reshape", b.op("Transpose", b.op("MatMul", p, repeat(v)), perm=[0, 2, 1, 3]),
-                   b.i64(1, -1, nh * d))
+        p = b.op("Softmax", b.op("Add", scores, att_mask), axis=-1)
+        att = b.op("MatMul", p, v)
+        if group > 1:
+            att = b.op("Reshape", att, b.i64(1, nh, -1, d))
+        att = b.op("Reshape", b.op("Transpose", att, perm=[0, 2, 1, 3]), b.i64(1, -1, nh * d))
         h = b.op("Add", h, b.op("MatMul", att, b.const(w[f"{i}.o"])))
         x = rms(h, w[f"{i}.mlp_norm"])
         gate = b.op("MatMul", x, b.const(w[f"{i}.gate"]))
