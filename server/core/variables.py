@@ -52,6 +52,7 @@ class _RWLock:
         with self._cond:
             if write:
                 self._writers_waiting += 1
+                ok = False
                 try:
                     ok = self._cond.wait_for(lambda: not self._writer and not self._readers,
                                              timeout)
@@ -60,6 +61,8 @@ class _RWLock:
                     return ok
                 finally:
                     self._writers_waiting -= 1
+                    if not ok:  # readers held off by this writer may go now
+                        self._cond.notify_all()
             ok = self._cond.wait_for(lambda: not self._writer and not self._writers_waiting,
                                      timeout)
             if ok:

@@ -288,3 +288,32 @@ def test_a_reader_on_the_host_engine_sees_the_value_from_before_the_write() -> N
         assert out["after"].tolist() == [5, 6, 7]
         out = s.run_graph(gid, {"x": np.zeros(3, np.float32)})
         np.testing.assert_allclose(out["cos_before"], np.cos([5, 6, 7]), rtol=1e-6)
+
+
+def test_a_writer_that_gives_up_waiting_lets_the_readers_it_held_off_go() -> None:
+    from graphengine.server.core.variables import _RWLock
+
+    lock = _RWLock()
+    assert lock.acquire(False, None)  # a run reading the variable
+    got = threading.Event()
+    gave_up = threading.Event()
+
+    def writer() -> None:  # waits, then gives up (its caller's deadline passed)
+        if not lock.acquire(True, 0.5):
+            gave_up.set()
+
+    def reader() -> None:  # held off while the writer waits
+        if lock.acquire(False, None):
+            got.set()
+            lock.release(False)
+
+    w = threading.Thread(target=writer)
+    w.start()
+    while not lock._writers_waiting and w.is_alive():
+        threading.Event().wait(0.001)
+    r = threading.Thread(target=reader, daemon=True)
+    r.start()
+    w.join()
+    r.join(30)  # a hang guard: without a wake-up the reader would wait forever
+    lock.release(False)
+    assert gave_up.is_set() and got.is_set()
