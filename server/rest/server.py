@@ -80,7 +80,7 @@ class FrontEnd:
         try:
             return self.auth.identify([(auth.METADATA_KEY, v) for v in values])
         except Unauthenticated as exc:  # its message says what was wrong
-            raise HttpError(401, str(exc), "UNAUTHENTICATED", close=True,
+            raise HttpError(401, str(exc), "UNAUTHENTICATED",
                             headers=(("WWW-Authenticate", "Bearer"),)) from None
 
     def failure(self, exc: BaseException, api: str) -> tuple[int, str, str, tuple]:
