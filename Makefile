@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 50051
+HTTP_PORT ?= 8000
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
@@ -30,9 +31,11 @@ install: $(VENV)/.installed
 examples/models/mlp.onnx: install examples/make_examples.py
 	$(PY) examples/make_examples.py examples/models
 
-# Serves the example models as a KServe v2 model repository, plus the session API.
+# Serves the example models as a KServe v2 model repository (gRPC on PORT, HTTP/REST on
+# HTTP_PORT), plus the session API.
 run: install examples/models/mlp.onnx
-	$(VENV)/bin/graphengine serve --port $(PORT) --model-repository examples/models
+	$(VENV)/bin/graphengine serve --port $(PORT) --http-port $(HTTP_PORT) \
+		--model-repository examples/models
 
 test: install
 	$(PY) -m ruff check .

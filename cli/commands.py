@@ -1,7 +1,8 @@
 """The `graphengine` command line.
 
     graphengine serve [--config FILE] [--host H] [--port N] [--model-repository DIR]
-                      [--metrics-port N] [--grace-seconds S] [--log-level L] [--plugin FILE] ...
+                      [--metrics-port N] [--http-port N] [--grace-seconds S] [--log-level L]
+                      [--plugin FILE] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
 
 One `add_<name>_parser` + `cmd_<name>` pair per subcommand, registered in COMMANDS; a new
@@ -46,6 +47,9 @@ def add_serve_parser(sub: Any) -> None:
                    help="folder of models to serve over KServe v2 (default: none)")
     p.add_argument("--metrics-port", type=int, metavar="N",
                    help="Prometheus /metrics HTTP port; 0 disables (default 0)")
+    p.add_argument("--http-port", type=int, metavar="N",
+                   help="KServe v2 HTTP/REST port, with /v2/health/live and /ready; 0 picks a "
+                        "free one, -1 turns HTTP off (default 8000)")
     p.add_argument("--grace-seconds", type=float, metavar="S",
                    help="on SIGTERM, time in-flight work gets to finish (default 10)")
     p.add_argument("--worker-threads", type=int, metavar="N",
@@ -69,7 +73,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, host=args.host, port=args.port,
                              model_repository=args.model_repository,
-                             metrics_port=args.metrics_port, grace_seconds=args.grace_seconds,
+                             metrics_port=args.metrics_port, http_port=args.http_port,
+                             grace_seconds=args.grace_seconds,
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
                              log_format=args.log_format)

@@ -29,6 +29,9 @@ Settings, as `key` (default): meaning.
   (by default one model loading does not make the server unready).
 - `metrics_port` (`0`): port of the Prometheus `/metrics` HTTP endpoint (on `host`);
   `0`: disabled.
+- `http_port` (`8000`, Triton's): port of KServe v2 HTTP/REST (on `host`), the same models
+  as the gRPC port's KServe service, and the health endpoints `/v2/health/live|ready`;
+  `0` picks a free port (printed), `-1` turns HTTP off.
 - `log_level` (`INFO`): DEBUG, INFO, WARNING, ERROR or CRITICAL.
 - `log_format` (`kv`): `kv` (key=value lines) or `json` (one object per line).
 - `grace_seconds` (`10`): on SIGTERM/SIGINT, the time in-flight work gets to finish.
@@ -100,6 +103,7 @@ class ServerConfig:
     repository_load_threads: int = 2
     strict_readiness: bool = False
     metrics_port: int = 0
+    http_port: int = 8000
     log_level: str = "INFO"
     log_format: str = "kv"
     grace_seconds: float = 10.0
@@ -122,6 +126,7 @@ class ServerConfig:
                 raise ConfigError(f"{key}: {getattr(self, key)} is outside 0..65535")
         if self.metrics_port and self.metrics_port == self.port:
             raise ConfigError(f"metrics_port: {self.metrics_port} is also the gRPC port")
+        _check_http_port(self)
         if self.max_message_bytes < 1024:
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} is below 1024")
         if self.max_message_bytes > 2**31 - 1:
@@ -182,6 +187,15 @@ class ServerConfig:
     @property
     def auth(self) -> bool:
         return bool(self.auth_tokens)
+
+
+def _check_http_port(config: ServerConfig) -> None:
+    port = config.http_port
+    if not -1 <= port <= 65535:
+        raise ConfigError(f"http_port: {port} is outside -1..65535 (-1: no HTTP)")
+    for key in ("port", "metrics_port"):
+        if port > 0 and port == getattr(config, key):
+            raise ConfigError(f"http_port: {port} is also the {key}")
 
 
 def format_address(host: str, port: int) -> str:

@@ -3,7 +3,8 @@
 `create_server(config)` returns a `grpc.Server` (bound, not yet started) and the port it
 bound, for tests and embedding; `serve(config)` is the foreground daemon behind
 `graphengine serve`: it prints a ready line, logs one structured line per event, serves
-Prometheus metrics on `metrics_port`, and on SIGTERM/SIGINT drains: health NOT_SERVING,
+Prometheus metrics on `metrics_port` and KServe v2 HTTP/REST on `http_port`
+(graphengine.server.rest), and on SIGTERM/SIGINT drains: health NOT_SERVING,
 new work refused with UNAVAILABLE, work in flight finished within `grace_seconds`; then it
 closes every session and returns exit code 0.
 
@@ -48,6 +49,7 @@ from .servicer import SERVICE_NAME, GraphEngineServicer
 _log = logging.getLogger("graphengine.server")
 
 READY_FORMAT = "graphengine serving on {address}"
+HTTP_FORMAT = "graphengine http on {address}"
 QUIET_SECONDS = 0.25  # draining: no refused call for this long means callers have gone
 MAX_LINGER_SECONDS = 2.0
 SERVING, NOT_SERVING = (health_pb2.HealthCheckResponse.SERVING,
@@ -67,6 +69,8 @@ class ServerParts:
     repository: Any  # ModelRepository | None
     stream_executor: futures.ThreadPoolExecutor
     config: ServerConfig
+    inference: Any = None  # the KServe servicer, which the HTTP front end serves too
+    http: Any = None  # graphengine.server.rest.HttpServer while serve() runs one
 
     def ready(self) -> bool:
         """Readiness: serving and not draining; with strict_readiness, every model ready."""
@@ -185,8 +189,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
                         streams, config)
-    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-        InferenceServicer(repository, ready=parts.ready, **common), server)
+    parts.inference = InferenceServicer(repository, ready=parts.ready, **common)
+    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(parts.inference, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     _register_gauges(parts)
@@ -285,6 +289,10 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         parts = build_server(config)
         metrics_port = (parts.metrics.start_http(config.host, config.metrics_port)
                         if config.metrics_port else 0)
+        if config.http_port >= 0:
+            from graphengine.server.rest import serve_http
+
+            parts.http = serve_http(parts)
     except (OSError, GraphEngineError) as exc:  # an operator's problem: no traceback
         logs.log_event(_log, logging.ERROR, "start_failed", error=type(exc).__name__,
                        message=str(exc))
@@ -308,10 +316,15 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         logs.log_event(_log, logging.INFO, "serving", address=address,
                        workers=config.worker_threads, max_message_bytes=config.max_message_bytes,
                        max_sessions=config.max_sessions, device_threads=config.device_threads,
-                       metrics_port=metrics_port, tls=config.tls,
+                       metrics_port=metrics_port,
+                       http_port=parts.http.port if parts.http is not None else -1,
+                       tls=config.tls,
                        identities=len(config.auth_tokens),
                        model_repository=config.model_repository or "-")
         out = ready_stream or sys.stdout
+        if parts.http is not None:  # before the ready line: ready means both are serving
+            out.write(HTTP_FORMAT.format(address=format_address(config.host, parts.http.port))
+                      + "\n")
         out.write(READY_FORMAT.format(address=address) + "\n")
         out.flush()
         while not stop_requested.wait(0.5):
@@ -343,6 +356,8 @@ def _shutdown(parts: ServerParts, grace: float, reason: str, forced: threading.E
     # RPCs still queued for a worker are refused UNAVAILABLE by then; stop() waits for them.
     remaining = 0.0 if forced.is_set() else max(0.0, deadline - time.monotonic())
     parts.server.stop(max(remaining, 0.5) if not forced.is_set() else None).wait()
+    if parts.http is not None:
+        parts.http.stop()
     logs.log_event(_log, logging.INFO, "drained", unfinished=left)
     parts.stream_executor.shutdown(wait=False, cancel_futures=True)
     try:
