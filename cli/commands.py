@@ -66,11 +66,9 @@ def add_serve_parser(sub: Any) -> None:
                         "`plugins`")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    # Server modules are imported only here: `run` and the other client commands must not
-    # pay for (or depend on) loading the compiler and the runtime.
+def serve_config(args: argparse.Namespace) -> Any:
+    """The ServerConfig `graphengine serve` runs with: the file, then the flags given."""
     from graphengine.server.config import ConfigError, load_config
-    from graphengine.server.rpc.app import serve
 
     try:
         config = load_config(args.config, host=args.host, port=args.port,
@@ -84,7 +82,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    return serve(config)
+    return config
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Server modules are imported only here: `run` and the other client commands must not
+    # pay for (or depend on) loading the compiler and the runtime.
+    from graphengine.server.rpc.app import serve
+
+    return serve(serve_config(args))
 
 
 # ---- run -------------------------------------------------------------------------------
