@@ -1,13 +1,20 @@
 """Sessions across replicas: three real server processes, one Client over all of them.
 
-Each server's replica id is its port, and every replica's address is "127.0.0.1:{replica}"
-(what a StatefulSet's "{replica}.<service>.<namespace>.svc:50051" is in Kubernetes), so a
-NOT_FOUND for another replica's session carries the owner's real address.
+The servers listen on 127.0.0.1, .2 and .3, one port; replica k's id is "k" and every
+replica's address is "127.0.0.{replica}:PORT" (what a StatefulSet's
+"{replica}.<service>.<namespace>.svc:50051" is in Kubernetes), so a NOT_FOUND for another
+replica's session carries the owner's real address. A name with three A records is made in
+a private mount namespace whose /etc/hosts lists the three addresses.
 """
 
 from __future__ import annotations
 
+import json
+import pathlib
+import shutil
 import socket
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 
@@ -21,27 +28,41 @@ from graphengine.clients import Client
 from graphengine.clients import errors as ce
 from tests.conftest import ServerProcess
 
-FORMAT = "127.0.0.1:{replica}"
+HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+def _free_port(hosts: tuple[str, ...] = HOSTS) -> int:
+    """A port free on every one of `hosts`."""
+    while True:
+        with socket.socket() as first:
+            first.bind((hosts[0], 0))
+            port = first.getsockname()[1]
+            others = [socket.socket() for _ in hosts[1:]]
+            try:
+                for s, host in zip(others, hosts[1:]):
+                    s.bind((host, port))
+                return port
+            except OSError:
+                continue
+            finally:
+                for s in others:
+                    s.close()
+
+
+def _replica(address: str) -> str:
+    """The replica id of a fixture server: its IP's last number."""
+    return address.rsplit(":", 1)[0].rsplit(".", 1)[1]
 
 
 @pytest.fixture(scope="module")
 def replicas() -> Iterator[list[str]]:
     started: list[ServerProcess] = []
+    port = _free_port()
     try:
-        for port in _free_ports(3):
-            started.append(ServerProcess("--port", str(port), "--replica-id", str(port),
-                                         "--replica-address-format", FORMAT))
+        for host in HOSTS:
+            started.append(ServerProcess(
+                "--host", host, "--port", str(port), "--replica-id", host.rsplit(".", 1)[1],
+                "--replica-address-format", f"127.0.0.{{replica}}:{port}"))
         yield [p.address for p in started]
         for p in started:
             assert p.terminate() == 0, p.logs()
@@ -66,12 +87,12 @@ def _expected(scale: float) -> np.ndarray:
 
 
 def test_one_client_serves_sessions_on_three_replicas(replicas: list[str]) -> None:
-    ports = {a.rsplit(":", 1)[1] for a in replicas}
+    ids = {_replica(a) for a in replicas}
     with Client(replicas, timeout=60) as client:
         sessions = [client.session() for _ in range(12)]
         try:
             owners = Counter(owner_of(s.id) for s in sessions)
-            assert owners == {p: 4 for p in ports}  # round-robin over the three
+            assert owners == {r: 4 for r in ids}  # round-robin over the three
             graphs = {}
             for i, sess in enumerate(sessions):
                 graphs[sess.id] = sess.add_graph(_graph(i + 1))
@@ -88,7 +109,7 @@ def test_one_client_serves_sessions_on_three_replicas(replicas: list[str]) -> No
                 assert sess.graph_info(gid).name == f"scaled_{i + 1}"
             assert sorted(s.session_id for s in client.list_sessions()) == sorted(
                 s.id for s in sessions)
-            assert sorted(client.replicas().values()) == sorted(ports)
+            assert client.replicas() == {a: _replica(a) for a in replicas}
 
             # Another client, addresses in another order, knows none of these sessions: it
             # asks each address which replica it is and sends each session to its owner.
@@ -111,7 +132,7 @@ def test_the_wrong_replica_answers_not_found_naming_the_owner(replicas: list[str
                 wrong.attach(sess.id).run_graph(gid, {"x": X})
         err = caught.value
         assert err.error_type == "SessionElsewhere"
-        assert err.replica == second.rsplit(":", 1)[1] and err.address == second
+        assert err.replica == _replica(second) and err.address == second
         assert f"held by replica '{err.replica}' at {second}" in err.message
         # The owner still has it, untouched.
         np.testing.assert_allclose(sess.run_graph(gid, {"x": X})["y"], _expected(2))
@@ -130,14 +151,54 @@ def test_a_client_follows_the_owners_advertised_address(replicas: list[str]) -> 
 
 def test_sessions_are_opened_on_the_replicas_that_answer(replicas: list[str]) -> None:
     """A replica that is gone (nothing listens at its address) is passed over."""
-    dead = f"127.0.0.1:{_free_ports(1)[0]}"
+    dead = f"127.0.0.1:{_free_port(('127.0.0.1',))}"
     with Client([dead, *replicas[:2]], timeout=60) as client:
         sessions = [client.session() for _ in range(4)]
         try:
             owners = {owner_of(s.id) for s in sessions}
-            assert owners == {a.rsplit(":", 1)[1] for a in replicas[:2]}
+            assert owners == {_replica(a) for a in replicas[:2]}
         finally:
             for s in sessions:
                 s.close()
         with Client([dead]) as nobody, pytest.raises(ce.Unavailable):
             nobody.session()
+
+
+# Run in a mount namespace where "ge-replicas" has three A records (the three servers).
+_DNS_CLIENT = """
+import json, sys
+import numpy as np
+from graphengine.clients import Client
+from tests.integration.test_replicas import X, _expected, _graph
+from graphengine.api.session_ids import owner_of
+
+with Client(sys.argv[1], timeout=60) as client:
+    sessions = [client.session() for _ in range(6)]
+    for i, sess in enumerate(sessions):
+        gid = sess.add_graph(_graph(i + 1))
+        np.testing.assert_allclose(sess.run_graph(gid, {"x": X})["y"], _expected(i + 1))
+    listed = sorted(s.session_id for s in client.list_sessions())
+    result = {"owners": [owner_of(s.id) for s in sessions], "replicas": client.replicas(),
+              "listed": listed == sorted(s.id for s in sessions)}
+    for sess in sessions:
+        sess.close()
+print(json.dumps(result))
+"""
+
+
+def test_a_name_with_several_records_is_every_replica(replicas: list[str], tmp_path) -> None:
+    if not shutil.which("unshare") or subprocess.run(
+            ["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("giving a name three A records needs a private /etc/hosts: unshare "
+                    "--mount (root) is not available here")
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"{h} ge-replicas\n" for h in HOSTS))
+    port = replicas[0].rsplit(":", 1)[1]
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", 'mount --bind "$1" /etc/hosts && shift && exec "$@"',
+         "sh", str(hosts), sys.executable, "-c", _DNS_CLIENT, f"ge-replicas:{port}"],
+        capture_output=True, text=True, timeout=120, cwd=pathlib.Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert Counter(result["owners"]) == {"1": 2, "2": 2, "3": 2}
+    assert result["replicas"] == {a: _replica(a) for a in replicas} and result["listed"]
