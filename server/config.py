@@ -47,6 +47,12 @@ Settings, as `key` (default): meaning.
   that file's folder. A plugin that does not load stops the start, naming it.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
+- `replica_id` (`""`): this server's name among replicas; session ids start with it
+  (`<replica_id>.<random>`) and a call for another replica's session is NOT_FOUND naming
+  that replica; `""`: the host name's first label (in Kubernetes, the pod's name).
+- `replica_address_format` (`""`): every replica's address, `{replica}` standing for its id
+  (`{replica}.graphengine-sessions.default.svc:50051`): this server's advertised address,
+  and the owner's address in that NOT_FOUND; `""`: not advertised.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
@@ -114,6 +120,8 @@ class ServerConfig:
     auth_tokens: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     auth_tokens_env: str = "GRAPHENGINE_AUTH_TOKENS"
     plugins: tuple[str, ...] = ()
+    replica_id: str = ""
+    replica_address_format: str = ""
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -166,6 +174,7 @@ class ServerConfig:
             if not isinstance(item, str) or not item:
                 raise ConfigError(f"plugins: each entry is a file path, got {item!r:.60}")
         object.__setattr__(self, "plugins", tuple(self.plugins))
+        _check_replica(self.replica_id, self.replica_address_format)
         # YAML may well give an int for a float setting; store what the annotation says.
         for key in ("grace_seconds", "session_idle_seconds"):
             object.__setattr__(self, key, float(getattr(self, key)))
@@ -229,6 +238,20 @@ def _check_tokens(source: str, tokens: Mapping[Any, Any]) -> None:
         if token in seen:
             raise ConfigError(f"{source}: '{name}' and '{seen[token]}' have the same token")
         seen[token] = name
+
+
+def _check_replica(replica_id: str, address_format: str) -> None:
+    from graphengine.server.core.replica import check_address_format, check_replica_id
+
+    try:
+        if replica_id:
+            check_replica_id(replica_id)
+    except ValueError as exc:
+        raise ConfigError(f"replica_id: {exc}") from None
+    try:
+        check_address_format(address_format)
+    except ValueError as exc:
+        raise ConfigError(f"replica_address_format: {exc}") from None
 
 
 def parse_tokens(text: str, source: str) -> dict[str, str]:

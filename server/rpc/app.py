@@ -30,6 +30,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from graphengine.api.session_ids import default_replica_id
 from graphengine.api.types import SessionLimits
 from graphengine.engine.errors import GraphEngineError
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
@@ -37,6 +38,8 @@ from graphengine.v1 import session_pb2_grpc
 
 from .. import logs
 from ..config import ServerConfig, format_address
+from ..core.replica import Replica
+from ..cpu_quota import cpu_budget
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from .auth import TokenAuth
@@ -94,13 +97,26 @@ def device_memory_bytes() -> int:
         return 0
 
 
+def device_threads(config: ServerConfig) -> tuple[int, str]:
+    """The device's thread budget and where it came from: the config's, or for 0 the CPUs
+    this process may use (affinity and cgroup quota: server/cpu_quota.py)."""
+    if config.device_threads:
+        return config.device_threads, "config"
+    budget = cpu_budget()
+    return budget.threads, budget.source
+
+
 def make_device(config: ServerConfig) -> Any:
-    """The device every session runs on, with the configured thread budget (0: all cores)."""
+    """The device every session runs on, with the thread budget `device_threads` gives."""
     # Imported here so that loading the server module does not load the compiler and the
     # runtime before the configuration (logging, thread budget) is in place.
     from graphengine.engine.runtime import default_device
 
-    return default_device(config.device_threads)
+    return default_device(device_threads(config)[0])
+
+
+def make_replica(config: ServerConfig) -> Replica:
+    return Replica(config.replica_id or default_replica_id(), config.replica_address_format)
 
 
 def _limits(config: ServerConfig) -> SessionLimits:
@@ -110,14 +126,16 @@ def _limits(config: ServerConfig) -> SessionLimits:
                          device_memory_bytes=device_memory_bytes())
 
 
-def make_session_manager(config: ServerConfig, metrics: Metrics | None = None) -> Any:
+def make_session_manager(config: ServerConfig, metrics: Metrics | None = None,
+                         replica: Replica | None = None) -> Any:
     from graphengine.server.core.manager import SessionManager
 
     return SessionManager(device=make_device(config), max_sessions=config.max_sessions,
                           limits=_limits(config),
                           memory_limit_bytes=config.session_memory_limit_bytes,
                           idle_seconds=config.session_idle_seconds,
-                          on_compile=metrics.observe_compile if metrics else None)
+                          on_compile=metrics.observe_compile if metrics else None,
+                          replica=replica)
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
@@ -149,8 +167,9 @@ def load_plugins(config: ServerConfig) -> None:
 def build_server(config: ServerConfig, session_manager: Any = None) -> ServerParts:
     load_plugins(config)
     lifecycle, metrics = Lifecycle(), Metrics()
+    replica = make_replica(config)
     sessions = (session_manager if session_manager is not None
-                else make_session_manager(config, metrics))
+                else make_session_manager(config, metrics, replica))
     repository = None
     if config.model_repository:
         from graphengine.server.core.repository import ModelRepository
@@ -184,7 +203,7 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
               "stream_max_inflight": config.stream_max_inflight, "lifecycle": lifecycle,
               "metrics": metrics}
     session_pb2_grpc.add_GraphEngineServicer_to_server(
-        GraphEngineServicer(sessions, **common), server)
+        GraphEngineServicer(sessions, replica=replica, **common), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
@@ -313,9 +332,13 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         parts.server.start()
         start_background(parts)
         address = format_address(config.host, parts.port)
+        threads, threads_from = device_threads(config)
+        replica = make_replica(config)
         logs.log_event(_log, logging.INFO, "serving", address=address,
                        workers=config.worker_threads, max_message_bytes=config.max_message_bytes,
-                       max_sessions=config.max_sessions, device_threads=config.device_threads,
+                       max_sessions=config.max_sessions, device_threads=threads,
+                       device_threads_from=threads_from, replica=replica.replica_id,
+                       advertised=replica.address or "-",
                        metrics_port=metrics_port,
                        http_port=parts.http.port if parts.http is not None else -1,
                        tls=config.tls,

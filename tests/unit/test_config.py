@@ -155,16 +155,14 @@ def test_new_settings_round_trip(tmp_path) -> None:
     assert c.session_idle_seconds == 5.0 and c.log_format == "json"
 
 
-def test_deploy_configs_load(tmp_path) -> None:
+def test_deploy_configs_load() -> None:
+    """The image's config and the session pods' config (deploy/base/); how the rendered
+    pods use them: tests/unit/test_deploy_check.py."""
     import pathlib
 
-    import yaml
-
-    deploy = pathlib.Path(__file__).resolve().parents[2] / "deploy"
-    c = load_config(deploy / "graphengine.yaml", environ={})
+    base = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "base"
+    c = load_config(base / "graphengine.yaml", environ={})
     assert c.host == "0.0.0.0" and c.metrics_port and c.model_repository == "/models"
-    for doc in yaml.safe_load_all((deploy / "kubernetes.yaml").read_text()):
-        if doc["kind"] == "ConfigMap":
-            path = tmp_path / "k8s.yaml"
-            path.write_text(doc["data"]["graphengine.yaml"])
-            assert load_config(path, environ={}).grace_seconds == 25.0
+    assert c.grace_seconds == 25.0
+    s = load_config(base / "sessions.yaml", environ={})
+    assert s.host == "0.0.0.0" and not s.model_repository and s.max_sessions == 64
