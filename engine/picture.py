@@ -374,7 +374,7 @@ def summary(pic: Picture) -> dict[str, int]:
     """Counts for the command's last line (and tests)."""
     drawn = [n for n in pic.nodes if n.kind not in (Kind.INPUT, Kind.OUTPUT)]
     return {"nodes": len(drawn), "partitions": len(pic.partitions),
-            "streams": sum(p.streams for p in pic.partitions),
+            "streams": max((p.streams for p in pic.partitions), default=0),  # per program
             "events": len(pic.events), "fused": sum(1 for n in drawn if n.fused),
             "transdata": sum(1 for n in drawn if n.kind is Kind.TRANSDATA)}
 

@@ -170,7 +170,7 @@ def test_an_offline_model_draws_the_same_plan(plan) -> None:
 
 def test_summary_counts(plan) -> None:
     counts = picture.summary(picture.from_graph(*plan))
-    assert counts == {"nodes": 11, "partitions": 3, "streams": 3, "events": 2, "fused": 5,
+    assert counts == {"nodes": 11, "partitions": 3, "streams": 2, "events": 2, "fused": 5,
                       "transdata": 2}
 
 
