@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from graphengine.cli import compile as cli_compile
+from graphengine.cli import dump_graph as cli_dump_graph
 from graphengine.clients.errors import ClientError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -182,6 +183,7 @@ COMMANDS: Sequence[tuple[str, Callable[[Any], None], Callable[[argparse.Namespac
     ("run", add_run_parser, cmd_run),
     ("compile", cli_compile.add_compile_parser, cli_compile.cmd_compile),
     ("inspect", cli_compile.add_inspect_parser, cli_compile.cmd_inspect),
+    ("dump-graph", cli_dump_graph.add_dump_graph_parser, cli_dump_graph.cmd_dump_graph),
 )
 
 
