@@ -28,7 +28,7 @@ __all__ = ["RemoteVariables"]
 class RemoteVariables:
     def list_variables(self) -> list[Any]:
         """The session's variables as `graphengine.api.types.TensorInfo`, by name."""
-        response = self._call(self._stub.ListVariables,
+        response = self._call("ListVariables",
                               session_pb2.ListVariablesRequest(session_id=self.id))
         return [convert.tensor_info_from_pb(t) for t in response.variables]
 
@@ -37,13 +37,13 @@ class RemoteVariables:
         if names is not None and not list(names):
             return {}  # none asked for (on the wire, no names means every one)
         request = session_pb2.GetVariablesRequest(session_id=self.id, names=list(names or ()))
-        response = self._call(self._stub.GetVariables, request)
+        response = self._call("GetVariables", request)
         return {k: a.copy() for k, a in convert.tensors_from_pb(response.variables).items()}
 
     def set_variables(self, values: Mapping[str, Any]) -> None:
         """Writes the variables, all or none (see graphengine.Session.set_variables)."""
         arrays = {k: np.asarray(v) for k, v in values.items()}
-        self._call(self._stub.SetVariables, session_pb2.SetVariablesRequest(
+        self._call("SetVariables", session_pb2.SetVariablesRequest(
             session_id=self.id, variables=convert.tensors_to_pb(arrays)))
 
     def save_checkpoint(self, path: str | os.PathLike | Any,
@@ -88,7 +88,8 @@ class RemoteVariables:
             if first:  # an empty file: still one message, so the server says what is wrong
                 yield session_pb2.RestoreCheckpointRequest(session_id=self.id)
 
-        return list(self._call(self._stub.RestoreCheckpoint, requests()).names)
+        # the stub of the replica holding the session (a stream is sent once: not rerouted)
+        return list(self._client._call(self._stub.RestoreCheckpoint, requests()).names)
 
 
 def _drain(chunks: Any, f: Any) -> int:

@@ -22,6 +22,7 @@ from graphengine.engine.errors import InvalidInput, InvalidModel
 from graphengine.v1 import session_pb2 as se
 from graphengine.v1 import session_pb2_grpc
 
+from ..core.replica import Replica
 from ..lifecycle import Lifecycle
 from ..logs import log_event
 from ..timing import StageTimes, stage
@@ -42,8 +43,9 @@ class GraphEngineServicer(VariableMethods, session_pb2_grpc.GraphEngineServicer)
     def __init__(self, session_manager: Any, *, max_tensor_elements: int | None = None,
                  stream_executor: Executor | None = None, stream_max_inflight: int = 32,
                  lifecycle: Lifecycle | None = None, metrics: Any = None,
-                 max_message_bytes: int = 256 << 20) -> None:
+                 replica: Replica | None = None, max_message_bytes: int = 256 << 20) -> None:
         self._sessions = session_manager
+        self._replica = replica
         self._max_elements = max_tensor_elements
         self._max_message_bytes = max_message_bytes
         self._executor = stream_executor
@@ -78,6 +80,13 @@ class GraphEngineServicer(VariableMethods, session_pb2_grpc.GraphEngineServicer)
         sessions = self._sessions.list(calls.identity())
         return se.ListSessionsResponse(
             sessions=[convert.session_info_to_pb(s.info()) for s in sessions])
+
+    def GetServerInfo(self, request: se.GetServerInfoRequest, context: Any
+                      ) -> se.GetServerInfoResponse:
+        if self._replica is None:
+            return se.GetServerInfoResponse()
+        return se.GetServerInfoResponse(replica_id=self._replica.replica_id,
+                                        address=self._replica.address)
 
     # ---- graphs ------------------------------------------------------------------------
     def AddGraph(self, request: se.AddGraphRequest, context: Any) -> se.AddGraphResponse:
