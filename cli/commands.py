@@ -2,7 +2,8 @@
 
     graphengine serve [--config FILE] [--host H] [--port N] [--model-repository DIR]
                       [--model-control-mode M] [--repository-poll-secs S] [--load-model NAME]
-                      [--metrics-port N] [--grace-seconds S] [--log-level L] [--plugin FILE] ...
+                      [--metrics-port N] [--http-port N] [--grace-seconds S] [--log-level L]
+                      [--plugin FILE] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
 
 One `add_<name>_parser` + `cmd_<name>` pair per subcommand, registered in COMMANDS; a new
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from graphengine.cli import compile as cli_compile
+from graphengine.cli import dump_graph as cli_dump_graph
 from graphengine.clients.errors import ClientError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -55,6 +57,9 @@ def add_serve_parser(sub: Any) -> None:
                    help="explicit mode: a model to load at start ('*': all); repeatable")
     p.add_argument("--metrics-port", type=int, metavar="N",
                    help="Prometheus /metrics HTTP port; 0 disables (default 0)")
+    p.add_argument("--http-port", type=int, metavar="N",
+                   help="KServe v2 HTTP/REST port, with /v2/health/live and /ready; 0 picks a "
+                        "free one, -1 turns HTTP off (default 8000)")
     p.add_argument("--grace-seconds", type=float, metavar="S",
                    help="on SIGTERM, time in-flight work gets to finish (default 10)")
     p.add_argument("--worker-threads", type=int, metavar="N",
@@ -63,27 +68,33 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--tls-key", metavar="PEM", help="TLS private key")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument("--log-format", choices=("kv", "json"), help="log lines (default kv)")
+    p.add_argument("--replica-id", metavar="ID",
+                   help="this server's name among replicas; its session ids start with it "
+                        "(default: the host name, in Kubernetes the pod's name)")
+    p.add_argument("--replica-address-format", metavar="FORMAT",
+                   help="every replica's address, {replica} standing for its id, e.g. "
+                        "'{replica}.graphengine-sessions.default.svc:50051'")
     p.add_argument("--plugin", action="append", metavar="FILE", default=[],
                    help="load custom operators: a .py module calling graphengine.register_op, "
                         "or a native kernel library (.so); repeatable, after the config's "
                         "`plugins`")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    # Server modules are imported only here: `run` and the other client commands must not
-    # pay for (or depend on) loading the compiler and the runtime.
+def serve_config(args: argparse.Namespace) -> Any:
+    """The ServerConfig `graphengine serve` runs with: the file, then the flags given."""
     from graphengine.server.config import ConfigError, load_config
-    from graphengine.server.rpc.app import serve
 
     try:
         config = load_config(args.config, host=args.host, port=args.port,
                              model_repository=args.model_repository,
                              model_control_mode=args.model_control_mode,
                              repository_poll_seconds=args.repository_poll_secs,
-                             metrics_port=args.metrics_port, grace_seconds=args.grace_seconds,
+                             metrics_port=args.metrics_port, http_port=args.http_port,
+                             grace_seconds=args.grace_seconds,
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
-                             log_format=args.log_format)
+                             log_format=args.log_format, replica_id=args.replica_id,
+                             replica_address_format=args.replica_address_format)
         if args.plugin:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
         if args.load_model:
@@ -91,7 +102,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                          load_models=config.load_models + tuple(args.load_model))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
-    return serve(config)
+    return config
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Server modules are imported only here: `run` and the other client commands must not
+    # pay for (or depend on) loading the compiler and the runtime.
+    from graphengine.server.rpc.app import serve
+
+    return serve(serve_config(args))
 
 
 # ---- run -------------------------------------------------------------------------------
@@ -178,6 +197,7 @@ COMMANDS: Sequence[tuple[str, Callable[[Any], None], Callable[[argparse.Namespac
     ("run", add_run_parser, cmd_run),
     ("compile", cli_compile.add_compile_parser, cli_compile.cmd_compile),
     ("inspect", cli_compile.add_inspect_parser, cli_compile.cmd_inspect),
+    ("dump-graph", cli_dump_graph.add_dump_graph_parser, cli_dump_graph.cmd_dump_graph),
 )
 
 

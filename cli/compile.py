@@ -108,37 +108,34 @@ def add_compile_parser(sub: Any) -> None:
     p.add_argument("model", metavar="MODEL",
                    help="ONNX model file, or frozen TensorFlow GraphDef (.pb)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="offline model to write")
-    p.add_argument("--input-shape", type=input_shape, action="append", default=[],
-                   metavar="NAME:D0,D1,...", help="concrete shape of an input (repeatable)")
+    add_compile_arguments(p)
     p.add_argument("--gears", type=gears, metavar="DIM:V1,V2,...",
                    help="compile ahead for each value of the symbolic dim DIM, e.g. batch:1,4,16")
+    p.add_argument("--json-report", metavar="FILE", help="also write the compile report(s) as JSON")
+
+
+def add_compile_arguments(p: argparse.ArgumentParser) -> None:
+    """--input-shape, --outputs, --max-streams, --option: what load_for_compile reads
+    (compile's and dump-graph's)."""
+    p.add_argument("--input-shape", type=input_shape, action="append", default=[],
+                   metavar="NAME:D0,D1,...", help="concrete shape of an input (repeatable)")
     p.add_argument("--outputs", type=output_names, metavar="NAME,...",
                    help="a TensorFlow graph's outputs (node or node:k); by default the nodes "
                         "no other node reads")
     p.add_argument("--max-streams", type=int, metavar="N", help="streams per device program")
     p.add_argument("--option", type=option, action="append", default=[], metavar="KEY=VALUE",
                    help="another compile option, e.g. layouts=false (repeatable)")
-    p.add_argument("--json-report", metavar="FILE", help="also write the compile report(s) as JSON")
 
 
 def _compile(args: argparse.Namespace) -> int:
     from graphengine.engine import offline
-    from graphengine.engine.errors import GraphEngineError, InvalidModel
-    from graphengine.engine.importers import load_model
-    from graphengine.engine.pipeline import CompileOptions, compile_graph
+    from graphengine.engine.errors import GraphEngineError
+    from graphengine.engine.pipeline import compile_graph
 
     if offline.is_offline_model(args.model):
         raise _Failed(f"{args.model} is an offline model already; compile takes an ONNX "
                       f"model or a TensorFlow GraphDef")
-    try:
-        shapes = dict(args.input_shape)
-        graph = load_model(args.model, input_shapes=shapes or None, outputs=args.outputs)
-        settings = dict(args.option)
-        if args.max_streams is not None:
-            settings["max_streams"] = args.max_streams
-        options = CompileOptions.from_mapping(settings)
-    except (InvalidModel, GraphEngineError) as exc:
-        raise _Failed(exc.message) from None
+    graph, options = load_for_compile(args)
     plans = compile_plans(graph, dict(args.input_shape), args.gears)
 
     models = []
@@ -173,6 +170,24 @@ def _compile(args: argparse.Namespace) -> int:
     print(f"wrote {args.output}: {size} bytes, {len(models)} compiled "
           f"signature{'s' if len(models) > 1 else ''}")
     return EXIT_OK
+
+
+def load_for_compile(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(the IR graph, the CompileOptions) from MODEL, --input-shape, --outputs, --option and
+    --max-streams (compile's and dump-graph's arguments)."""
+    from graphengine.engine.errors import GraphEngineError
+    from graphengine.engine.importers import load_model
+    from graphengine.engine.pipeline import CompileOptions
+
+    try:
+        shapes = dict(args.input_shape)
+        graph = load_model(args.model, input_shapes=shapes or None, outputs=args.outputs)
+        settings = dict(args.option)
+        if args.max_streams is not None:
+            settings["max_streams"] = args.max_streams
+        return graph, CompileOptions.from_mapping(settings)
+    except GraphEngineError as exc:
+        raise _Failed(exc.message) from None
 
 
 def compile_plans(graph: Any, shapes: dict[str, tuple[int, ...]], gear: Any
@@ -277,6 +292,16 @@ def render_inspect(info: dict) -> str:
              f"{h['file_bytes']} bytes, crc32 {h['crc32']}, {info['generator']})",
              f"  description {h['description_bytes']} B at {h['header_bytes']}, weights "
              f"{h['weights_bytes']} B at {h['weights_offset']}"]
+    prov = info.get("provenance")
+    if prov:
+        producer = prov["producer"]
+        made = " ".join(x for x in (producer.get("framework"), producer.get("version")) if x)
+        lines.append(f"  producer: {made or 'unknown'}"
+                     f"{' (' + producer['exporter'] + ')' if producer.get('exporter') else ''}")
+        lines.append(f"  compiler {prov['compiler_version']}, runtime "
+                     f"{prov['runtime_version']}, kernels {prov['kernel_library'] or '-'} "
+                     f"({prov['backend']}); CPU features needed: "
+                     f"{', '.join(prov['cpu_features']) or 'none beyond x86-64'}")
     if info["signature"]:
         sig = info["signature"]
         lines.append(f"  signature: {_sigs(sig['inputs'])} -> {_sigs(sig['outputs'])}")
@@ -313,5 +338,5 @@ def _sigs(sigs: Sequence[dict] | None) -> str:
 cmd_compile = _reported("compile", _compile)
 cmd_inspect = _reported("inspect", _inspect)
 
-__all__ = ["add_compile_parser", "add_inspect_parser", "cmd_compile", "cmd_inspect",
-           "compile_plans", "render_inspect", "stage_lines"]
+__all__ = ["add_compile_arguments", "add_compile_parser", "add_inspect_parser", "cmd_compile",
+           "cmd_inspect", "compile_plans", "load_for_compile", "render_inspect", "stage_lines"]

@@ -13,7 +13,9 @@ it adds what only makes sense over the wire: `run_graph_async` (a future) and
 `run_graph_stream` (many runs in flight on one bidirectional stream). Failed calls raise
 `graphengine.clients.errors.ClientError` subclasses that keep the status code and the
 server's message. A server with TLS needs `root_certificates` (or `tls=True` for the
-system's roots); one with token authentication needs `token`.
+system's roots); one with token authentication needs `token`. `Client(["h1:p", "h2:p"])`
+(or a DNS name with several records) spreads sessions over replicas and sends each
+session's calls to the replica holding it.
 """
 
 from __future__ import annotations
@@ -30,9 +32,18 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from graphengine.api import convert
 from graphengine.engine.report import CompileReport
+from graphengine.errors import InvalidArgument
 from graphengine.v1 import graph_pb2, session_pb2, session_pb2_grpc
 
-from .errors import ClientError, error_class, from_rpc_error
+from .errors import (
+    ClientError,
+    NotFound,
+    ResourceExhausted,
+    Unavailable,
+    error_class,
+    from_rpc_error,
+)
+from .replicas import Endpoint, Replicas, expand, split_host_port
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -48,7 +59,13 @@ def _read(value: bytes | str | os.PathLike | None) -> bytes | None:
 
 
 class Client:
-    """A connection to one server. Cheap to keep open; thread-safe like its gRPC channel.
+    """A connection to a server, or to several replicas of one. Cheap to keep open;
+    thread-safe like its gRPC channels.
+
+    `address`: "host:port"; or a list of them, or a DNS name with several A records (a
+    Kubernetes headless Service): one channel per replica, sessions opened on each in
+    turn, and every call of a session sent to the replica its id names
+    (graphengine.clients.replicas).
 
     `timeout` is the deadline in seconds applied to every call (None: no deadline).
     `token`: a bearer token sent with every call. `root_certificates` (PEM bytes or a
@@ -57,26 +74,45 @@ class Client:
     certificate is checked against.
     """
 
-    def __init__(self, address: str, *, timeout: float | None = None,
+    def __init__(self, address: str | Sequence[str], *, timeout: float | None = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, token: str | None = None,
                  tls: bool = False, root_certificates: bytes | str | None = None,
                  private_key: bytes | str | None = None,
                  certificate_chain: bytes | str | None = None,
                  server_name: str | None = None) -> None:
-        self.address = address
+        if isinstance(address, str):
+            addresses, dns_name = expand(address), None
+            if len(addresses) > 1:
+                dns_name = address
+        else:
+            addresses, dns_name = list(address), None
+            if not addresses or not all(isinstance(a, str) and a for a in addresses):
+                raise ValueError(f"Client: expected an address or a list of addresses, got "
+                                 f"{address!r:.200}")
+        self.address = address if isinstance(address, str) else ",".join(addresses)
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
+        credentials = None
         if tls or root_certificates is not None or private_key is not None:
             credentials = grpc.ssl_channel_credentials(
                 _read(root_certificates), _read(private_key), _read(certificate_chain))
-            if server_name:
-                options.append(("grpc.ssl_target_name_override", server_name))
-            self._channel = grpc.secure_channel(address, credentials, options=options)
-        else:
-            self._channel = grpc.insecure_channel(address, options=options)
-        self._stub = session_pb2_grpc.GraphEngineStub(self._channel)
+            # The addresses of a DNS name's records are IPs: the certificate names the name.
+            name = server_name or (split_host_port(dns_name)[0] if dns_name else None)
+            if name:
+                options.append(("grpc.ssl_target_name_override", name))
+
+        def make_channel(target: str) -> grpc.Channel:
+            if credentials is not None:
+                return grpc.secure_channel(target, credentials, options=options)
+            return grpc.insecure_channel(target, options=options)
+
+        self._replicas = Replicas(addresses, make_channel, self._call, dns_name=dns_name,
+                                  routed=not isinstance(address, str))
+        # The first address's channel: all there is for one address.
+        self._channel = self._replicas.endpoints[0].channel
+        self._stub = self._replicas.endpoints[0].stub
 
     # ---- plumbing --------------------------------------------------------------------
     def _call(self, method: Callable[..., Any], request: Any,
@@ -93,34 +129,63 @@ class Client:
         """Open a session on the server; use it as a context manager to close it.
 
         `options`: None, a `SessionOptions`, or a mapping with its keys (`max_streams`,
-        `memory_limit_bytes`, `options`, `precision`, `instances`).
+        `memory_limit_bytes`, `options`, `precision`, `instances`). With several replicas,
+        sessions are opened on each in turn (a replica that is down, draining or full is
+        passed over).
         """
         request = session_pb2.CreateSessionRequest(
             options=convert.session_options_to_pb(options))
-        response = self._call(self._stub.CreateSession, request)
-        return RemoteSession(self, response.session_id)
+        order = self._replicas.creation_order()
+        for i, endpoint in enumerate(order):
+            try:
+                response = self._call(endpoint.stub.CreateSession, request)
+            except (Unavailable, ResourceExhausted):
+                if i == len(order) - 1:
+                    raise
+                continue
+            self._replicas.learn(endpoint, response.session_id)
+            return RemoteSession(self, response.session_id, endpoint)
+        raise AssertionError("unreachable: a Client has at least one address")
 
     def attach(self, session_id: str) -> RemoteSession:
-        """A handle on a session that already exists (e.g. opened by another process)."""
+        """A handle on a session that already exists (e.g. opened by another process); with
+        several replicas, on the replica its id names."""
         return RemoteSession(self, session_id)
 
     def list_sessions(self) -> list[Any]:
-        """This identity's open sessions, as `graphengine.api.types.SessionInfo`."""
-        response = self._call(self._stub.ListSessions, session_pb2.ListSessionsRequest())
-        return [convert.session_info_from_pb(s) for s in response.sessions]
+        """This identity's open sessions (on every replica), as
+        `graphengine.api.types.SessionInfo`."""
+        found = []
+        for endpoint in self._replicas.each():
+            response = self._call(endpoint.stub.ListSessions, session_pb2.ListSessionsRequest())
+            for s in response.sessions:
+                self._replicas.learn(endpoint, s.session_id)
+                found.append(convert.session_info_from_pb(s))
+        return found
+
+    def replicas(self) -> dict[str, str | None]:
+        """Each address this client dials and the replica answering there (None: unknown,
+        e.g. down); asks the addresses not known yet."""
+        self._replicas.discover()
+        return {e.target: e.replica_id for e in self._replicas.each()}
 
     def health(self, service: str = "") -> str:
-        """The server's health status name for `service` ("" = the server as a whole)."""
-        stub = health_pb2_grpc.HealthStub(self._channel)
-        response = self._call(stub.Check, health_pb2.HealthCheckRequest(service=service))
-        return health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+        """The server's health status name for `service` ("" = the server as a whole); with
+        several replicas, SERVING only if every one is, else the first other status."""
+        statuses = []
+        for endpoint in self._replicas.each():
+            stub = health_pb2_grpc.HealthStub(endpoint.channel)
+            response = self._call(stub.Check, health_pb2.HealthCheckRequest(service=service))
+            statuses.append(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))
+        return next((s for s in statuses if s != "SERVING"), statuses[0])
 
     def wait_ready(self, timeout: float = 10.0) -> None:
-        """Block until the channel connects; raises grpc.FutureTimeoutError otherwise."""
-        grpc.channel_ready_future(self._channel).result(timeout=timeout)
+        """Block until every channel connects; raises grpc.FutureTimeoutError otherwise."""
+        for endpoint in self._replicas.each():
+            grpc.channel_ready_future(endpoint.channel).result(timeout=timeout)
 
     def close(self) -> None:
-        self._channel.close()
+        self._replicas.close()
 
     def __enter__(self) -> Self:
         return self
@@ -144,15 +209,27 @@ class StreamResult:
 class RemoteSession:
     """A session held by the server; mirrors the in-process Session's methods."""
 
-    def __init__(self, client: Client, session_id: str) -> None:
+    def __init__(self, client: Client, session_id: str, endpoint: Endpoint | None = None) -> None:
         self._client = client
-        self._stub = client._stub
+        self._endpoint = endpoint or client._replicas.for_session(session_id)
         self.id = session_id
         self._closed = False
 
-    def _call(self, method: Callable[..., Any], request: Any,
-              timeout: float | None = None) -> Any:
-        return self._client._call(method, request, timeout)
+    @property
+    def _stub(self) -> session_pb2_grpc.GraphEngineStub:
+        return self._endpoint.stub
+
+    def _call(self, method: str, request: Any, timeout: float | None = None) -> Any:
+        """The RPC `method` on the replica holding the session; once more on the replica a
+        NOT_FOUND names as the owner (SessionElsewhere), if that is another one."""
+        try:
+            return self._client._call(getattr(self._stub, method), request, timeout)
+        except NotFound as exc:
+            moved = self._client._replicas.reroute(self.id, self._endpoint, exc)
+            if moved is None:
+                raise
+        self._endpoint = moved
+        return self._client._call(getattr(self._stub, method), request, timeout)
 
     def add_graph(self, model: Any, name: str | None = None,
                   gears: Sequence[int] | None = None) -> int:
@@ -165,28 +242,41 @@ class RemoteSession:
         """
         request = session_pb2.AddGraphRequest(session_id=self.id, name=name or "",
                                               gears=list(gears or ()), **model_fields(model))
-        return self._call(self._stub.AddGraph, request).graph_id
+        return self._call("AddGraph", request).graph_id
 
     def compile_graph(self, graph_id: int,
                       input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompileReport:
         request = session_pb2.CompileGraphRequest(
             session_id=self.id, graph_id=graph_id,
             input_shapes=convert.input_shapes_to_pb(input_shapes))
-        return convert.report_from_pb(self._call(self._stub.CompileGraph, request).report)
+        return convert.report_from_pb(self._call("CompileGraph", request).report)
 
     def _run_request(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                     output_names: Sequence[str] | None, request_id: str = ""
+                     output_names: Sequence[str] | None, request_id: str = "",
+                     iterations: int = 1, return_all: bool = False
                      ) -> session_pb2.RunGraphRequest:
+        if type(iterations) is bool or not isinstance(iterations, (int, np.integer)) or \
+                not 1 <= iterations < 1 << 32:
+            raise InvalidArgument(f"iterations must be a positive integer, got {iterations!r}")
         return session_pb2.RunGraphRequest(
             session_id=self.id, graph_id=graph_id, inputs=convert.tensors_to_pb(inputs),
-            output_names=list(output_names or ()), request_id=request_id)
+            output_names=list(output_names or ()), request_id=request_id,
+            iterations=int(iterations), return_all=bool(return_all))
 
     def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None, *,
-                  timeout: float | None = None) -> dict[str, np.ndarray]:
-        """Outputs by name: in graph order, or in the order of `output_names`."""
-        response = self._call(self._stub.RunGraph,
-                              self._run_request(graph_id, inputs, output_names), timeout)
+                  output_names: Sequence[str] | None = None, *, iterations: int = 1,
+                  return_all: bool = False, timeout: float | None = None
+                  ) -> dict[str, np.ndarray]:
+        """Outputs by name: in graph order, or in the order of `output_names`.
+
+        `iterations=N` is sink mode, as `graphengine.Session.run_graph`: N runs in one call
+        on the server (inputs with a leading axis of N are sliced per iteration), returning
+        the last iteration's outputs, or every iteration's stacked with `return_all=True`.
+        """
+        response = self._call("RunGraph",
+                              self._run_request(graph_id, inputs, output_names,
+                                                iterations=iterations, return_all=return_all),
+                              timeout)
         return _arrays(response.outputs)
 
     def run_graph_async(self, graph_id: int, inputs: Mapping[str, np.ndarray],
@@ -234,13 +324,13 @@ class RemoteSession:
             raise from_rpc_error(err) from None
 
     def remove_graph(self, graph_id: int) -> None:
-        self._call(self._stub.RemoveGraph,
+        self._call("RemoveGraph",
                    session_pb2.RemoveGraphRequest(session_id=self.id, graph_id=graph_id))
 
     def graph_info(self, graph_id: int) -> Any:
         """A `graphengine.api.types.GraphInfo`, as the in-process Session returns."""
         request = session_pb2.GetGraphInfoRequest(session_id=self.id, graph_id=graph_id)
-        return convert.graph_info_from_pb(self._call(self._stub.GetGraphInfo, request).info)
+        return convert.graph_info_from_pb(self._call("GetGraphInfo", request).info)
 
     def export_model(self, graph_id: int,
                      input_shapes: Mapping[str, Sequence[int]] | None = None) -> bytes:
@@ -248,20 +338,20 @@ class RemoteSession:
         request = session_pb2.ExportModelRequest(
             session_id=self.id, graph_id=graph_id,
             input_shapes=convert.input_shapes_to_pb(input_shapes))
-        return self._call(self._stub.ExportModel, request).offline_model
+        return self._call("ExportModel", request).offline_model
 
     def import_model(self, data: bytes | str | os.PathLike, name: str | None = None) -> int:
         """Add an offline model (bytes or a file path); returns its graph id."""
         blob = data if isinstance(data, (bytes, bytearray)) else _read(data)
         request = session_pb2.ImportModelRequest(session_id=self.id, offline_model=bytes(blob),
                                                  name=name or "")
-        return self._call(self._stub.ImportModel, request).graph_id
+        return self._call("ImportModel", request).graph_id
 
     def close(self) -> None:
         """Close the session on the server; closing twice is a no-op."""
         if self._closed:
             return
-        self._call(self._stub.CloseSession, session_pb2.CloseSessionRequest(session_id=self.id))
+        self._call("CloseSession", session_pb2.CloseSessionRequest(session_id=self.id))
         self._closed = True
 
     def __enter__(self) -> Self:
@@ -276,7 +366,7 @@ class RemoteSession:
             # The error already propagating says more than a failed close after it.
 
     def __repr__(self) -> str:
-        return f"RemoteSession({self.id!r} on {self._client.address})"
+        return f"RemoteSession({self.id!r} on {self._endpoint.target})"
 
 
 def _arrays(tensors: Iterable[graph_pb2.Tensor]) -> dict[str, np.ndarray]:

@@ -142,10 +142,14 @@ class Graph:
     """A graph built op by op. `session.add_graph(graph)` (in-process or remote) takes it."""
 
     def __init__(self, name: str = "graph") -> None:
+        from graphengine import __version__
+
         from .importers.graphdef import CANONICAL_OPSET
 
         self._ir = IRGraph(checked_name(name, "graph name"))
         self._ir.opset = CANONICAL_OPSET  # the op forms the schemas implement
+        self._ir.producer = {"framework": "graphengine", "exporter": "graphengine.Graph",
+                             "version": __version__}
 
     @property
     def name(self) -> str:
@@ -234,6 +238,17 @@ class Graph:
                                graph=self.name, tensor=value.name)
         self._ir.outputs.append(value)
         return Tensor(self, value)
+
+    @property
+    def producer(self) -> dict[str, str]:
+        """Where the graph comes from, recorded in compiled models (engine/provenance.py):
+        {"framework", "exporter", "version"}; a converter that builds graphs sets its own."""
+        return self._ir.producer
+
+    @producer.setter
+    def producer(self, info: dict[str, str]) -> None:
+        self._ir.producer = {k: str(info.get(k, ""))[:200]
+                             for k in ("framework", "exporter", "version")}
 
     def to_ir(self) -> IRGraph:
         """A copy of the graph as the compiler's IR (later building does not change it)."""

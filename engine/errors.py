@@ -26,7 +26,7 @@ from graphengine.errors import (
 __all__ = ["NAME_CHARS", "CompilerError", "ErrorCode", "ExecutionError", "FailedPrecondition",
            "GraphEngineError", "InvalidGraph", "InvalidInput", "InvalidModel", "InvalidPlugin",
            "NotFound",
-           "ResourceExhausted", "ShapeError", "Unauthenticated", "Unavailable",
+           "ResourceExhausted", "SessionElsewhere", "ShapeError", "Unauthenticated", "Unavailable",
            "bounded_text", "decode_problem"]
 
 
@@ -49,6 +49,11 @@ class InvalidPlugin(InvalidArgument):
 
 class InvalidInput(InvalidArgument):
     """A run request does not match the graph: missing input, wrong shape or dtype."""
+
+
+class SessionElsewhere(NotFound):
+    """A session id that names another replica: `replica` is its owner, `address` where that
+    replica is reached ("" when this server does not know)."""
 
 
 class CompilerError(Internal):

@@ -147,6 +147,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.values: dict[str, Value] = {}
         self.opset = 17  # the ONNX opset whose op semantics the nodes follow
+        # Where the graph came from, as its importer read it: {"framework", "exporter",
+        # "version"} (engine/provenance.py; recorded in the compiled model)
+        self.producer: dict[str, str] = {}
         # What stage 3 did, for the build and the report (set on the compile's copy).
         self.fusions: list[str] = []
         self.layouts_assigned = False
@@ -353,6 +356,7 @@ class Graph:
         """A structural copy; constant arrays are shared (they are never mutated)."""
         g = Graph(self.name)
         g.opset = self.opset
+        g.producer = dict(self.producer)
         g._counter = itertools.count(next(self._counter))  # unique_name checks clashes
         vmap: dict[Value, Value] = {}
         for v in self.inputs:

@@ -14,6 +14,7 @@ import numpy as np
 from .dtypes import DType
 from .errors import InvalidGraph, bounded_text
 from .ir import Dim
+from .provenance import Provenance
 from .report import CompileReport
 
 
@@ -174,6 +175,9 @@ class CompiledModel:
     constants: dict[str, np.ndarray]  # graph outputs that folded to constants
     report: CompileReport
     backend: str = "host"  # the native backend its device programs load on (Target.backend)
+    # producer, compiler/runtime/kernel-library versions, CPU features (engine/provenance.py);
+    # None in offline files written before it was recorded
+    provenance: Provenance | None = None
 
     @property
     def device_bytes(self) -> int:

@@ -422,8 +422,23 @@ def inspect(data: bytes | bytearray | memoryview) -> dict:
         raise InvalidModel(f"offline model description is malformed: {type(exc).__name__}: "
                            f"{exc}") from None
     return {"header": header, "generator": desc.get("generator"), "name": desc.get("name"),
-            "gear": gear, "signature": signature, "models": models,
-            "weights_bytes": head["weights_bytes"]}
+            "provenance": _provenance_summary(models), "gear": gear, "signature": signature,
+            "models": models, "weights_bytes": head["weights_bytes"]}
+
+
+def _provenance_summary(models: list[dict]) -> dict | None:
+    """The file's provenance: its first model's, with the CPU features every model needs
+    (the gears of one graph are compiled together); None for a file written before it was
+    recorded."""
+    found = [m["provenance"] for m in models if isinstance(m.get("provenance"), dict)]
+    if not found:
+        return None
+    first = found[0]
+    features = sorted({str(f) for p in found for f in p.get("cpu_features") or ()})
+    return {"producer": first.get("producer") or {},
+            **{k: first.get(k, "") for k in ("compiler_version", "runtime_version",
+                                              "kernel_library", "backend")},
+            "cpu_features": features}
 
 
 def _signature_summary(models: list[dict], gear: Gear | None) -> dict | None:
@@ -464,6 +479,7 @@ def _model_summary(m: dict) -> dict:
             "memory": plain(report.get("memory")),
             "weights_bytes": sum(p.get("weights_bytes", 0) for p in programs) + array_bytes(
                 m.get("constants")),
-            "report": plain(report), "report_text": report_text}
+            "report": plain(report), "report_text": report_text,
+            "provenance": plain(m.get("provenance"))}
 
 

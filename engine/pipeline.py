@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import ops  # noqa: F401  (registers every op schema)
+from . import (
+    ops,  # noqa: F401  (registers every op schema)
+    provenance,
+)
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .codegen import build_programs
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
@@ -237,15 +240,17 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
 
 def compile_graph(graph: Graph, options: CompileOptions | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
-                  on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None
-                  ) -> CompiledModel:
+                  on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None,
+                  on_stage: Callable[[str, Graph], None] | None = None) -> CompiledModel:
     """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched.
 
     `budget`: the bytes the caller can still load; a graph whose largest tensor at these
     shapes exceeds it is refused right after shape inference (bounds.check_memory_budget).
 
     `on_pass(stage, record)` is called as each stage starts (record None) and after every
-    pass, for progress displays.
+    pass, for progress displays. `on_stage(stage, graph)` is handed the compile's own graph
+    after each of stages 1-3 (the same object, changed in place by the stages after it: copy
+    it to keep that stage's state; never change it): `graphengine dump-graph` draws it.
     """
     options = options or CompileOptions()
     start = time.perf_counter()
@@ -258,10 +263,15 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     pm = PassManager(lint=options.lint, on_pass=on_pass)
     flops = 0.0
     target = get_target(options.target)
+    source_ops: dict[str, str] = {}  # node name -> op type before stage 3 (fusion)
     for stage in stages(options, budget, target):
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)
+        elif stage.name == "partition":
+            source_ops = {n.name: n.op_type for n in g.nodes}
+        if on_stage:
+            on_stage(stage.name, g)
     if on_pass:
         on_pass("build", None)
     t0 = time.perf_counter()
@@ -282,7 +292,8 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
             part.index, part.engine.value, [n.name for n in part.nodes],
             [v.name for v in part.inputs], [v.name for v in part.outputs]))
     report.placements = [PlacementRecord(n.name, n.op_type, n.meta.engine.value,
-                                         list(n.meta.rejections)) for n in g.nodes]
+                                         list(n.meta.rejections), fused_ops(n, source_ops))
+                         for n in g.nodes]
     constants = {v.name: v.const for v in g.outputs if v.is_constant}
     for v in g.outputs:
         if v.meta is None:
@@ -293,9 +304,34 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         outputs=[TensorSig(n, v.meta.dtype, tuple(v.meta.shape) if v.meta.shape else ())
                  for n, v in zip(output_names, g.outputs)],
         output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
-        report=report, backend=target.backend)
+        report=report, backend=target.backend,
+        provenance=provenance.record(
+            graph.producer, (t.op for p in programs if isinstance(p, DeviceProgram)
+                             for t in p.tasks if t.kind == "kernel"),
+            target.backend, _kernel_library(target.backend)))
     report.total_seconds = time.perf_counter() - start
     return compiled
+
+
+def _kernel_library(backend: str) -> str:
+    """The kernel library a native backend reports ("oneDNN 3.2.0"), or ""."""
+    from .runtime import default_device
+
+    try:
+        return str(default_device(backend=backend).caps.get("library", ""))
+    except GraphEngineError:  # a compile-only target without a device
+        return ""
+
+
+def fused_ops(node: Node, source_ops: Mapping[str, str]) -> list[str]:
+    """The op types of the source nodes a fused node computes, in the order they were folded
+    in (the node's own first when it was one of them); [] for a node nothing was fused into.
+    Nodes that fusion made and a later row folded again are left out: their sources are
+    listed too (`meta.fused` keeps them)."""
+    if not node.meta.fused:
+        return []
+    names = ((node.name,) if node.name in source_ops else ()) + node.meta.fused
+    return [source_ops[name] for name in names if name in source_ops]
 
 
 def _compile_bodies(node: Node, *, options: CompileOptions, budget: MemoryBudget | None,

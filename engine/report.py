@@ -21,6 +21,8 @@ class PlacementRecord:
     op_type: str
     engine: str
     rejections: list[str] = dataclasses.field(default_factory=list)
+    # the op types fusion folded into this node, in order (pipeline.fused_ops); [] if none
+    fused: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass

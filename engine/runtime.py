@@ -30,6 +30,7 @@ from . import ops
 from .bounds import MemoryBudget, physical_memory_bytes
 from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput, ResourceExhausted
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
+from .provenance import check_cpu
 
 _device_lock = threading.Lock()
 _devices: dict[tuple[str, int], _runtime.Device] = {}
@@ -179,6 +180,7 @@ class LoadedModel:
             raise InvalidInput(f"model '{compiled.name}' was compiled for backend "
                                f"'{compiled.backend}', not for a '{self.device.name}' device",
                                graph=compiled.name, stage="load")
+        check_cpu(compiled.name, compiled.provenance, self.device.caps.get("isa", ""))
         self.instances = instances
         self.host_budget = host_budget or _machine_budget
         self.natives: dict[int, _runtime.Model] = {}

@@ -35,6 +35,9 @@ Settings, as `key` (default): meaning.
   (by default one model loading does not make the server unready).
 - `metrics_port` (`0`): port of the Prometheus `/metrics` HTTP endpoint (on `host`);
   `0`: disabled.
+- `http_port` (`8000`, Triton's): port of KServe v2 HTTP/REST (on `host`), the same models
+  as the gRPC port's KServe service, and the health endpoints `/v2/health/live|ready`;
+  `0` picks a free port (printed), `-1` turns HTTP off.
 - `log_level` (`INFO`): DEBUG, INFO, WARNING, ERROR or CRITICAL.
 - `log_format` (`kv`): `kv` (key=value lines) or `json` (one object per line).
 - `grace_seconds` (`10`): on SIGTERM/SIGINT, the time in-flight work gets to finish.
@@ -50,6 +53,12 @@ Settings, as `key` (default): meaning.
   that file's folder. A plugin that does not load stops the start, naming it.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
+- `replica_id` (`""`): this server's name among replicas; session ids start with it
+  (`<replica_id>.<random>`) and a call for another replica's session is NOT_FOUND naming
+  that replica; `""`: the host name's first label (in Kubernetes, the pod's name).
+- `replica_address_format` (`""`): every replica's address, `{replica}` standing for its id
+  (`{replica}.graphengine-sessions.default.svc:50051`): this server's advertised address,
+  and the owner's address in that NOT_FOUND; `""`: not advertised.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
@@ -111,6 +120,7 @@ class ServerConfig:
     load_models: tuple[str, ...] = ()
     strict_readiness: bool = False
     metrics_port: int = 0
+    http_port: int = 8000
     log_level: str = "INFO"
     log_format: str = "kv"
     grace_seconds: float = 10.0
@@ -121,6 +131,8 @@ class ServerConfig:
     auth_tokens: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     auth_tokens_env: str = "GRAPHENGINE_AUTH_TOKENS"
     plugins: tuple[str, ...] = ()
+    replica_id: str = ""
+    replica_address_format: str = ""
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -133,6 +145,7 @@ class ServerConfig:
                 raise ConfigError(f"{key}: {getattr(self, key)} is outside 0..65535")
         if self.metrics_port and self.metrics_port == self.port:
             raise ConfigError(f"metrics_port: {self.metrics_port} is also the gRPC port")
+        _check_http_port(self)
         if self.max_message_bytes < 1024:
             raise ConfigError(f"max_message_bytes: {self.max_message_bytes} is below 1024")
         if self.max_message_bytes > 2**31 - 1:
@@ -172,6 +185,7 @@ class ServerConfig:
             if not isinstance(item, str) or not item:
                 raise ConfigError(f"plugins: each entry is a file path, got {item!r:.60}")
         object.__setattr__(self, "plugins", tuple(self.plugins))
+        _check_replica(self.replica_id, self.replica_address_format)
         self._check_model_control()
         # YAML may well give an int for a float setting; store what the annotation says.
         for key in ("grace_seconds", "session_idle_seconds"):
@@ -216,6 +230,15 @@ class ServerConfig:
         return bool(self.auth_tokens)
 
 
+def _check_http_port(config: ServerConfig) -> None:
+    port = config.http_port
+    if not -1 <= port <= 65535:
+        raise ConfigError(f"http_port: {port} is outside -1..65535 (-1: no HTTP)")
+    for key in ("port", "metrics_port"):
+        if port > 0 and port == getattr(config, key):
+            raise ConfigError(f"http_port: {port} is also the {key}")
+
+
 def format_address(host: str, port: int) -> str:
     """host:port, with IPv6 literals bracketed as gRPC expects."""
     return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
@@ -250,6 +273,20 @@ def _check_tokens(source: str, tokens: Mapping[Any, Any]) -> None:
         if token in seen:
             raise ConfigError(f"{source}: '{name}' and '{seen[token]}' have the same token")
         seen[token] = name
+
+
+def _check_replica(replica_id: str, address_format: str) -> None:
+    from graphengine.server.core.replica import check_address_format, check_replica_id
+
+    try:
+        if replica_id:
+            check_replica_id(replica_id)
+    except ValueError as exc:
+        raise ConfigError(f"replica_id: {exc}") from None
+    try:
+        check_address_format(address_format)
+    except ValueError as exc:
+        raise ConfigError(f"replica_address_format: {exc}") from None
 
 
 def parse_tokens(text: str, source: str) -> dict[str, str]:

@@ -32,17 +32,22 @@ output bytes bound in place or copied (`binding`: in_place, copied), and device 
 `kind` (arena: all instances; weights; prepared: weights reordered for the kernels).
 
 Each server owns a registry, so several servers in one process (tests) do not collide.
+The port answers `/metrics` only (404 elsewhere), so a readiness probe aimed at it fails
+instead of passing on any path; health is on the KServe HTTP port.
 """
 
 from __future__ import annotations
 
 import collections
+import socket
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.exposition import generate_latest, start_http_server
+from prometheus_client.exposition import ThreadingWSGIServer, generate_latest, make_wsgi_app
 
 from .timing import StageTimes
 
@@ -143,8 +148,19 @@ class Metrics:
         return generate_latest(self.registry)
 
     def start_http(self, host: str, port: int) -> int:
-        """Serve /metrics on host:port in a daemon thread; returns the bound port."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        """Serve /metrics on host:port in a daemon thread; returns the bound port. Every
+        other path is 404: health checks belong on the KServe HTTP port (/v2/health/ready),
+        and a probe aimed here by mistake must fail rather than pass."""
+        family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                      flags=socket.AI_PASSIVE)[0]
+
+        class Server(ThreadingWSGIServer):
+            address_family = family
+
+        server = make_server(address[0], port, _only_metrics(make_wsgi_app(self.registry)),
+                             Server, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="graphengine-metrics",
+                         daemon=True).start()
         self._http = server
         return server.server_address[1]
 
@@ -153,6 +169,24 @@ class Metrics:
             self._http.shutdown()
             self._http.server_close()
             self._http = None
+
+
+METRICS_PATH = "/metrics"
+
+
+def _only_metrics(app: Callable) -> Callable:
+    def serve(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != METRICS_PATH:
+            start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"this port serves /metrics only; health checks are on the HTTP port "
+                    b"(/v2/health/live, /v2/health/ready)\n"]
+        return app(environ, start_response)
+    return serve
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape is not an event
 
 
 class _Group:

@@ -30,18 +30,22 @@ from graphengine.engine.errors import NotFound
 from graphengine.engine.report import CompileReport, MemoryRecord, PassRecord
 
 READY = re.compile(r"^graphengine serving on (?P<address>\S+:\d+)$")
+HTTP_READY = re.compile(r"^graphengine http on (?P<address>\S+:\d+)$")
 START_TIMEOUT = 120.0  # the first start may import (and JIT-load) the whole engine
 
 
 class ServerProcess:
-    """A `graphengine serve` subprocess; stdout is watched for the ready line."""
+    """A `graphengine serve` subprocess; stdout is watched for the ready line. Its KServe
+    HTTP port is a free one (`http_address`), unless the arguments say otherwise."""
 
     def __init__(self, *args: str) -> None:
+        self.http_address: str | None = None
         # Kept open for the process's lifetime (closed in cleanup), hence no `with`.
         self.log = tempfile.NamedTemporaryFile(
             prefix="graphengine-server-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "graphengine.cli", "serve", "--port", "0", *args],
+            [sys.executable, "-m", "graphengine.cli", "serve", "--port", "0", "--http-port", "0",
+             *args],
             stdout=subprocess.PIPE, stderr=self.log, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -69,6 +73,9 @@ class ServerProcess:
             match = READY.match(line)
             if match:
                 return match["address"]
+            match = HTTP_READY.match(line)
+            if match:
+                self.http_address = match["address"]
 
     def logs(self) -> str:
         with open(self.log.name, encoding="utf-8", errors="replace") as f:
@@ -179,7 +186,8 @@ class FakeSession:
                              tasks=3, nodes_before=3, nodes_after=2, total_seconds=0.01)
 
     def run_graph(self, graph_id: int, inputs: Mapping[str, np.ndarray],
-                  output_names: Sequence[str] | None = None, *, control: Any = None,
+                  output_names: Sequence[str] | None = None, *, iterations: int = 1,
+                  return_all: bool = False, control: Any = None,
                   times: Any = None) -> dict[str, np.ndarray]:
         self._enter("run_graph", (graph_id, dict(inputs), output_names))
         self._graph(graph_id)

@@ -32,6 +32,7 @@ def import_graphdef(gd: pb.GraphDef) -> Graph:
     check_text(gd, "the graph")
     g = Graph(gd.name or "graph")
     g.opset = CANONICAL_OPSET
+    g.producer = {"framework": "graphengine", "exporter": "graphengine.v1.GraphDef"}
     for t in gd.constants:
         if not t.name or t.name in g.values:
             raise InvalidGraph(f"constant '{t.name}' is unnamed or defined twice",

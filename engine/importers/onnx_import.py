@@ -47,6 +47,8 @@ def import_onnx(model: ModelLike, name: str | None = None) -> Graph:
     graph_proto = inline_functions(proto)
     g = Graph(name or proto.graph.name or "model")
     g.opset = opset
+    g.producer = {"framework": proto.producer_name, "version": proto.producer_version,
+                  "exporter": f"ONNX IR {proto.ir_version}, opset {opset}"}
     _Scope(g, opset, base_dir, None).fill(graph_proto, weights)
     return g
 

@@ -63,6 +63,8 @@ def import_tf(model: Any, name: str | None = None, *,
                            node=next(iter(unsupported.values()))[0])
     g = Graph(name or "tf_graph")
     g.opset = CANONICAL_OPSET
+    g.producer = {"framework": "tensorflow", "exporter": "frozen GraphDef",
+                  "version": f"GraphDef producer {gd.versions.producer}"}
     ctx = TfContext(g, set(nodes), dict(input_shapes or {}), keep_nchw)
     for nd in order:
         node = TfNode(nd)

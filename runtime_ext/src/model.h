@@ -92,6 +92,9 @@ struct ModelStats {
   int threads_per_stream = 0;
   size_t tasks = 0;
   uint64_t peak_waiting = 0;  // most callers ever queued for an instance
+  // successful launches that ran the single-threaded kernel set: beside another launch, or
+  // alone because it was the faster set lately (contention; pick_narrow)
+  uint64_t narrow_runs = 0;
 };
 
 class Model {
@@ -193,8 +196,10 @@ class Model {
   int num_streams_ = 1;
   int width_ = 1;        // OpenMP threads per stream (the lanes' width)
   bool spin_wait_ = false;
-  // Concurrent launches run single-threaded kernels side by side (a second kernel set)
-  // rather than queue for the lanes of width_.
+  // A second kernel set of single-threaded kernels (every model of width > 1): concurrent
+  // launches run them side by side rather than queue for the lanes of width_, and a launch
+  // alone runs them when they have been the faster set lately (contention, see
+  // pick_narrow()).
   bool has_narrow_ = false;
   bool explicit_formats_ = false;
   size_t arena_bytes_ = 0;
@@ -228,6 +233,21 @@ class Model {
   ModelStats stats_;  // guarded by stats_mu_ (except stream_ns_)
   std::unique_ptr<std::atomic<uint64_t>[]> stream_ns_;
   std::atomic<uint64_t> launch_ns_{0};  // moving average of launch time per iteration
+  // Which kernel set a launch alone runs. An OpenMP team's barrier waits for its slowest
+  // thread: when other processes hold the cores, a descheduled helper costs each parallel
+  // region a timeslice (hf_mobilenet_v2 at batch 1 with two busy processes: p50 0.6 ms, p90
+  // 7-13 ms, p99 270 ms on the team of two; p90 0.85 ms single-threaded). So both sets'
+  // times per iteration (alone launches) are kept as moving averages and the faster one
+  // runs; every probe_every_ launches the other set runs once to refresh its time (the
+  // interval doubles, up to kProbeMax, while the choice holds, and drops back when it
+  // changes).
+  bool pick_narrow(Launch& l);
+  void record_mode(const Launch& l, uint64_t took_ns);
+  std::mutex mode_mu_;
+  uint64_t wide_ns_ = 0;    // guarded by mode_mu_: 0 until measured
+  uint64_t narrow_ns_ = 0;  // guarded by mode_mu_
+  uint32_t since_probe_ = 0;
+  uint32_t probe_every_ = 0;
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task

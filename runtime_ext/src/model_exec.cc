@@ -361,6 +361,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   // next wait.
   const uint64_t took = (now_ns() - launch.started_ns) / n_iter;
   launch_ns_.store(typical == 0 ? took : (typical * 7 + took) / 8, std::memory_order_relaxed);
+  if (has_narrow_ && launch.others == 0 && launch.status.ok()) record_mode(launch, took);
   if (!launch.status.ok()) {
     std::lock_guard<std::mutex> sl(stats_mu_);
     stats_.failures += 1;
@@ -370,11 +371,43 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - entered).count();
   std::lock_guard<std::mutex> sl(stats_mu_);
   stats_.runs += 1;
+  stats_.narrow_runs += launch.narrow ? 1 : 0;
   stats_.iterations += n_iter;
   stats_.seconds += secs;
   stats_.bytes_copied += launch.copied + req.converted_bytes;
   stats_.bytes_zero_copy += launch.zero_copy;
   return Status::Ok();
+}
+
+bool Model::pick_narrow(Launch& l) {
+  std::lock_guard<std::mutex> lock(mode_mu_);
+  const bool prefer = narrow_ns_ != 0 && wide_ns_ != 0 && narrow_ns_ < wide_ns_;
+  // The narrow set's first time is taken on the second launch: until then a machine whose
+  // cores are taken pays for every wide launch.
+  if (wide_ns_ != 0 && (++since_probe_ >= probe_every_ || narrow_ns_ == 0)) {
+    since_probe_ = 0;
+    l.probe = true;
+    return !prefer;
+  }
+  return prefer;
+}
+
+void Model::record_mode(const Launch& l, uint64_t took) {
+  std::lock_guard<std::mutex> lock(mode_mu_);
+  const bool before = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
+  uint64_t& mine = l.narrow ? narrow_ns_ : wide_ns_;
+  const uint64_t other = l.narrow ? wide_ns_ : narrow_ns_;
+  if (mine == 0) {
+    mine = took;
+  } else if (l.probe) {  // one sample after a long gap: weighs more, and a fast one switches
+    mine = took < other ? took : (mine + took) / 2;
+  } else {
+    mine = (mine * 7 + took) / 8;
+  }
+  if (l.probe) {
+    const bool after = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
+    probe_every_ = after == before ? std::min(probe_every_ * 2, kProbeMax) : kProbeMin;
+  }
 }
 
 Status Model::start(Launch& l, Instance& in) {
@@ -414,7 +447,7 @@ Status Model::start(Launch& l, Instance& in) {
   }
   l.zero_copy = zero_copy;
   l.others = in_flight_.fetch_add(1, std::memory_order_relaxed);
-  l.narrow = has_narrow_ && l.others > 0;
+  l.narrow = has_narrow_ && (l.others > 0 || pick_narrow(l));
   l.first_generation = in.generation + 1;
   in.generation += n_iter;
   in.launch = &l;

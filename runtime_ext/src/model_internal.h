@@ -18,10 +18,17 @@ std::string node_prefix(const std::string& name, const std::string& op);
 // completes a launch, or the caller itself) starts it, binding it to that instance. From
 // then on it is read-only for the lanes, except the result buffers they fill and the
 // completion fields below.
+// pick_narrow(): a launch alone runs the other kernel set once every probe_every_ launches;
+// the interval starts at kProbeMin and doubles up to kProbeMax while the choice holds (in a
+// quiet machine ~20 narrow launches in the first ~2000, then one in 1024).
+constexpr uint32_t kProbeMin = 16;
+constexpr uint32_t kProbeMax = 1024;
+
 struct Model::Launch {
   int64_t iterations = 1;
   bool return_all = false;
   bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
+  bool probe = false;   // alone, on the kernel set not currently preferred (pick_narrow)
   int others = 0;       // launches in flight when this one started
   uint64_t first_generation = 0;
   std::vector<std::vector<uint8_t*>> bases;  // per iteration: base of each binding slot

@@ -556,6 +556,7 @@ nb::dict model_stats(PyModel& self) {
   d["threads_per_stream"] = s.threads_per_stream;
   d["tasks"] = s.tasks;
   d["peak_waiting"] = s.peak_waiting;
+  d["narrow_runs"] = s.narrow_runs;
   return d;
 }
 

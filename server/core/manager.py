@@ -2,6 +2,8 @@
 
 A session belongs to the identity that created it; every other identity gets NOT_FOUND
 for it, exactly as for an id that does not exist (a session id is not a capability).
+With a `replica` (graphengine.server.core.replica), session ids name this replica, and an
+id naming another one is NOT_FOUND saying which replica holds it (SessionElsewhere).
 Sessions unused for `idle_seconds` (with no run in progress) are closed by a reaper thread,
 which frees their device memory.
 """
@@ -17,6 +19,7 @@ from graphengine.api.types import SessionLimits, SessionOptions
 from graphengine.engine.errors import NotFound, ResourceExhausted
 
 from ..logs import log_event
+from .replica import Replica
 from .session import CompileHook, Session
 
 _log = logging.getLogger("graphengine.server.sessions")
@@ -25,7 +28,8 @@ _log = logging.getLogger("graphengine.server.sessions")
 class SessionManager:
     def __init__(self, device=None, max_sessions: int = 0, *,
                  limits: SessionLimits | None = None, memory_limit_bytes: int = 0,
-                 idle_seconds: float = 0.0, on_compile: CompileHook | None = None) -> None:
+                 idle_seconds: float = 0.0, on_compile: CompileHook | None = None,
+                 replica: Replica | None = None) -> None:
         if device is None:
             from graphengine.engine.runtime import default_device
 
@@ -36,6 +40,7 @@ class SessionManager:
         self.memory_limit_bytes = memory_limit_bytes  # per session: default and ceiling
         self.idle_seconds = idle_seconds
         self._on_compile = on_compile
+        self.replica = replica
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -51,7 +56,8 @@ class SessionManager:
             if not options.memory_limit_bytes:
                 options = dataclasses.replace(options, memory_limit_bytes=ceiling)
         session = Session(options, device=self.device, owner=owner, limits=self.limits,
-                          on_compile=self._on_compile)
+                          on_compile=self._on_compile,
+                          session_id=self.replica.new_session_id() if self.replica else None)
         with self._lock:
             if self.max_sessions and len(self._sessions) >= self.max_sessions:
                 raise ResourceExhausted(f"the server holds its maximum of {self.max_sessions} "
@@ -62,6 +68,10 @@ class SessionManager:
     def get(self, session_id: str, owner: str | None = None) -> Session:
         with self._lock:
             session = self._sessions.get(session_id)
+        if session is None and self.replica is not None:
+            elsewhere = self.replica.elsewhere(session_id)
+            if elsewhere is not None:
+                raise elsewhere
         if session is None or session.owner != owner:
             raise NotFound(f"session '{session_id}' not found")
         return session

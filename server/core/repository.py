@@ -318,7 +318,7 @@ class ModelRepository:
         number = layout.parse_version(version)
         entry = slot.versions.get(number) if number is not None else None
         if entry is None:
-            have = ", ".join(str(n) for n in sorted(slot.versions)) or "none"
+            have = ", ".join(f"'{n}'" for n in sorted(slot.versions)) or "none"
             raise NotFound(f"model '{name}' has no version '{version:.40}' (it has {have})")
         if entry.model is None:
             why = f": {entry.reason}" if entry.reason else ""

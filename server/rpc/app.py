@@ -3,7 +3,8 @@
 `create_server(config)` returns a `grpc.Server` (bound, not yet started) and the port it
 bound, for tests and embedding; `serve(config)` is the foreground daemon behind
 `graphengine serve`: it prints a ready line, logs one structured line per event, serves
-Prometheus metrics on `metrics_port`, and on SIGTERM/SIGINT drains: health NOT_SERVING,
+Prometheus metrics on `metrics_port` and KServe v2 HTTP/REST on `http_port`
+(graphengine.server.rest), and on SIGTERM/SIGINT drains: health NOT_SERVING,
 new work refused with UNAVAILABLE, work in flight finished within `grace_seconds`; then it
 closes every session and returns exit code 0.
 
@@ -29,6 +30,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from graphengine.api.session_ids import default_replica_id
 from graphengine.api.types import SessionLimits
 from graphengine.engine.errors import GraphEngineError
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
@@ -36,6 +38,8 @@ from graphengine.v1 import session_pb2_grpc
 
 from .. import logs
 from ..config import ServerConfig, format_address
+from ..core.replica import Replica
+from ..cpu_quota import cpu_budget
 from ..lifecycle import Lifecycle
 from ..metrics import Metrics
 from .auth import TokenAuth
@@ -48,6 +52,7 @@ from .servicer import SERVICE_NAME, GraphEngineServicer
 _log = logging.getLogger("graphengine.server")
 
 READY_FORMAT = "graphengine serving on {address}"
+HTTP_FORMAT = "graphengine http on {address}"
 QUIET_SECONDS = 0.25  # draining: no refused call for this long means callers have gone
 MAX_LINGER_SECONDS = 2.0
 SERVING, NOT_SERVING = (health_pb2.HealthCheckResponse.SERVING,
@@ -67,6 +72,8 @@ class ServerParts:
     repository: Any  # ModelRepository | None
     stream_executor: futures.ThreadPoolExecutor
     config: ServerConfig
+    inference: Any = None  # the KServe servicer, which the HTTP front end serves too
+    http: Any = None  # graphengine.server.rest.HttpServer while serve() runs one
 
     def ready(self) -> bool:
         """Readiness: serving and not draining; with strict_readiness, every model ready."""
@@ -90,13 +97,26 @@ def device_memory_bytes() -> int:
         return 0
 
 
+def device_threads(config: ServerConfig) -> tuple[int, str]:
+    """The device's thread budget and where it came from: the config's, or for 0 the CPUs
+    this process may use (affinity and cgroup quota: server/cpu_quota.py)."""
+    if config.device_threads:
+        return config.device_threads, "config"
+    budget = cpu_budget()
+    return budget.threads, budget.source
+
+
 def make_device(config: ServerConfig) -> Any:
-    """The device every session runs on, with the configured thread budget (0: all cores)."""
+    """The device every session runs on, with the thread budget `device_threads` gives."""
     # Imported here so that loading the server module does not load the compiler and the
     # runtime before the configuration (logging, thread budget) is in place.
     from graphengine.engine.runtime import default_device
 
-    return default_device(config.device_threads)
+    return default_device(device_threads(config)[0])
+
+
+def make_replica(config: ServerConfig) -> Replica:
+    return Replica(config.replica_id or default_replica_id(), config.replica_address_format)
 
 
 def _limits(config: ServerConfig) -> SessionLimits:
@@ -106,14 +126,16 @@ def _limits(config: ServerConfig) -> SessionLimits:
                          device_memory_bytes=device_memory_bytes())
 
 
-def make_session_manager(config: ServerConfig, metrics: Metrics | None = None) -> Any:
+def make_session_manager(config: ServerConfig, metrics: Metrics | None = None,
+                         replica: Replica | None = None) -> Any:
     from graphengine.server.core.manager import SessionManager
 
     return SessionManager(device=make_device(config), max_sessions=config.max_sessions,
                           limits=_limits(config),
                           memory_limit_bytes=config.session_memory_limit_bytes,
                           idle_seconds=config.session_idle_seconds,
-                          on_compile=metrics.observe_compile if metrics else None)
+                          on_compile=metrics.observe_compile if metrics else None,
+                          replica=replica)
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
@@ -145,8 +167,9 @@ def load_plugins(config: ServerConfig) -> None:
 def build_server(config: ServerConfig, session_manager: Any = None) -> ServerParts:
     load_plugins(config)
     lifecycle, metrics = Lifecycle(), Metrics()
+    replica = make_replica(config)
     sessions = (session_manager if session_manager is not None
-                else make_session_manager(config, metrics))
+                else make_session_manager(config, metrics, replica))
     repository = None
     if config.model_repository:
         from graphengine.server.core.repository import ControlMode, ModelRepository
@@ -183,13 +206,13 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
               "stream_max_inflight": config.stream_max_inflight, "lifecycle": lifecycle,
               "metrics": metrics}
     session_pb2_grpc.add_GraphEngineServicer_to_server(
-        GraphEngineServicer(sessions, **common), server)
+        GraphEngineServicer(sessions, replica=replica, **common), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
                         streams, config)
-    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-        InferenceServicer(repository, ready=parts.ready, **common), server)
+    parts.inference = InferenceServicer(repository, ready=parts.ready, **common)
+    grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(parts.inference, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     _register_gauges(parts)
@@ -291,6 +314,10 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         parts = build_server(config)
         metrics_port = (parts.metrics.start_http(config.host, config.metrics_port)
                         if config.metrics_port else 0)
+        if config.http_port >= 0:
+            from graphengine.server.rest import serve_http
+
+            parts.http = serve_http(parts)
     except (OSError, GraphEngineError) as exc:  # an operator's problem: no traceback
         logs.log_event(_log, logging.ERROR, "start_failed", error=type(exc).__name__,
                        message=str(exc))
@@ -311,13 +338,22 @@ def serve(config: ServerConfig, ready_stream: TextIO | None = None) -> int:
         parts.server.start()
         start_background(parts)
         address = format_address(config.host, parts.port)
+        threads, threads_from = device_threads(config)
+        replica = make_replica(config)
         logs.log_event(_log, logging.INFO, "serving", address=address,
                        workers=config.worker_threads, max_message_bytes=config.max_message_bytes,
-                       max_sessions=config.max_sessions, device_threads=config.device_threads,
-                       metrics_port=metrics_port, tls=config.tls,
+                       max_sessions=config.max_sessions, device_threads=threads,
+                       device_threads_from=threads_from, replica=replica.replica_id,
+                       advertised=replica.address or "-",
+                       metrics_port=metrics_port,
+                       http_port=parts.http.port if parts.http is not None else -1,
+                       tls=config.tls,
                        identities=len(config.auth_tokens),
                        model_repository=config.model_repository or "-")
         out = ready_stream or sys.stdout
+        if parts.http is not None:  # before the ready line: ready means both are serving
+            out.write(HTTP_FORMAT.format(address=format_address(config.host, parts.http.port))
+                      + "\n")
         out.write(READY_FORMAT.format(address=address) + "\n")
         out.flush()
         while not stop_requested.wait(0.5):
@@ -349,6 +385,8 @@ def _shutdown(parts: ServerParts, grace: float, reason: str, forced: threading.E
     # RPCs still queued for a worker are refused UNAVAILABLE by then; stop() waits for them.
     remaining = 0.0 if forced.is_set() else max(0.0, deadline - time.monotonic())
     parts.server.stop(max(remaining, 0.5) if not forced.is_set() else None).wait()
+    if parts.http is not None:
+        parts.http.stop()
     logs.log_event(_log, logging.INFO, "drained", unfinished=left)
     parts.stream_executor.shutdown(wait=False, cancel_futures=True)
     try:

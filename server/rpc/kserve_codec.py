@@ -57,9 +57,11 @@ def _dtype(name: str, tensor: str) -> DType:
     return dtype
 
 
-def decode_inputs(request: pb.ModelInferRequest, max_elements: int | None = None
-                  ) -> dict[str, np.ndarray]:
-    raw = request.raw_input_contents
+def decode_inputs(request: pb.ModelInferRequest, max_elements: int | None = None,
+                  raw: Sequence[bytes | memoryview] | None = None) -> dict[str, np.ndarray]:
+    """The request's input arrays; `raw` replaces `request.raw_input_contents` (the HTTP
+    front end's binary parts, which are not copied into the message)."""
+    raw = request.raw_input_contents if raw is None else raw
     if raw and len(raw) != len(request.inputs):
         raise InvalidInput(f"raw_input_contents has {len(raw)} entries for "
                            f"{len(request.inputs)} inputs; it needs one per input, in order")
@@ -110,11 +112,21 @@ def encode_outputs(response: pb.ModelInferResponse, outputs: Mapping[str, np.nda
                    names: Sequence[str]) -> None:
     """Append `names` of `outputs`, in that order, as raw little-endian contents."""
     for name in names:
-        array = np.asarray(outputs[name])
-        dtype = DType.from_numpy(array.dtype)
-        if dtype is DType.STRING:
-            raise InvalidInput(f"output '{name}' is a string tensor, which GraphEngine does not "
-                               f"send over KServe", tensor=name)
+        array, dtype = output_tensor(outputs, name)
         response.outputs.add(name=name, datatype=datatype_name(dtype), shape=array.shape)
-        response.raw_output_contents.append(
-            np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes())
+        response.raw_output_contents.append(little_endian(array).tobytes())
+
+
+def output_tensor(outputs: Mapping[str, np.ndarray], name: str) -> tuple[np.ndarray, DType]:
+    """Output `name` and its element type; a string tensor is not sent over KServe."""
+    array = np.asarray(outputs[name])
+    dtype = DType.from_numpy(array.dtype)
+    if dtype is DType.STRING:
+        raise InvalidInput(f"output '{name}' is a string tensor, which GraphEngine does not "
+                           f"send over KServe", tensor=name)
+    return array, dtype
+
+
+def little_endian(array: np.ndarray) -> np.ndarray:
+    """`array` as the wire has it: C-contiguous and little-endian (a copy only if needed)."""
+    return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))

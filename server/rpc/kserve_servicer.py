@@ -7,7 +7,7 @@ ModelStreamInfer a failed request is answered with `error_message` and the strea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -32,6 +32,8 @@ from .streams import StreamRunner
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 EXTENSIONS = ("model_repository", "model_configuration", "statistics")
 _UNSUPPORTED_OUTPUT_PARAMETERS = ("classification",)
+# (model, outputs by name, the names to send in order) -> the response
+Encoder = Callable[[ServedModel, Mapping[str, Any], Sequence[str]], Any]
 
 
 class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -110,10 +112,14 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
 
     # ---- inference -----------------------------------------------------------------------
     def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        return self._infer(request, calls.run_control(context), calls.times())
+        return self.infer(request, calls.run_control(context), calls.times())
 
-    def _infer(self, request: pb.ModelInferRequest, control: RunControl | None,
-               times: StageTimes | None) -> pb.ModelInferResponse:
+    def infer(self, request: pb.ModelInferRequest, control: RunControl | None,
+              times: StageTimes | None, *, raw: Sequence[bytes | memoryview] | None = None,
+              encode: Encoder | None = None) -> Any:
+        """One inference, for ModelInfer, ModelStreamInfer and the HTTP front end: `raw`
+        replaces the request's raw_input_contents and `encode(model, outputs, names)` makes
+        the response (default: the ModelInferResponse message)."""
         if not request.model_name:
             raise InvalidInput("model_name is empty")
         if self._repo is None:
@@ -129,12 +135,15 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
             raise InvalidInput(f"outputs has duplicates: {wanted}")
         with self._repo.serving(request.model_name, request.model_version, times) as model:
             with stage(times, "input_copy"):
-                inputs = codec.decode_inputs(request, self._max_elements)
+                inputs = codec.decode_inputs(request, self._max_elements, raw)
             outputs = model.infer(inputs, wanted or None, control, times or StageTimes())
             with stage(times, "output_copy"):
+                names = wanted or model.output_names
+                if encode is not None:
+                    return encode(model, outputs, names)
                 response = pb.ModelInferResponse(model_name=model.name,
                                                  model_version=model.version, id=request.id)
-                codec.encode_outputs(response, outputs, wanted or model.output_names)
+                codec.encode_outputs(response, outputs, names)
         return response
 
     def ModelStreamInfer(self, request_iterator: Iterable[pb.ModelInferRequest], context: Any
@@ -145,8 +154,8 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
 
         def handle(request: pb.ModelInferRequest, times: StageTimes
                    ) -> pb.ModelStreamInferResponse:
-            return pb.ModelStreamInferResponse(infer_response=self._infer(request, control,
-                                                                          times))
+            return pb.ModelStreamInferResponse(infer_response=self.infer(request, control,
+                                                                         times))
 
         def error_item(request: pb.ModelInferRequest | None, status: grpc.StatusCode,
                        message: str) -> pb.ModelStreamInferResponse:

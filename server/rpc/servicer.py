@@ -22,6 +22,7 @@ from graphengine.engine.errors import InvalidInput, InvalidModel
 from graphengine.v1 import session_pb2 as se
 from graphengine.v1 import session_pb2_grpc
 
+from ..core.replica import Replica
 from ..lifecycle import Lifecycle
 from ..logs import log_event
 from ..timing import StageTimes, stage
@@ -39,8 +40,10 @@ class GraphEngineServicer(session_pb2_grpc.GraphEngineServicer):
 
     def __init__(self, session_manager: Any, *, max_tensor_elements: int | None = None,
                  stream_executor: Executor | None = None, stream_max_inflight: int = 32,
-                 lifecycle: Lifecycle | None = None, metrics: Any = None) -> None:
+                 lifecycle: Lifecycle | None = None, metrics: Any = None,
+                 replica: Replica | None = None) -> None:
         self._sessions = session_manager
+        self._replica = replica
         self._max_elements = max_tensor_elements
         self._executor = stream_executor
         self._max_inflight = stream_max_inflight
@@ -74,6 +77,13 @@ class GraphEngineServicer(session_pb2_grpc.GraphEngineServicer):
         sessions = self._sessions.list(calls.identity())
         return se.ListSessionsResponse(
             sessions=[convert.session_info_to_pb(s.info()) for s in sessions])
+
+    def GetServerInfo(self, request: se.GetServerInfoRequest, context: Any
+                      ) -> se.GetServerInfoResponse:
+        if self._replica is None:
+            return se.GetServerInfoResponse()
+        return se.GetServerInfoResponse(replica_id=self._replica.replica_id,
+                                        address=self._replica.address)
 
     # ---- graphs ------------------------------------------------------------------------
     def AddGraph(self, request: se.AddGraphRequest, context: Any) -> se.AddGraphResponse:
@@ -147,7 +157,9 @@ class GraphEngineServicer(session_pb2_grpc.GraphEngineServicer):
         wanted = list(request.output_names)
         if len(set(wanted)) != len(wanted):
             raise InvalidInput(f"output_names has duplicates: {wanted}")
-        outputs = session.run_graph(request.graph_id, inputs, wanted or None, control=control,
+        outputs = session.run_graph(request.graph_id, inputs, wanted or None,
+                                    iterations=max(1, request.iterations),
+                                    return_all=request.return_all, control=control,
                                     times=times)
         # The core returns graph order by default; requested names come back as asked.
         names = wanted or list(outputs)

@@ -96,3 +96,28 @@ def test_a_damaged_offline_model_is_refused(server: str, compiled_files) -> None
             sess.add_graph(data[: len(data) - 100])
     assert info.value.code.name == "INVALID_ARGUMENT"
     assert f"offline model is truncated: expected {len(data)} bytes" in info.value.message
+
+
+def test_a_model_needing_cpu_features_the_server_lacks_is_failed_precondition(
+        server_process, monkeypatch) -> None:
+    from graphengine import _runtime
+    from graphengine.engine import offline
+    from graphengine.engine.importers import load_model
+    from graphengine.engine.pipeline import compile_graph
+
+    if not _runtime.conv_block_available():
+        pytest.skip("this CPU has no AVX-512VL: models here never need the block kernels")
+    model = zoo.mobilenetv2(width_mult=0.35, image=32, classes=10)
+    data = offline.save(compile_graph(load_model(model)))  # needs avx512f, avx512vl
+    monkeypatch.setenv("GE_NO_AVX512", "1")  # the server runs as on a CPU without AVX-512
+    proc = server_process()
+    feeds = zoo.random_inputs(model, seed=2)
+    with Client(proc.address, timeout=120) as client, client.session() as session:
+        gid = session.import_model(data, name="needs_avx512")
+        with pytest.raises(ce.FailedPrecondition, match=r"lacks \['avx512f', 'avx512vl'\]"):
+            session.run_graph(gid, feeds)
+        # the server goes on: the same graph sent as ONNX compiles for what it has
+        out = session.run_graph(session.add_graph(model.SerializeToString()), feeds)
+    want = ort_run(model, feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(out[name], value, rtol=RTOL, atol=ATOL)

@@ -1,7 +1,7 @@
 """A Triton-layout model repository (`name/<version>/model.onnx` + `config.pbtxt`) served by
-a real server process, driven by the unmodified `tritonclient.grpc` (in a process of its
-own: triton_steps.py): versions, explicit load and unload, a poll picking up a new version
-and a removal while requests keep coming.
+a real server process, driven by the unmodified `tritonclient.grpc` and `tritonclient.http`
+(in a process of their own: triton_steps.py): versions, explicit load and unload, a poll
+picking up a new version and a removal while requests keep coming.
 
 Every model is x -> (y = x + c, z = x * c) with c its version number (ge_models.offset_onnx),
 and the inputs are x[i, :] = i, so each answer says which version computed it.
@@ -17,6 +17,8 @@ import sys
 
 import onnx
 import pytest
+
+from graphengine.server.rest.routes import HTTP_STATUS
 
 from .ge_models import mlp_onnx, offset_onnx
 
@@ -40,15 +42,27 @@ def _version(root: pathlib.Path, name: str, version: int) -> None:
     onnx.save(offset_onnx(version), root / name / str(version) / "model.onnx")
 
 
-def _drive(address: str, steps: list[dict], tmp: pathlib.Path, proc) -> list[dict]:
+def _drive(protocol: str, steps: list[dict], tmp: pathlib.Path, proc) -> list[dict]:
+    address = proc.address if protocol == "grpc" else proc.http_address
     (tmp / "steps.json").write_text(json.dumps(steps))
-    done = subprocess.run([sys.executable, str(STEPS), address, str(tmp / "steps.json"),
+    done = subprocess.run([sys.executable, str(STEPS), protocol, address, str(tmp / "steps.json"),
                            str(tmp / "results.json")], capture_output=True, text=True,
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr + proc.logs()
     results = json.loads((tmp / "results.json").read_text())
     assert len(results) == len(steps)
     return results
+
+
+def _failed(result: dict, code: str) -> str:
+    """The error's message, once its status is `code` (gRPC's name, or HTTP's number)."""
+    assert "error" in result, result
+    assert result["error"]["status"] in (f"StatusCode.{code}", str(HTTP_STATUS[code])), result
+    return result["error"]["message"]
+
+
+def _ints(values) -> list[int]:
+    return [int(v) for v in values]
 
 
 def _ok(result: dict):
@@ -78,7 +92,8 @@ def repository(tmp_path: pathlib.Path) -> pathlib.Path:
     return root
 
 
-def test_a_triton_repository_serves(server_process, repository, tmp_path) -> None:
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_triton_repository_serves(server_process, repository, tmp_path, protocol) -> None:
     proc = server_process("--model-repository", str(repository))
     steps = [
         {"do": "wait_ready", "model": "add", "version": "1"},
@@ -97,29 +112,30 @@ def test_a_triton_repository_serves(server_process, repository, tmp_path) -> Non
         {"do": "index"},
         {"do": "infer", "model": "gpu"},
     ]
-    r = _drive(proc.address, steps, tmp_path, proc)
+    r = _drive(protocol, steps, tmp_path, proc)
     assert all(_ok(x) is True for x in r[:4])
     latest = _ok(r[4])  # no version asked: the highest ready one; the declared output only
     assert latest == {"version": "2", "outputs": {"y": _rows(3, 2)}}
     assert _ok(r[5]) == {"version": "1", "outputs": {"y": _rows(3, 1)}}
-    assert r[6]["error"]["status"] == "StatusCode.INVALID_ARGUMENT"
-    assert "batch of 9 rows exceeds its max_batch_size of 8" in r[6]["error"]["message"]
+    assert "batch of 9 rows exceeds its max_batch_size of 8" in _failed(r[6], "INVALID_ARGUMENT")
     assert _ok(r[7]) == {"version": "3", "outputs": {"y": _rows(2, 3), "z": [[0.0] * 4,
                                                                               [3.0] * 4]}}
-    assert r[8]["error"]["status"] == "StatusCode.NOT_FOUND"  # latest 1: only 3 is served
+    assert "no version '1'" in _failed(r[8], "NOT_FOUND")  # latest 1: only 3 is served
     assert _ok(r[9])["version"] == "1" and len(_ok(r[9])["outputs"]["y"]) == 2
 
     meta = _ok(r[10])
     assert meta["versions"] == ["1", "2"] and meta["platform"] == "onnxruntime_onnx"
-    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": ["-1", "4"]}]
+    (x,) = meta["inputs"]
+    assert (x["name"], x["datatype"], _ints(x["shape"])) == ("x", "FP32", [-1, 4])
     config = _ok(r[11])
-    assert config["max_batch_size"] == 8 and "all" in config["version_policy"]
-    assert config["input"] == [{"name": "x", "data_type": "TYPE_FP32", "dims": ["4"]}]
-    assert config["instance_group"][0]["count"] == 2
-    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == "500"
+    assert int(config["max_batch_size"]) == 8 and "all" in config["version_policy"]
+    (x,) = config["input"]
+    assert (x["name"], x["data_type"], _ints(x["dims"])) == ("x", "TYPE_FP32", [4])
+    assert int(config["instance_group"][0]["count"]) == 2
+    assert int(config["dynamic_batching"]["max_queue_delay_microseconds"]) == 500
     stats = {s["version"]: s for s in _ok(r[12])["model_stats"]}
     assert sorted(stats) == ["1", "2"]
-    assert stats["1"]["inference_stats"]["success"]["count"] == "1"
+    assert int(stats["1"]["inference_stats"]["success"]["count"]) == 1
 
     index = {(m["name"], m.get("version", "")): m for m in _ok(r[13])}
     assert {k: m.get("state") for k, m in index.items()} == {
@@ -128,11 +144,12 @@ def test_a_triton_repository_serves(server_process, repository, tmp_path) -> Non
     bad = index[("bad", "")]["reason"]
     assert f"{repository / 'bad' / 'config.pbtxt'}:3:1: model 'bad'" in bad
     assert "instance_group[0].kind: KIND_GPU" in index[("gpu", "")]["reason"]
-    assert r[14]["error"]["status"] == "StatusCode.UNAVAILABLE"
+    assert "KIND_GPU" in _failed(r[14], "UNAVAILABLE")
     assert proc.terminate() == 0
 
 
-def test_explicit_model_control(server_process, repository, tmp_path) -> None:
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_explicit_model_control(server_process, repository, tmp_path, protocol) -> None:
     proc = server_process("--model-repository", str(repository), "--model-control-mode",
                           "explicit", "--load-model", "add")
     steps = [
@@ -152,22 +169,20 @@ def test_explicit_model_control(server_process, repository, tmp_path) -> None:
         {"do": "load", "model": "gpu"},
         {"do": "load", "model": "nope"},
     ]
-    r = _drive(proc.address, steps, tmp_path, proc)
+    r = _drive(protocol, steps, tmp_path, proc)
     assert _ok(r[0]) is True
     states = {(m["name"], m.get("version", "")): m.get("state") for m in _ok(r[1])}
     assert states[("add", "1")] == states[("add", "2")] == "READY"
     assert states[("latest", "")] == states[("mlp", "")] == "UNAVAILABLE"  # not loaded
-    assert r[2]["error"]["status"] == "StatusCode.NOT_FOUND"
+    _failed(r[2], "NOT_FOUND")
     assert _ok(r[3]) is True and _ok(r[4])["version"] == "3"
     assert _ok(r[5]) is True and _ok(r[6]) is False
-    assert r[7]["error"]["status"] == "StatusCode.UNAVAILABLE"
-    assert "unloaded" in r[7]["error"]["message"]
+    assert "unloaded" in _failed(r[7], "UNAVAILABLE")
     assert _ok(r[8]) is True
     assert _ok(r[9]) == {"version": "1", "outputs": {"y": _rows(2, 1), "z": _rows(2, 0)}}
-    assert "max_batch_size of 2" in r[10]["error"]["message"]
-    assert r[11]["error"]["status"] == "StatusCode.INVALID_ARGUMENT"
-    assert "KIND_GPU" in r[11]["error"]["message"]
-    assert r[12]["error"]["status"] == "StatusCode.NOT_FOUND"
+    assert "max_batch_size of 2" in _failed(r[10], "INVALID_ARGUMENT")
+    assert "KIND_GPU" in _failed(r[11], "INVALID_ARGUMENT")
+    _failed(r[12], "NOT_FOUND")
     assert proc.terminate() == 0
 
 
@@ -196,7 +211,7 @@ def test_poll_picks_up_a_new_version_and_a_removal(server_process, tmp_path) -> 
         {"do": "unload", "model": "n"},
         {"do": "infer", "model": "n"},
     ]
-    r = _drive(proc.address, steps, tmp_path, proc)
+    r = _drive("grpc", steps, tmp_path, proc)
     assert _ok(r[0]) is True and _ok(r[1]) is True
     during = _ok(r[2])
     assert during["errors"] == [] and set(during["versions"]) <= {"1", "2"}
@@ -208,6 +223,6 @@ def test_poll_picks_up_a_new_version_and_a_removal(server_process, tmp_path) -> 
     assert _ok(r[7]) is True and _ok(r[9]) is True and _ok(r[11]) is True
     assert [(m["name"], m.get("version"), m.get("state")) for m in _ok(r[12])] == [
         ("n", "7", "READY")]
-    assert r[13]["error"]["status"] == "StatusCode.FAILED_PRECONDITION"
+    assert "model control mode is poll" in _failed(r[13], "FAILED_PRECONDITION")
     assert _ok(r[14])["version"] == "7"  # the refused unload changed nothing
     assert proc.terminate() == 0

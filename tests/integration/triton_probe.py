@@ -1,6 +1,10 @@
 """Drives a server with the unmodified `tritonclient.grpc` client, in a process of its own.
 
     python triton_probe.py ADDRESS MODEL INPUTS.npz OUTPUTS.npz > summary.json
+    python triton_probe.py --stats ADDRESS MODEL INPUTS.npz N > stats.json
+
+The second form runs N inferences and prints the model's statistics as gRPC reports them
+(the HTTP test compares them with what the HTTP port reports).
 
 tritonclient registers the KServe messages (package `inference`) in protobuf's default
 descriptor pool, as GraphEngine's own KServe stubs do; one process can hold only one of
@@ -88,5 +92,20 @@ def main(address: str, model: str, inputs_path: str, outputs_path: str) -> dict:
     return summary
 
 
+def stats(address: str, model: str, inputs_path: str, count: str) -> dict:
+    with np.load(inputs_path) as data:
+        arrays = {k: data[k] for k in data.files}
+    client = tc.InferenceServerClient(address)
+    outputs = [client.infer(model, _inputs(arrays)).get_response(as_json=True)["outputs"]
+               for _ in range(int(count))]
+    summary = {"outputs": [o["name"] for o in outputs[0]] if outputs else [],
+               "statistics": client.get_inference_statistics(model, as_json=True)}
+    client.close()
+    return summary
+
+
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:5])))
+    if sys.argv[1] == "--stats":
+        print(json.dumps(stats(*sys.argv[2:6])))
+    else:
+        print(json.dumps(main(*sys.argv[1:5])))

@@ -1,7 +1,9 @@
-"""Runs a list of steps against a server with the unmodified `tritonclient.grpc`, in a
-process of its own (see triton_probe.py for why), and writes what each step saw.
+"""Runs a list of steps against a server with the unmodified `tritonclient.grpc` or
+`tritonclient.http`, in a process of its own (see triton_probe.py for why), and writes what
+each step saw. The two clients' answers differ in form (gRPC's JSON renders 64-bit integers
+as strings; HTTP statuses are numbers): the tests compare through int() and both statuses.
 
-    python triton_steps.py ADDRESS STEPS.json RESULTS.json
+    python triton_steps.py grpc|http ADDRESS STEPS.json RESULTS.json
 
 A step is {"do": ..., ...}; its result is {"ok": value} or {"error": {"status", "message"}}:
 
@@ -25,8 +27,12 @@ import sys
 import time
 
 import numpy as np
-import tritonclient.grpc as tc
+import tritonclient.grpc
+import tritonclient.http
 from tritonclient.utils import InferenceServerException
+
+GRPC = True  # set by main
+tc = tritonclient.grpc
 
 
 def _x(step: dict) -> np.ndarray:
@@ -40,8 +46,11 @@ def _infer(client, step: dict, version: str = "") -> dict:
     t.set_data_from_numpy(x)
     result = client.infer(step["model"], [t], model_version=version)
     response = result.get_response()
-    return {"version": response.model_version,
-            "outputs": {o.name: result.as_numpy(o.name).tolist() for o in response.outputs}}
+    if GRPC:
+        version, names = response.model_version, [o.name for o in response.outputs]
+    else:
+        version, names = response["model_version"], [o["name"] for o in response["outputs"]]
+    return {"version": version, "outputs": {n: result.as_numpy(n).tolist() for n in names}}
 
 
 def _until(check, timeout: float) -> bool:
@@ -69,13 +78,15 @@ def _run(client, step: dict):
                 errors.append(f"{exc.status()}: {exc.message()}")
         return {"versions": seen, "errors": errors}
     if do == "metadata":
-        return client.get_model_metadata(model, version, as_json=True)
+        return client.get_model_metadata(model, version, **JSON)
     if do == "config":
-        return client.get_model_config(model, version, as_json=True)["config"]
+        config = client.get_model_config(model, version, **JSON)
+        return config["config"] if GRPC else config
     if do == "statistics":
-        return client.get_inference_statistics(model, version, as_json=True)
+        return client.get_inference_statistics(model, version, **JSON)
     if do == "index":
-        return client.get_model_repository_index(as_json=True).get("models", [])
+        index = client.get_model_repository_index(**JSON)
+        return index.get("models", []) if GRPC else index
     if do == "ready":
         return client.is_model_ready(model, version)
     if do == "load":
@@ -97,7 +108,14 @@ def _run(client, step: dict):
     raise ValueError(f"unknown step {do!r}")
 
 
-def main(address: str, steps_path: str, results_path: str) -> None:
+JSON: dict = {}
+
+
+def main(protocol: str, address: str, steps_path: str, results_path: str) -> None:
+    global GRPC, tc, JSON
+    GRPC = protocol == "grpc"
+    tc = tritonclient.grpc if GRPC else tritonclient.http
+    JSON = {"as_json": True} if GRPC else {}
     with open(steps_path) as f:
         steps = json.load(f)
     client = tc.InferenceServerClient(address)
@@ -113,4 +131,4 @@ def main(address: str, steps_path: str, results_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

@@ -106,11 +106,11 @@ def test_serve_flags_reach_the_config(monkeypatch, tmp_path: pathlib.Path) -> No
     config.write_text("worker_threads: 3\nmetrics_port: 9000\n")
     code = cli.main(["serve", "--config", str(config), "--port", "0",
                      "--model-repository", str(tmp_path), "--metrics-port", "9100",
-                     "--grace-seconds", "2.5", "--log-format", "json"])
+                     "--grace-seconds", "2.5", "--log-format", "json", "--http-port", "8123"])
     assert code == 0
     c = seen["config"]
     assert (c.port, c.model_repository, c.metrics_port, c.grace_seconds, c.log_format,
-            c.worker_threads) == (0, str(tmp_path), 9100, 2.5, "json", 3)
+            c.worker_threads, c.http_port) == (0, str(tmp_path), 9100, 2.5, "json", 3, 8123)
 
 
 def test_serve_with_a_bad_setting_is_usage_error(capsys) -> None:

@@ -19,6 +19,7 @@ def test_defaults_match_the_documented_table() -> None:
     assert (c.session_idle_seconds, c.stream_max_inflight, c.metrics_port) == (3600.0, 32, 0)
     assert (c.model_repository, c.repository_load_threads, c.strict_readiness) == ("", 2, False)
     assert (c.log_format, c.tls, c.auth, c.auth_tokens) == ("kv", False, False, {})
+    assert c.http_port == 8000  # Triton's HTTP port: KServe HTTP/REST is on unless turned off
     # Every field appears in the module docstring's table.
     import graphengine.server.config as module
     for f in dataclasses.fields(ServerConfig):
@@ -71,6 +72,10 @@ def test_unknown_override_is_rejected() -> None:
     ("strict_readiness: 1", "strict_readiness"),
     ("log_format: xml", "log_format"),
     ("metrics_port: 50051", "metrics_port"),
+    ("http_port: 50051", "http_port: 50051 is also the port"),
+    ("{metrics_port: 9000, http_port: 9000}", "http_port: 9000 is also the metrics_port"),
+    ("http_port: -2", "http_port: -2 is outside -1..65535"),
+    ("http_port: 65536", "http_port"),
     ("tls_cert_file: c.pem", "tls_key_file"),
     ("tls_client_ca_file: ca.pem", "tls_client_ca_file"),
     ("auth_tokens: {alice: short}", "auth_tokens"),
@@ -84,6 +89,11 @@ def test_bad_values_name_their_key(tmp_path, text: str, key: str) -> None:
     path.write_text(text + "\n")
     with pytest.raises(ConfigError, match=key):
         load_config(path)
+
+
+def test_http_port_off_or_free(tmp_path) -> None:
+    assert load_config(None, http_port=-1).http_port == -1
+    assert load_config(None, http_port=0, port=0, metrics_port=0).http_port == 0
 
 
 def test_file_that_is_not_a_mapping(tmp_path) -> None:
@@ -145,16 +155,14 @@ def test_new_settings_round_trip(tmp_path) -> None:
     assert c.session_idle_seconds == 5.0 and c.log_format == "json"
 
 
-def test_deploy_configs_load(tmp_path) -> None:
+def test_deploy_configs_load() -> None:
+    """The image's config and the session pods' config (deploy/base/); how the rendered
+    pods use them: tests/unit/test_deploy_check.py."""
     import pathlib
 
-    import yaml
-
-    deploy = pathlib.Path(__file__).resolve().parents[2] / "deploy"
-    c = load_config(deploy / "graphengine.yaml", environ={})
+    base = pathlib.Path(__file__).resolve().parents[2] / "deploy" / "base"
+    c = load_config(base / "graphengine.yaml", environ={})
     assert c.host == "0.0.0.0" and c.metrics_port and c.model_repository == "/models"
-    for doc in yaml.safe_load_all((deploy / "kubernetes.yaml").read_text()):
-        if doc["kind"] == "ConfigMap":
-            path = tmp_path / "k8s.yaml"
-            path.write_text(doc["data"]["graphengine.yaml"])
-            assert load_config(path, environ={}).grace_seconds == 25.0
+    assert c.grace_seconds == 25.0
+    s = load_config(base / "sessions.yaml", environ={})
+    assert s.host == "0.0.0.0" and not s.model_repository and s.max_sessions == 64

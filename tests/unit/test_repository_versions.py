@@ -120,7 +120,7 @@ def test_versions_are_served_by_policy(tmp_path: pathlib.Path, repos) -> None:
         served, out = _infer(repo, name, version)
         assert served == str(want)
         np.testing.assert_array_equal(out["y"], X + want)
-    with pytest.raises(NotFound, match="model 'latest' has no version '1' .it has 3"):
+    with pytest.raises(NotFound, match="model 'latest' has no version '1' .it has '3'."):
         repo.get("latest", "1")
     with pytest.raises(Unavailable, match="version 7 is UNAVAILABLE"):
         repo.get("some", "7")

@@ -44,13 +44,42 @@ def _chain_ref(x: np.ndarray, n: int = 3) -> np.ndarray:
 # ---- device, lanes, thread budget --------------------------------------------------------
 
 
+def test_a_model_alone_tries_its_single_threaded_kernels_and_keeps_the_faster_set():
+    # Every model of width > 1 has a second, single-threaded kernel set: a launch alone
+    # runs it on its second launch, then once in a while (more rarely while the wide set
+    # stays the faster), so the model can leave an OpenMP team whose helper other processes
+    # deschedule. Which set wins depends on the machine's load; both give the same outputs.
+    dev = rt.Device(threads=2)
+    m = _chain(n=6, shape=(64, 256)).load(dev)
+    assert m.threads_per_stream == 2
+    x = randn(64, 256)
+    want = _chain_ref(x, 6)
+    runs = 300
+    for _ in range(runs):
+        close(m.execute([x])[0], want)
+    stats = m.stats()
+    assert stats["runs"] == runs
+    # at least the first probe; at most every launch (when the narrow set was the faster)
+    assert 1 <= stats["narrow_runs"] <= runs
+
+
+def test_a_width_one_model_has_no_narrow_set():
+    dev = rt.Device(threads=1)
+    m = _chain().load(dev)
+    x = randn(8, 16)
+    for _ in range(40):
+        close(m.execute([x])[0], _chain_ref(x))
+    assert m.threads_per_stream == 1 and m.stats()["narrow_runs"] == 0
+
+
 def test_device_lanes_are_shared_and_sized_to_the_budget():
     dev = rt.Device(threads=2)
     assert dev.threads == 2 and dev.cores >= 1
     assert dev.lanes_started == 0  # lanes start on first use
     m1 = _chain().load(dev)  # one stream: kernels get the whole budget
     assert m1.threads_per_stream == 2
-    assert dev.lanes_started == 1
+    # its lane of width 2, and the two of width 1 its single-threaded kernel set was built on
+    assert dev.lanes_started == 1 + 2
     m2 = _chain(name="other").load(dev)  # same width: no new threads
     m3 = _chain(n=4, streams=2).load(dev)  # 2 streams share the budget: 1 thread each
     assert m2.threads_per_stream == 2 and m3.threads_per_stream == 1

@@ -104,8 +104,8 @@ def become(node: Node, op_type: str, inputs: list[Value | None], attrs: dict) ->
 def replace_region(graph: Graph, last: Node, nodes: list[Node], op_type: str,
                    inputs: list[Value], attrs: dict) -> Node:
     """One `op_type` node takes over what `nodes` (ending in `last`, read from outside only
-    through last's output) computed: their readers, their output name, their names as
-    `meta.fused`."""
+    through last's output) computed: their readers, their output name, their names (and what
+    they had absorbed) as `meta.fused`."""
     out = last.outputs[0]
     node = graph.add_node(op_type, inputs, attrs=attrs, name=graph.unique_name(op_type.lower()),
                           after=last)
@@ -115,7 +115,8 @@ def replace_region(graph: Graph, last: Node, nodes: list[Node], op_type: str,
     for n in reversed(nodes):
         graph.remove_node(n)
     rename_output(graph, node.outputs[0], out.name)
-    node.meta.fused = tuple(n.name for n in nodes)
+    # what the region's nodes had absorbed themselves is this node's too
+    node.meta.fused = tuple(name for n in nodes for name in (n.name, *n.meta.fused))
     return node
 
 

@@ -7,7 +7,8 @@ engine's finer kinds beneath them (`graphengine.engine.errors.InvalidGraph` is a
 server's kind in `error_type`. So `except graphengine.errors.NotFound` catches an unknown graph
 id either way.
 
-Context travels with the error: `graph`, `node`, `tensor`, `stage` and `error_type`. On the
+Context travels with the error: `graph`, `node`, `tensor`, `stage` and `error_type`, and for a
+session another replica holds, `replica` (its id) and `address` (where it is reached). On the
 wire they are the standard `google.rpc.Status` details (in the `grpc-status-details-bin`
 trailer) as one `google.rpc.ErrorInfo` (reason: the kind, domain: `graphengine`, metadata:
 the context), so a client in any language decodes them with its gRPC library alone.
@@ -26,7 +27,7 @@ __all__ = ["DOMAIN", "Aborted", "AlreadyExists", "Cancelled", "DataLoss", "Deadl
            "bounded_text", "error_class"]
 
 DOMAIN = "graphengine"  # google.rpc.ErrorInfo.domain of the errors this project raises
-CONTEXT = ("graph", "node", "tensor", "stage")
+CONTEXT = ("graph", "node", "tensor", "stage", "replica", "address")
 # A user's name (graph, node, tensor, session) as it appears in a message or in metadata: a
 # graph name of a megabyte is the user's to send, not ours to echo (gRPC's trailers hold 8 KiB).
 NAME_CHARS = 200
@@ -86,12 +87,15 @@ class GraphEngineError(Exception):
     code = ErrorCode.INTERNAL
 
     def __init__(self, message: str, *, graph: str | None = None, node: str | None = None,
-                 tensor: str | None = None, stage: str | None = None) -> None:
+                 tensor: str | None = None, stage: str | None = None,
+                 replica: str | None = None, address: str | None = None) -> None:
         self.message = message
         self.graph = graph
         self.node = node
         self.tensor = tensor
         self.stage = stage
+        self.replica = replica  # a session's owner, when another replica holds it
+        self.address = address
         self._error_type: str | None = None
         super().__init__(self._format())
 

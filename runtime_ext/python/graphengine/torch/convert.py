@@ -99,6 +99,8 @@ class FxConverter:
     def __init__(self, name: str, constants: Mapping[torch.fx.Node, torch.Tensor],
                  probe: bool = False) -> None:
         self.g = Graph(name)
+        self.g.producer = {"framework": "pytorch", "version": torch.__version__,
+                           "exporter": "torch.compile, graphengine.torch (core ATen)"}
         self.constants = constants
         self.probe = probe
         self.env: dict[torch.fx.Node, Any] = {}
