@@ -34,7 +34,15 @@ examples/models/mlp.onnx: install examples/make_examples.py
 run: install examples/models/mlp.onnx
 	$(VENV)/bin/graphengine serve --port $(PORT) --model-repository examples/models
 
-test: install
+# The Node.js client's npm dependencies (clients/node/, pinned by its package-lock.json), for
+# tests/integration/test_node_client.py; without npm that test is skipped and says so.
+NODE_DEPS := clients/node/node_modules/.package-lock.json
+$(NODE_DEPS): clients/node/package-lock.json
+	@if command -v npm >/dev/null; then cd clients/node && npm ci --ignore-scripts \
+		--prefer-offline --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else echo "npm not found: the Node.js client's tests will be skipped"; fi
+
+test: install $(NODE_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
@@ -141,4 +149,4 @@ fuzz: install
 	GE_FUZZ_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider tests/fuzz --hypothesis-show-statistics
 
 clean:
-	rm -rf build $(VENV) examples/models
+	rm -rf build $(VENV) examples/models clients/node/node_modules
