@@ -49,7 +49,15 @@ graphviz:
 		&& apt-get install -y -q graphviz >/dev/null; }; }; } \
 		|| echo "graphviz: no dot, and no root apt-get to install it: the dump-graph SVG tests will say they did not run"
 
-test: install graphviz $(DEPLOY_VENV)/.installed
+# The Node.js client's npm dependencies (clients/node/, pinned by its package-lock.json), for
+# tests/integration/test_node_client.py; without npm that test is skipped and says so.
+NODE_DEPS := clients/node/node_modules/.package-lock.json
+$(NODE_DEPS): clients/node/package-lock.json
+	@if command -v npm >/dev/null; then cd clients/node && npm ci --ignore-scripts \
+		--prefer-offline --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else echo "npm not found: the Node.js client's tests will be skipped"; fi
+
+test: install graphviz $(DEPLOY_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
@@ -175,4 +183,4 @@ fuzz: install
 	GE_FUZZ_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider tests/fuzz --hypothesis-show-statistics
 
 clean:
-	rm -rf build $(VENV) examples/models
+	rm -rf build $(VENV) examples/models clients/node/node_modules
