@@ -116,6 +116,12 @@ bench-torch: $(TORCH_DEPS)
 bench-decoder: $(TORCH_DEPS)
 	$(PY) benchmarks/bench_decoder.py $(BENCH_DECODER_ARGS)
 
+# The API reference, docs/api/*.md, written from the code's docstrings by docs/gen_api.py
+# (nothing to install); tests/unit/test_docs_api.py fails when it is stale.
+.PHONY: docs
+docs: install
+	$(PY) docs/gen_api.py
+
 lint: install
 	$(PY) -m ruff check .
 

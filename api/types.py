@@ -17,6 +17,21 @@ PRECISIONS = ("", "fp32")  # what the host device compiles for today
 
 @dataclasses.dataclass(frozen=True)
 class SessionOptions:
+    """What a session compiles and loads with (`graphengine.Session(options)`,
+    `Client.session(options)`); a mapping works too, its unknown keys taken as compile
+    options.
+
+    - `max_streams` (`1`): streams a device program may use (0..64; 0 is 1); independent
+      branches run on different streams, ordered by events.
+    - `memory_limit_bytes` (`0`): the session's device-memory quota, checked against each
+      memory plan before a load; `0`: the device's memory (a server gives the session
+      its `session_memory_limit_bytes`, also the most a session may ask).
+    - `options` (`{}`): compile options by name, as strings (docs/api/config.md).
+    - `precision` (`""`): `""` or `fp32`, what the host device compiles.
+    - `instances` (`1`): model instances per compiled signature (1..64): runs at once, each
+      with an activation arena of its own, sharing the weights.
+    """
+
     max_streams: int = 1
     memory_limit_bytes: int = 0  # 0: no limit
     options: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -36,6 +51,8 @@ class SessionOptions:
 
     @classmethod
     def coerce(cls, value: SessionOptions | Mapping | None) -> SessionOptions:
+        """SessionOptions from None (the defaults), SessionOptions or a mapping (keys that
+        are not fields become compile options)."""
         if value is None:
             return cls()
         if isinstance(value, SessionOptions):
@@ -94,6 +111,9 @@ class RunControl:
 
 @dataclasses.dataclass(frozen=True)
 class TensorInfo:
+    """A graph's input or output, or a variable: name, dtype and shape (each dim an int or
+    a symbol such as "batch"; None when not even the rank is known)."""
+
     name: str
     dtype: DType
     shape: tuple[Dim, ...] | None
@@ -101,6 +121,9 @@ class TensorInfo:
 
 @dataclasses.dataclass(frozen=True)
 class GraphInfo:
+    """A graph of a session: its inputs and outputs, node count, whether any signature is
+    compiled (and how many are loaded), its gears and the device bytes its models hold."""
+
     graph_id: int
     name: str
     inputs: tuple[TensorInfo, ...]
@@ -114,6 +137,9 @@ class GraphInfo:
 
 @dataclasses.dataclass(frozen=True)
 class SessionInfo:
+    """A session as ListSessions reports it: id, options, creation time (epoch seconds),
+    idle seconds, graph ids, device bytes held and runs in progress."""
+
     session_id: str
     options: SessionOptions
     created_at: float  # seconds since the epoch

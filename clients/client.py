@@ -186,6 +186,7 @@ class Client:
             grpc.channel_ready_future(endpoint.channel).result(timeout=timeout)
 
     def close(self) -> None:
+        """Close the channels (sessions stay open on the server until closed or idle)."""
         self._replicas.close()
 
     def __enter__(self) -> Self:
@@ -248,6 +249,8 @@ class RemoteSession(RemoteVariables):
 
     def compile_graph(self, graph_id: int,
                       input_shapes: Mapping[str, Sequence[int]] | None = None) -> CompileReport:
+        """Compile and load on the server (see graphengine.Session.compile_graph); returns
+        the compile report."""
         request = session_pb2.CompileGraphRequest(
             session_id=self.id, graph_id=graph_id,
             input_shapes=convert.input_shapes_to_pb(input_shapes))
@@ -326,6 +329,7 @@ class RemoteSession(RemoteVariables):
             raise from_rpc_error(err) from None
 
     def remove_graph(self, graph_id: int) -> None:
+        """Drop the graph and its loaded models on the server."""
         self._call("RemoveGraph",
                    session_pb2.RemoveGraphRequest(session_id=self.id, graph_id=graph_id))
 

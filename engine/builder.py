@@ -79,14 +79,17 @@ class Tensor:
 
     @property
     def name(self) -> str:
+        """The value's name in the graph (an output's name after `Graph.output`)."""
         return self._value.name
 
     @property
     def graph(self) -> Graph:
+        """The `Graph` this tensor belongs to; an op's inputs must share one."""
         return self._graph
 
     @property
     def dtype(self) -> np.dtype:
+        """The element type inferred when the node was added, as a numpy dtype."""
         return self._value.meta.dtype.numpy
 
     @property
@@ -96,6 +99,7 @@ class Tensor:
 
     @property
     def meta(self) -> TensorMeta:
+        """The compiler's `TensorMeta(dtype, shape)` of the value (engine/ir.py)."""
         return self._value.meta
 
     def _op(self, op_type: str, *inputs: Any) -> Tensor:
@@ -153,14 +157,17 @@ class Graph:
 
     @property
     def name(self) -> str:
+        """The graph's name (compile reports and errors name it)."""
         return self._ir.name
 
     @property
     def inputs(self) -> list[Tensor]:
+        """The graph's inputs so far, in the order `input` made them."""
         return [Tensor(self, v) for v in self._ir.inputs]
 
     @property
     def outputs(self) -> list[Tensor]:
+        """The graph's outputs so far, in the order `output` marked them."""
         return [Tensor(self, v) for v in self._ir.outputs]
 
     @property

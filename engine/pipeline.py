@@ -48,6 +48,30 @@ from .target import names as target_names
 
 @dataclasses.dataclass(frozen=True)
 class CompileOptions:
+    """How a graph compiles. A session's `options` mapping, the CLI's `--option KEY=VALUE`
+    and a repository model's `options` set them by name, values as strings (`"true"`,
+    `"0"`); an unknown name is refused, listing the known ones.
+
+    - `max_streams` (`1`): streams of a device program, 1..64 (the session option sets it).
+    - `fold_constants` (`true`): evaluate nodes whose inputs are all constants at compile
+      time.
+    - `fuse` (`true`): the fusion table (Conv+BatchNorm, activation epilogues, attention,
+      elementwise chains, ...) inside device partitions.
+    - `layouts` (`true`): keep activations in one convolution format between TransData
+      nodes.
+    - `layout_format` (`auto`): that format: `auto` (blocked for depthwise CNNs, else
+      nhwc), `nhwc`, `nChw8c` or `nChw16c`.
+    - `batch_split` (`true`): run memory-bound, sample-separable graphs in cache-sized
+      sub-batches.
+    - `data_parallel` (`0`): >= 2 splits a compute-heavy separable batch into that many
+      chunks, each on a stream of its own (a session sets its device's threads; `0` off).
+    - `target` (`host`): the backend compiled for (`graphengine._runtime.backends()`:
+      `host`, oneDNN on the CPU; `ref`, the portable reference backend); what the device
+      lacks runs on the host engine.
+    - `widen_float16` (`true`): compute float16 models in float32 on the device; `false`
+      keeps half precision (on the host).
+    """
+
     max_streams: int = 1
     fold_constants: bool = True
     fuse: bool = True

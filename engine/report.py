@@ -55,6 +55,11 @@ class MemoryRecord:
 
 @dataclasses.dataclass
 class CompileReport:
+    """What a compile did (`compile_graph` returns it; `render()` prints it): each pass's
+    stage, time and whether it changed the graph, the partitions and each node's engine
+    (with the reasons a device declined it), fusions, the memory plan, streams, events,
+    tasks, node counts before and after, the FLOPs of one run and control-flow bodies."""
+
     graph: str
     passes: list[PassRecord] = dataclasses.field(default_factory=list)
     partitions: list[PartitionRecord] = dataclasses.field(default_factory=list)
@@ -72,9 +77,11 @@ class CompileReport:
     bodies: list[BodyRecord] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The report as plain dicts and lists (what `--json-report` writes)."""
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
+        """`to_dict()` as indented JSON."""
         return json.dumps(self.to_dict(), indent=2)
 
     def render(self) -> str:

@@ -278,6 +278,8 @@ class Session(Admission, StatefulSession):
         return self.add_graph(data, name=name)
 
     def remove_graph(self, graph_id: int) -> None:
+        """Drop a graph and its loaded models (NotFound for an unknown id); the variables
+        only it used stay in the session."""
         self._touch()
         with self._lock:
             self._entry(graph_id)
@@ -285,6 +287,8 @@ class Session(Admission, StatefulSession):
         self._variables.release(graph_id)
 
     def graph_info(self, graph_id: int) -> GraphInfo:
+        """The graph's name, inputs and outputs (dtype, shape with symbols), node count,
+        gears, and whether and how often it is compiled (`GraphInfo`)."""
         entry = self._entry(graph_id)
         g = entry.graph
 
@@ -304,6 +308,7 @@ class Session(Admission, StatefulSession):
         return set(entry.batched_outputs) if entry.gears else set()
 
     def list_graphs(self) -> list[GraphInfo]:
+        """`graph_info` of every graph of the session, by id."""
         with self._lock:
             ids = list(self._graphs)
         return [self.graph_info(i) for i in ids]
@@ -587,6 +592,7 @@ class Session(Admission, StatefulSession):
 
     @property
     def device_bytes(self) -> int:
+        """Device memory the session holds: its loaded models and its variables."""
         with self._lock:
             entries = list(self._graphs.values())
         total = self._variables.nbytes
@@ -610,12 +616,15 @@ class Session(Admission, StatefulSession):
 
     @property
     def loaded_models(self) -> int:
+        """Loaded models: one per graph, compiled signature and gear."""
         with self._lock:
             entries = list(self._graphs.values())
         return sum(len(e.models) for e in entries)
 
     # ---- lifecycle --------------------------------------------------------------------
     def info(self) -> SessionInfo:
+        """The session's id, options, age, idleness, graphs, device bytes and runs in
+        progress (`SessionInfo`, what ListSessions answers)."""
         with self._lock:
             ids = tuple(self._graphs)
             active = self._active + len(self._inflight)
@@ -623,6 +632,8 @@ class Session(Admission, StatefulSession):
                            self.device_bytes, active)
 
     def idle_seconds(self) -> float:
+        """Seconds since the session was last used; 0 while it compiles or runs (the
+        server closes sessions idle past `session_idle_seconds`)."""
         with self._lock:
             if self._active or self._inflight:
                 return 0.0

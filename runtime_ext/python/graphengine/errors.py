@@ -55,6 +55,7 @@ class ErrorCode(enum.Enum):
 
     @property
     def number(self) -> int:
+        """The status code's number on the wire (gRPC's numbering: NOT_FOUND is 5)."""
         return _NUMBERS[self]
 
 
@@ -148,6 +149,8 @@ class NotFound(GraphEngineError):
 
 
 class AlreadyExists(GraphEngineError):
+    """Something of that name exists already."""
+
     code = ErrorCode.ALREADY_EXISTS
 
 
@@ -170,22 +173,32 @@ class Unavailable(GraphEngineError):
 
 
 class DeadlineExceeded(GraphEngineError):
+    """The caller's deadline passed before the work finished."""
+
     code = ErrorCode.DEADLINE_EXCEEDED
 
 
 class Cancelled(GraphEngineError):
+    """The caller gave up (cancelled the call) while the work was waiting."""
+
     code = ErrorCode.CANCELLED
 
 
 class Unimplemented(GraphEngineError):
+    """The server does not offer this call."""
+
     code = ErrorCode.UNIMPLEMENTED
 
 
 class Unauthenticated(GraphEngineError):
+    """No bearer token, or one the server does not know."""
+
     code = ErrorCode.UNAUTHENTICATED
 
 
 class PermissionDenied(GraphEngineError):
+    """The identity may not do this."""
+
     code = ErrorCode.PERMISSION_DENIED
 
 
@@ -196,18 +209,26 @@ class Internal(GraphEngineError):
 
 
 class Unknown(GraphEngineError):
+    """A status the client could not map to another class."""
+
     code = ErrorCode.UNKNOWN
 
 
 class Aborted(GraphEngineError):
+    """The work was stopped by a conflict with other work."""
+
     code = ErrorCode.ABORTED
 
 
 class OutOfRange(GraphEngineError):
+    """A value past the end of what it indexes."""
+
     code = ErrorCode.OUT_OF_RANGE
 
 
 class DataLoss(GraphEngineError):
+    """Data was lost or corrupted."""
+
     code = ErrorCode.DATA_LOSS
 
 

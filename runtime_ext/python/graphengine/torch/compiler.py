@@ -76,6 +76,8 @@ class Backend:
 
     @property
     def session(self) -> Any:
+        """The session compiled regions run in: an in-process Session, or a session on
+        `server`, opened on first use."""
         with self._lock:
             if self._session is None:
                 if self.server is None:
@@ -88,6 +90,7 @@ class Backend:
             return self._session
 
     def close(self) -> None:
+        """Close the session (and the client); done at exit anyway."""
         with self._lock:
             if self._session is not None:
                 self._session.close()

@@ -44,9 +44,11 @@ class CompileReport:
 
     @property
     def fully_compiled(self) -> bool:
+        """Every node ran through GraphEngine: no fallback to eager torch."""
         return not self.fallbacks and self.nodes == self.compiled
 
     def summary(self) -> str:
+        """Nodes compiled, the GraphEngine graphs, and what ran on eager torch and why."""
         lines = [f"graph {self.graph} ({self.where}{', dynamic' if self.dynamic else ''}): "
                  f"{self.compiled}/{self.nodes} nodes in {len(self.partitions)} GraphEngine "
                  f"graph(s), {len(self.fallbacks)} on eager torch"]
