@@ -22,7 +22,9 @@ from onnx import TensorProto, helper, numpy_helper
 IN_FEATURES, HIDDEN, OUT_FEATURES = 64, 32, 10
 
 
-def build_mlp(seed: int = 0) -> onnx.ModelProto:
+def build_mlp(seed: int = 0, batch: int | str = 1) -> onnx.ModelProto:
+    """The MLP; `batch` is the first dim of input and output: a size, or a symbol ("batch")
+    that the compiler binds per run (or ahead, for gears)."""
     rng = np.random.default_rng(seed)
     # Scaled like a usual initialiser so that activations stay in a readable range.
     w1 = (rng.standard_normal((IN_FEATURES, HIDDEN)) / np.sqrt(IN_FEATURES)).astype(np.float32)
@@ -36,9 +38,10 @@ def build_mlp(seed: int = 0) -> onnx.ModelProto:
             helper.make_node("Gemm", ["hidden_relu", "w2", "b2"], ["output"], name="fc2"),
         ],
         name="mlp",
-        inputs=[helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, IN_FEATURES])],
+        inputs=[helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                              [batch, IN_FEATURES])],
         outputs=[helper.make_tensor_value_info("output", TensorProto.FLOAT,
-                                               [1, OUT_FEATURES])],
+                                               [batch, OUT_FEATURES])],
         initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
                      numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2")],
     )
@@ -47,6 +50,12 @@ def build_mlp(seed: int = 0) -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """What the MLP computes, in numpy: relu(x @ w1 + b1) @ w2 + b2."""
+    w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return np.maximum(x @ w["w1"] + w["b1"], 0) @ w["w2"] + w["b2"]
 
 
 def make_input(seed: int = 1) -> np.ndarray:
