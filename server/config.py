@@ -10,10 +10,11 @@ Settings, as `key` (default): meaning.
   in the ready line).
 - `max_message_bytes` (`268435456`): largest gRPC message sent or received (256 MiB); a
   larger request gets RESOURCE_EXHAUSTED.
-- `max_tensor_elements` (`0`): largest tensor accepted, in a request or as a graph's
-  declared input; `0`: what fits in one message.
+- `max_tensor_elements` (`0`): largest tensor accepted, in a request, as a graph's
+  declared input, a compile shape or a gear's shape; `0`: what fits in one message.
 - `worker_threads` (`8`): gRPC worker threads, i.e. RPCs handled at once.
-- `device_threads` (`0`): threads the device runtime uses; `0`: all cores.
+- `device_threads` (`0`): threads the device runtime uses; `0`: the CPUs the process may
+  use, its affinity or its cgroup CPU quota (a container's CPU limit), whichever is smaller.
 - `max_sessions` (`0`): open sessions at once; `0`: no limit.
 - `max_graphs_per_session` (`0`): graphs one session may hold; `0`: no limit.
 - `max_nodes_per_graph` (`0`): nodes a graph may have; `0`: no limit.
