@@ -1,4 +1,4 @@
-"""GraphEngine clients: the Python SDK (`Client`) and the `graphengine` CLI."""
+"""GraphEngine's Python client SDK: `Client` (a server, or replicas of one) and its sessions."""
 
 from .client import Client, RemoteSession, StreamResult
 from .errors import ClientError

@@ -181,8 +181,8 @@ def page_graphengine(ref: Reference) -> None:
     from graphengine.engine.runtime import RuntimeStats
 
     lines = ["# `graphengine`", "", ref.doc(graphengine, "graphengine"), "",
-             f"`graphengine.__version__` is the package's version (`{graphengine.__version__}`"
-             " when this page was written). `graphengine.Client` is"
+             "`graphengine.__version__` is the package's version string."
+             " `graphengine.Client` is"
              " [`graphengine.clients.Client`](clients.md#client).", ""]
     first = ["Session", "SessionOptions", "Graph", "Tensor"]  # then the rest, as listed
     rest = [n for n in graphengine.__all__ if n not in first + ["__version__", "Client"]]
