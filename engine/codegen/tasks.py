@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -17,16 +18,20 @@ from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
 from ..target import Target
 from ..target import get as get_target
+from .control import CONTROL_OPS, expand_control, plan_control
 from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
 
 
 def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = None,
-                   compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None = None
-                   ) -> tuple[list[Program], MemoryRecord, int]:
+                   compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None = None,
+                   pin_inputs: bool = False) -> tuple[list[Program], MemoryRecord, int]:
     """Compile every partition for `target` (default: the host); returns the programs, the
     memory summary and task count. `compile_bodies(node)` gives a host control-flow node's
-    bodies compiled as models of their own (the pipeline's, for the same options)."""
+    bodies compiled as models of their own (the pipeline's, for the same options).
+    `pin_inputs`: every device program's inputs stay live to its end (a control-flow body
+    expanded into an enclosing program, codegen/control.py: its inputs must hold across
+    iterations, and whatever lies in their bytes is a view of them)."""
     target = target or get_target()
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
@@ -34,7 +39,7 @@ def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = N
     for part in collect_partitions(graph):
         if part.engine is Engine.DEVICE:
             prog, plan_bound, strategy = _build_device(graph, part, max_streams,
-                                                       target.max_weight_segments)
+                                                       target.max_weight_segments, pin_inputs)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
             memory.weight_bytes += prog.weight_bytes
@@ -80,6 +85,8 @@ class _Layout:
         self.view_offset: dict[Value, int] = {}  # bytes into its storage (leading slices)
         self.storage_size: list[int] = []
         self.weights: list[tuple[int, np.ndarray]] = []  # (slot, C-contiguous array)
+        # slots of expanded control flow (codegen/control.py): (slot, storage, bytes into it)
+        self.placed: list[tuple[int, int, int]] = []
 
     def weight(self, v: Value) -> int:
         if v not in self.index:
@@ -108,6 +115,36 @@ class _Layout:
             self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
                                          "arena", -1, fmt))
         return self.index[v]
+
+    def block(self) -> int:
+        """A storage of no value (a control node's bodies and scratch; sized by the caller)."""
+        self.storage_size.append(0)
+        return len(self.storage_size) - 1
+
+    def raw_activation(self, name: str, dtype: str, shape: list[int], fmt: str, storage: int,
+                       offset: int) -> int:
+        """A slot of no value at `offset` bytes into `storage` (set once storages are
+        placed: `place_raw`)."""
+        self.slots.append(TensorSlot(name, dtype, shape, "arena", -1, self._format(fmt)))
+        self.placed.append((len(self.slots) - 1, storage, offset))
+        return len(self.slots) - 1
+
+    def raw_weight(self, name: str, arr: np.ndarray, fmt: str) -> int:
+        """A weight slot of no value (a body's constant)."""
+        arr = np.asarray(arr, order="C")
+        self.weights.append((len(self.slots), arr))
+        self.slots.append(TensorSlot(name, arr.dtype.name, list(arr.shape), "weight", -1,
+                                     self._format(fmt)))
+        return len(self.slots) - 1
+
+    def _format(self, fmt: str) -> str:
+        """A body's format as it is: a body may have formats where its enclosing program has
+        none (no convolution outside it); the runtime then keeps those of "" plain."""
+        return fmt or ("nchw" if self.formats else "")
+
+    def place_raw(self, offsets: dict[int, int]) -> None:
+        for slot, storage, offset in self.placed:
+            self.slots[slot].offset = offsets[storage] + offset
 
     def segments(self) -> list[np.ndarray]:
         """The weight region's segments; sets every weight slot's offset.
@@ -245,16 +282,30 @@ class _Step:
     def __init__(self, node: Node, ins: list[int], outs: list[int], copy: bool) -> None:
         self.node, self.ins, self.outs, self.copy = node, ins, outs, copy
         self.deps: set[int] = set()
+        self.tasks: list[Task] | None = None  # a control-flow node's (codegen/control.py)
+
+
+def _add_step(steps: list[_Step], step: _Step, reads: list[int], defined: dict[int, int],
+              uses: dict[int, set[int]], layout: _Layout) -> None:
+    index = len(steps)
+    for sid in reads:
+        step.deps.add(defined[sid])
+        uses.setdefault(sid, set()).add(index)
+    for out in step.node.outputs:
+        defined[layout.storage[out]] = index
+    steps.append(step)
 
 
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
-                  max_segments: int = 1) -> tuple[DeviceProgram, int, str]:
+                  max_segments: int = 1, pin_inputs: bool = False
+                  ) -> tuple[DeviceProgram, int, str]:
     layout = _Layout(formats=graph.layouts_assigned, max_segments=max_segments)
     for v in part.inputs:
         layout.activation(v)
     steps: list[_Step] = []
     defined: dict[int, int] = {layout.storage[v]: START for v in part.inputs}  # storage -> step
     uses: dict[int, set[int]] = {}
+    labels = itertools.count()
     for node in part.nodes:
         ins, reads = [], []
         for v in node.inputs:
@@ -265,6 +316,14 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
             else:
                 ins.append(layout.activation(v))
                 reads.append(layout.storage[v])
+        if node.op_type in CONTROL_OPS:  # placed on the device: labels, jumps, its bodies
+            step = _Step(node, ins, [layout.activation(o) for o in node.outputs], copy=False)
+            step.tasks, block = expand_control(node, plan_control(node, node.meta.bodies),
+                                               layout, ins, step.outs, labels)
+            defined[block] = len(steps)
+            uses.setdefault(block, set()).add(len(steps))
+            _add_step(steps, step, reads, defined, uses, layout)
+            continue
         schema = ops.get(node.op_type, node)
         src = node.input(schema.alias[0]) if 0 in schema.alias else None
         view = src is not None and not src.is_constant
@@ -276,14 +335,8 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
                 for i, out in enumerate(node.outputs)]
         if view:
             continue  # the output is the input's bytes under another shape: no task
-        step = _Step(node, ins, outs, copy=0 in schema.alias)
-        index = len(steps)
-        for sid in reads:
-            step.deps.add(defined[sid])
-            uses.setdefault(sid, set()).add(index)
-        for out in node.outputs:
-            defined[layout.storage[out]] = index
-        steps.append(step)
+        _add_step(steps, _Step(node, ins, outs, copy=0 in schema.alias), reads, defined, uses,
+                  layout)
     # Streams a pass chose (the data-parallel batch split's chunks) are kept.
     hints = [s.node.meta.stream for s in steps]
     chosen = [h for h in hints if h is not None]
@@ -295,7 +348,11 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
     for i, step in enumerate(steps):
         stream = sched.stream[i]
         tasks += [Task("wait", step.node.name, stream, event=e) for e in sched.waits[i]]
-        if step.copy:
+        if step.tasks is not None:
+            for task in step.tasks:
+                task.stream = stream
+            tasks += step.tasks
+        elif step.copy:
             tasks.append(Task("copy", step.node.name, stream, "", step.ins[:1], step.outs[:1]))
         else:
             task = _kernel_task(step.node, layout, step.ins, step.outs)
@@ -304,11 +361,15 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
         tasks += [Task("record", step.node.name, stream, event=e) for e in sched.records[i]]
     for v in part.outputs:
         uses.setdefault(layout.storage[v], set()).add(sched.end)  # live until copied out
+    if pin_inputs:
+        for v in part.inputs:
+            uses.setdefault(layout.storage[v], set()).add(sched.end)
     plan = plan_storages(layout.storage_size, defined, uses, sched)
     for v, idx in layout.index.items():
         if layout.slots[idx].region == "arena":
             layout.slots[idx].offset = plan.offsets[layout.storage[v]] + \
                 layout.view_offset.get(v, 0)
+    layout.place_raw(plan.offsets)
     prog = DeviceProgram(
         index=part.index, tensors=layout.slots, weights=layout.segments(),
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,
