@@ -311,3 +311,34 @@ def test_the_bound_of_a_run_time_trip_count_is_stated():
     compiled = compile_model(_while_loop())
     (goto,) = [t for t in compiled.programs[0].tasks if t.kind == "goto"]
     assert goto.attrs["limit"] == MAX_DEVICE_TRIPS
+
+
+def test_control_flow_runs_on_the_ref_backend_whose_memory_is_its_own():
+    """The ref device binds nothing in place and reads its predicates and counters through
+    copy_to_host: the seam a device with memory of its own (CUDA, Ascend) would use. The
+    If's branches write 300K elements each (too many to run both, prepare/branches.py)."""
+    then = helper.make_graph([helper.make_node("Relu", ["big"], ["t"])], "then", [],
+                             [_vi("t", F, [600, 512])])
+    other = helper.make_graph([helper.make_node("Neg", ["big"], ["e"])], "else", [],
+                              [_vi("e", F, [600, 512])])
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["hw"]),
+         helper.make_node("Add", ["hw", "x"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]),
+         helper.make_node("Relu", ["h_out"], ["h_scan"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+        [_vi("i", I64, []), _vi("cond_in", B, []), _vi("h_in", F, [1, 8])],
+        [_vi("cond_out", B, []), _vi("h_out", F, [1, 8]), _vi("h_scan", F, [1, 8])])
+    m = _model([helper.make_node("Loop", ["m", "", "h0"], ["h", "hs"], body=body),
+                helper.make_node("Tanh", ["v"], ["big"]),
+                helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+               [_vi("h0", F, [1, 8]), _vi("x", F, [1, 8]), _vi("v", F, [600, 512]),
+                _vi("c", B, [])],
+               [_vi("y", F, None), _vi("h", F, None), _vi("hs", F, None)],
+               {"W": randn(8, 8) * 0.3, "m": np.array(5, np.int64)})
+    compiled = compile_model(m, target="ref")
+    assert compiled.backend == "ref"
+    _one_device_program(compiled)
+    for c in (True, False):
+        _check(m, compiled, {"h0": randn(1, 8), "x": randn(1, 8), "v": randn(600, 512),
+                             "c": np.array(c)})
