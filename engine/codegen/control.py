@@ -115,7 +115,9 @@ def plan_control(node: Node, compiled: dict[str, CompiledModel]) -> ControlPlan:
     n_formal = len(node.inputs) - len(names)
     bodies: dict[str, _Body] = {}
     for key in control.BODY_ATTRS[node.op_type]:
-        model = compiled[key]
+        model = compiled.get(key)
+        if model is None:
+            raise NotOnDevice(f"body '{key}' was not compiled")
         host = [p for p in model.programs if not isinstance(p, DeviceProgram)]
         if host:
             ops_ = sorted({p.op_type for p in model.report.placements if p.engine != "device"})

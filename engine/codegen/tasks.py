@@ -18,7 +18,7 @@ from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
 from ..target import Target
 from ..target import get as get_target
-from .control import CONTROL_OPS, expand_control, plan_control
+from .control import CONTROL_OPS, NotOnDevice, expand_control, plan_control
 from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
 
@@ -318,8 +318,13 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
                 reads.append(layout.storage[v])
         if node.op_type in CONTROL_OPS:  # placed on the device: labels, jumps, its bodies
             step = _Step(node, ins, [layout.activation(o) for o in node.outputs], copy=False)
-            step.tasks, block = expand_control(node, plan_control(node, node.meta.bodies),
-                                               layout, ins, step.outs, labels)
+            try:
+                plan = plan_control(node, node.meta.bodies)
+            except NotOnDevice as exc:
+                raise InvalidGraph(f"node '{node.name}' ({node.op_type}) was placed on the "
+                                   f"device but cannot run there: {exc}",
+                                   node=node.name) from None
+            step.tasks, block = expand_control(node, plan, layout, ins, step.outs, labels)
             defined[block] = len(steps)
             uses.setdefault(block, set()).add(len(steps))
             _add_step(steps, step, reads, defined, uses, layout)

@@ -174,6 +174,16 @@ def test_malformed_control_tasks_are_refused_at_load(edit, message):
         _malformed(edit).load()
 
 
+def test_a_predicate_of_two_elements_is_refused():
+    b = SpecBuilder("if")
+    c = b.input("c", "bool", (2,))
+    _task(b, "switch", "branch", [c], label=0, test="true")
+    _task(b, "label", "there", label=0)
+    with pytest.raises(rt.InvalidArgument, match=r"node 'branch' \(switch\): predicate 'c' "
+                                                 r"must be one bool element, got bool\[2\]"):
+        b.load()
+
+
 def test_a_jump_across_streams_or_over_an_event_is_refused():
     b = _doubling_loop(streams=2)
     _find(b, "end")["stream"] = 1
