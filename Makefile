@@ -8,7 +8,7 @@ DEPLOY_VENV ?= .venv-deploy
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch bench-decoder lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -49,7 +49,15 @@ graphviz:
 		&& apt-get install -y -q graphviz >/dev/null; }; }; } \
 		|| echo "graphviz: no dot, and no root apt-get to install it: the dump-graph SVG tests will say they did not run"
 
-test: install graphviz $(DEPLOY_VENV)/.installed
+# The Node.js client's npm dependencies (clients/node/, pinned by its package-lock.json), for
+# tests/integration/test_node_client.py; without npm that test is skipped and says so.
+NODE_DEPS := clients/node/node_modules/.package-lock.json
+$(NODE_DEPS): clients/node/package-lock.json
+	@if command -v npm >/dev/null; then cd clients/node && npm ci --ignore-scripts \
+		--prefer-offline --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else echo "npm not found: the Node.js client's tests will be skipped"; fi
+
+test: install graphviz $(DEPLOY_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
@@ -101,6 +109,12 @@ test-torch: $(TORCH_DEPS)
 # backend; needs a C++ compiler) on the zoo's torch families; results in benchmarks/results/.
 bench-torch: $(TORCH_DEPS)
 	$(PY) benchmarks/bench_torch.py $(BENCH_TORCH_ARGS)
+
+# Stateful decoding: a transformers LlamaForCausalLM (random weights) with its KV cache in a
+# session's variables against ONNX Runtime with past key values through IO binding (tokens/s,
+# bytes per token); both must give transformers' greedy tokens. Results in benchmarks/results/.
+bench-decoder: $(TORCH_DEPS)
+	$(PY) benchmarks/bench_decoder.py $(BENCH_DECODER_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
@@ -169,4 +183,4 @@ fuzz: install
 	GE_FUZZ_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider tests/fuzz --hypothesis-show-statistics
 
 clean:
-	rm -rf build $(VENV) examples/models
+	rm -rf build $(VENV) examples/models clients/node/node_modules

@@ -1,6 +1,7 @@
 """The `graphengine` command line.
 
     graphengine serve [--config FILE] [--host H] [--port N] [--model-repository DIR]
+                      [--model-control-mode M] [--repository-poll-secs S] [--load-model NAME]
                       [--metrics-port N] [--http-port N] [--grace-seconds S] [--log-level L]
                       [--plugin FILE] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
@@ -46,6 +47,14 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port to bind; 0 picks a free one (default 50051)")
     p.add_argument("--model-repository", metavar="DIR",
                    help="folder of models to serve over KServe v2 (default: none)")
+    p.add_argument("--model-control-mode", choices=("none", "poll", "explicit"),
+                   help="none: load every repository model at start (default); explicit: "
+                        "only --load-model ones, then RepositoryModelLoad/Unload; poll: "
+                        "rescan the repository every --repository-poll-secs")
+    p.add_argument("--repository-poll-secs", type=float, metavar="S",
+                   help="poll mode: seconds between repository scans (default 15)")
+    p.add_argument("--load-model", action="append", metavar="NAME", default=[],
+                   help="explicit mode: a model to load at start ('*': all); repeatable")
     p.add_argument("--metrics-port", type=int, metavar="N",
                    help="Prometheus /metrics HTTP port; 0 disables (default 0)")
     p.add_argument("--http-port", type=int, metavar="N",
@@ -78,6 +87,8 @@ def serve_config(args: argparse.Namespace) -> Any:
     try:
         config = load_config(args.config, host=args.host, port=args.port,
                              model_repository=args.model_repository,
+                             model_control_mode=args.model_control_mode,
+                             repository_poll_seconds=args.repository_poll_secs,
                              metrics_port=args.metrics_port, http_port=args.http_port,
                              grace_seconds=args.grace_seconds,
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
@@ -86,6 +97,9 @@ def serve_config(args: argparse.Namespace) -> Any:
                              replica_address_format=args.replica_address_format)
         if args.plugin:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
+        if args.load_model:
+            config = dataclasses.replace(config,
+                                         load_models=config.load_models + tuple(args.load_model))
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     return config

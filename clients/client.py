@@ -44,6 +44,7 @@ from .errors import (
     from_rpc_error,
 )
 from .replicas import Endpoint, Replicas, expand, split_host_port
+from .variables import RemoteVariables
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -206,8 +207,9 @@ class StreamResult:
     error: ClientError | None = None
 
 
-class RemoteSession:
-    """A session held by the server; mirrors the in-process Session's methods."""
+class RemoteSession(RemoteVariables):
+    """A session held by the server; mirrors the in-process Session's methods (its
+    variables and checkpoints: clients/variables.py)."""
 
     def __init__(self, client: Client, session_id: str, endpoint: Endpoint | None = None) -> None:
         self._client = client

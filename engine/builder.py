@@ -216,6 +216,43 @@ class Graph:
             self._check_free(name)
         return Tensor(self, self._ir.add_constant(name, arr))
 
+    def variable(self, name: str, initial: Any = None, *, shape: Sequence[int] | None = None,
+                 dtype: Any = None) -> Tensor:
+        """A session variable (ops/variables.py): the named tensor of the session that runs
+        the graph, shared by its graphs and kept on the device between runs. `initial` (an
+        array) gives its dtype, shape and the value a session that has no variable of this
+        name creates it with; or give `shape` and `dtype` for one created zero-filled. The
+        Tensor is a reference: read it, or write it with ops.Assign / AssignAdd /
+        AssignSlice, whose outputs are the variable after the write."""
+        name = checked_name(name, "variable name")
+        attrs: dict[str, Any] = {"variable": name}
+        if initial is not None:
+            arr = np.array(initial)
+            if arr.dtype == np.float64 and not isinstance(initial, (np.ndarray, np.generic)):
+                arr = arr.astype(np.float32)
+            if (shape is not None and tuple(shape) != arr.shape) or \
+                    (dtype is not None and as_dtype(dtype).numpy != arr.dtype):
+                raise InvalidGraph(f"variable '{name}': the initial value is "
+                                   f"{arr.dtype.name}{list(arr.shape)}, not the shape and dtype "
+                                   f"given", graph=self.name)
+            attrs.update(dtype=arr.dtype.name, shape=[int(d) for d in arr.shape], value=arr)
+        elif shape is None or dtype is None:
+            raise InvalidGraph(f"variable '{name}': give an initial value, or a shape and a "
+                               f"dtype (zero-filled)", graph=self.name)
+        else:
+            if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable) or any(
+                    isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer))
+                    for d in shape):
+                raise InvalidGraph(f"variable '{name}': shape must be a sequence of ints, got "
+                                   f"{shape!r:.60}", graph=self.name)
+            attrs.update(dtype=as_dtype(dtype).value, shape=[int(d) for d in shape])
+        # the node (and its value) is "variable.<name>": the variable's own name stays free
+        # for the graph's tensors (an output "token" beside the variable "token")
+        node = f"variable.{name}"
+        if node in self._ir.values or node in {n.name for n in self._ir.nodes}:
+            node = self._ir.unique_name(node)
+        return self.add("Variable", [], attrs, name=node)  # type: ignore[return-value]
+
     def output(self, tensor: Tensor, name: str | None = None) -> Tensor:
         """Mark `tensor` a graph output, named `name` when given: a node's value is renamed,
         an input, constant or value already an output is passed through an Identity."""

@@ -33,9 +33,11 @@ class TensorSlot:
     name: str
     dtype: str
     shape: list[int]
-    region: str  # "arena" | "weight"
-    offset: int
+    region: str  # "arena" | "weight" | "variable"
+    offset: int  # bytes into the region (a variable: into that variable's bytes)
     format: str = ""  # "" = let the runtime choose; else "nchw" (plain) / "nhwc" ...
+    # region "variable": the index of its variable in the program's `variables`
+    variable: int = -1
 
 
 # ModelSpec, TensorSlot and Task are the schema of a device program on both sides:
@@ -80,6 +82,10 @@ class ModelSpec:
     # segment whether it is used in place or copied (module.cc), so it is read by hand
     weights: list[np.ndarray] = dataclasses.field(default_factory=list,
                                                   metadata={"native": "segments"})
+    # the session's _runtime.Variable objects that tensors of region "variable" index:
+    # bound, not copied (the model reads and writes their bytes in place)
+    variables: list[Any] = dataclasses.field(default_factory=list,
+                                             metadata={"native": "variables"})
 
     def to_dict(self) -> dict:
         """The dict `_runtime.Model` takes, field by field (weights as they are: never
@@ -111,6 +117,9 @@ class DeviceProgram:
     tasks: list[Task]
     inputs: list[int]
     outputs: list[int]
+    # the session variables its tensors of region "variable" live in, by their `variable`
+    # index: bound at load (LoadedModel), read and written in place
+    variables: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if isinstance(self.weights, np.ndarray):  # one segment (and older offline files)
@@ -128,18 +137,22 @@ class DeviceProgram:
     def output_names(self) -> list[str]:
         return [self.tensors[i].name for i in self.outputs]
 
-    def spec(self, name: str) -> dict:
-        """The dict the native runtime's Model constructor takes (a ModelSpec)."""
+    def spec(self, name: str, variables: list[Any] | None = None) -> dict:
+        """The dict the native runtime's Model constructor takes (a ModelSpec);
+        `variables`: the session's `_runtime.Variable` of each name in `self.variables`."""
         return ModelSpec(name=f"{name}#{self.index}", arena_bytes=self.arena_bytes,
                          tensors=self.tensors, tasks=self.tasks, inputs=self.inputs,
                          outputs=self.outputs, num_streams=self.num_streams,
-                         num_events=self.num_events, weights=self.weights).to_dict()
+                         num_events=self.num_events, weights=self.weights,
+                         variables=list(variables or [])).to_dict()
 
 
 def _slot_spec(slot: TensorSlot) -> dict:
     spec = dataclasses.asdict(slot)
     if not spec["format"]:
         del spec["format"]
+    if spec["variable"] < 0:
+        del spec["variable"]
     return spec
 
 
@@ -170,6 +183,22 @@ class HostProgram:
 Program = DeviceProgram | HostProgram
 
 
+@dataclasses.dataclass(frozen=True)
+class VariableSig:
+    """A session variable a compiled model reads (and, `written`, writes): what the session
+    binds at load, and creates from `initial` (None: zeros) when it has none of the name."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    written: bool = False
+    initial: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
 @dataclasses.dataclass
 class CompiledModel:
     name: str
@@ -183,6 +212,7 @@ class CompiledModel:
     # producer, compiler/runtime/kernel-library versions, CPU features (engine/provenance.py);
     # None in offline files written before it was recorded
     provenance: Provenance | None = None
+    variables: list[VariableSig] = dataclasses.field(default_factory=list)
 
     @property
     def device_bytes(self) -> int:

@@ -19,8 +19,9 @@ from .codegen.control import CONTROL_OPS, NotOnDevice, plan_control
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
 from .ir import Dim, Engine, Graph, Node, TensorMeta, ValueKind
-from .model import CompiledModel, DeviceProgram, TensorSig
+from .model import CompiledModel, DeviceProgram, TensorSig, VariableSig
 from .ops import control
+from .ops.variables import VARIABLE, WRITES, declared_meta, variable_of
 from .optimize import assign_layouts, fuse, reshape_round_trips
 from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
@@ -28,6 +29,7 @@ from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
     canonicalize,
+    check_variables,
     deduplicate_constants,
     eliminate_common_subexpressions,
     eliminate_dead_nodes,
@@ -35,6 +37,7 @@ from .prepare import (
     fold_constants,
     infer_shapes,
     lower_integer_products,
+    order_variable_access,
     validate,
     widen_float16,
 )
@@ -130,6 +133,9 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None,
     return [
         Stage("validate", [validate]),
         prepare_stage(options, budget, target),
+        # reads of a session variable before its writes (ordering inputs, snapshots):
+        # before placement, so that partitions inherit the order
+        Stage("variables", [check_variables, order_variable_access]),
         Stage("partition", [functools.partial(place_nodes, target=target, control=control),
                             partition_graph]),
         Stage("optimize", [reshape_round_trips]
@@ -231,7 +237,7 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
     g = graph.copy()
     start = time.perf_counter()
     g = pm.run_stage(Stage("validate", [validate]), g)
-    g = pm.run_stage(Stage("prepare", [infer_shapes]), g)
+    g = pm.run_stage(Stage("prepare", [infer_shapes, check_variables]), g)
     # The outputs take the inferred types: a producer's declared output shapes are hints it
     # may get wrong (tf2onnx names the outputs' batch `unk__215` where the inputs say
     # `unk__214`; older producers write -1), and whoever asks which outputs follow the
@@ -321,9 +327,25 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         provenance=provenance.record(
             graph.producer, (t.op for p in programs if isinstance(p, DeviceProgram)
                              for t in p.tasks if t.kind == "kernel"),
-            target.backend, _kernel_library(target.backend)))
+            target.backend, _kernel_library(target.backend)),
+        variables=variable_sigs(g))
     report.total_seconds = time.perf_counter() - start
     return compiled
+
+
+def variable_sigs(graph: Graph) -> list[VariableSig]:
+    """The session variables `graph` declares (Variable nodes), in node order; `written`
+    for those it writes."""
+    written = {variable_of(n.outputs[0]) for n in graph.nodes if n.op_type in WRITES}
+    sigs: dict[str, VariableSig] = {}
+    for n in graph.nodes:
+        if n.op_type == VARIABLE and n.attrs["variable"] not in sigs:
+            meta = declared_meta(n)
+            value = n.attrs.get("value")
+            sigs[n.attrs["variable"]] = VariableSig(
+                n.attrs["variable"], meta.dtype, tuple(meta.shape),
+                n.attrs["variable"] in written, None if value is None else np.asarray(value))
+    return list(sigs.values())
 
 
 def _kernel_library(backend: str) -> str:

@@ -169,7 +169,8 @@ class LoadedModel:
 
     def __init__(self, compiled: CompiledModel, device: _runtime.Device | None = None,
                  instances: int = 1,
-                 host_budget: Callable[[], MemoryBudget | None] | None = None) -> None:
+                 host_budget: Callable[[], MemoryBudget | None] | None = None,
+                 variables: Mapping[str, _runtime.Variable] | None = None) -> None:
         if not isinstance(instances, int) or instances < 1:
             raise InvalidInput(f"instances must be a positive integer, got {instances!r}",
                                graph=compiled.name, stage="load")
@@ -184,11 +185,19 @@ class LoadedModel:
         self.instances = instances
         self.host_budget = host_budget or _machine_budget
         self.natives: dict[int, _runtime.Model] = {}
+        variables = variables or {}
         for prog in compiled.programs:
             if isinstance(prog, DeviceProgram):
+                missing = [n for n in prog.variables if n not in variables]
+                if missing:
+                    raise InvalidGraph(f"model '{compiled.name}' uses variable '{missing[0]}', "
+                                       f"which it was not given", graph=compiled.name,
+                                       stage="load")
                 try:
                     self.natives[prog.index] = _runtime.Model(
-                        self.device, prog.spec(compiled.name), instances)
+                        self.device, prog.spec(compiled.name,
+                                               [variables[n] for n in prog.variables]),
+                        instances)
                 except _runtime.Error as exc:
                     raise InvalidGraph(str(exc), graph=compiled.name, stage="load") from None
         # Control-flow steps whose bodies were compiled: each body is a model of its own,

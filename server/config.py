@@ -25,6 +25,12 @@ Settings, as `key` (default): meaning.
 - `stream_max_inflight` (`32`): runs in flight at once on one streaming RPC.
 - `model_repository` (`""`): folder of models served over KServe v2; `""`: none.
 - `repository_load_threads` (`2`): repository models compiled at once.
+- `model_control_mode` (`none`): which repository models load and when: `none` (all, at
+  start), `explicit` (those in `load_models`, then RepositoryModelLoad / Unload), `poll`
+  (all, then the folder is rescanned every `repository_poll_seconds`).
+- `repository_poll_seconds` (`15`): the poll mode's interval, 0.1 .. 86400.
+- `load_models` (`[]`): explicit mode: the models loaded at start (`*`: all); `--load-model
+  NAME` adds to them.
 - `strict_readiness` (`false`): report ready only when every repository model is ready
   (by default one model loading does not make the server unready).
 - `metrics_port` (`0`): port of the Prometheus `/metrics` HTTP endpoint (on `host`);
@@ -56,7 +62,7 @@ Settings, as `key` (default): meaning.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
-`max_tensor_elements` <= 2**40, `plugins` <= 64 files.
+`max_tensor_elements` <= 2**40, `plugins` <= 64 files, `load_models` <= 4096 names.
 
 Example `graphengine.yaml`:
 
@@ -79,6 +85,8 @@ from typing import Any
 import yaml
 
 from graphengine.engine.bounds import MAX_ELEMENTS
+
+from .core.model_control import ALL_MODELS, MAX_POLL_SECONDS, MIN_POLL_SECONDS, ControlMode
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("kv", "json")
@@ -107,6 +115,9 @@ class ServerConfig:
     stream_max_inflight: int = 32
     model_repository: str = ""
     repository_load_threads: int = 2
+    model_control_mode: str = "none"
+    repository_poll_seconds: float = 15.0
+    load_models: tuple[str, ...] = ()
     strict_readiness: bool = False
     metrics_port: int = 0
     http_port: int = 8000
@@ -175,10 +186,31 @@ class ServerConfig:
                 raise ConfigError(f"plugins: each entry is a file path, got {item!r:.60}")
         object.__setattr__(self, "plugins", tuple(self.plugins))
         _check_replica(self.replica_id, self.replica_address_format)
+        self._check_model_control()
         # YAML may well give an int for a float setting; store what the annotation says.
         for key in ("grace_seconds", "session_idle_seconds"):
             object.__setattr__(self, key, float(getattr(self, key)))
         object.__setattr__(self, "auth_tokens", dict(self.auth_tokens))
+
+    def _check_model_control(self) -> None:
+        if self.model_control_mode not in MODEL_CONTROL_MODES:
+            raise ConfigError(f"model_control_mode: '{self.model_control_mode}' is not one of "
+                              f"{', '.join(MODEL_CONTROL_MODES)}")
+        if not MIN_POLL_SECONDS <= self.repository_poll_seconds <= MAX_POLL_SECONDS:
+            raise ConfigError(f"repository_poll_seconds: {self.repository_poll_seconds} is "
+                              f"outside {MIN_POLL_SECONDS}..{MAX_POLL_SECONDS:.0f}")
+        object.__setattr__(self, "repository_poll_seconds",
+                           float(self.repository_poll_seconds))
+        if len(self.load_models) > MAX_LOAD_MODELS:
+            raise ConfigError(f"load_models: {len(self.load_models)} names exceed the bound "
+                              f"of {MAX_LOAD_MODELS}")
+        for name in self.load_models:
+            if not isinstance(name, str) or not (name == ALL_MODELS or _MODEL_NAME.match(name)):
+                raise ConfigError(f"load_models: {name!r:.60} is not a model name")
+        object.__setattr__(self, "load_models", tuple(self.load_models))
+        if self.load_models and self.model_control_mode != "explicit":
+            raise ConfigError(f"load_models: only with model_control_mode explicit (it is "
+                              f"{self.model_control_mode}, which loads every model)")
 
     @property
     def tensor_element_limit(self) -> int:
@@ -216,6 +248,9 @@ _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (i
                                        "bool": (bool,), "dict[str, str]": (dict,),
                                        "tuple[str, ...]": (list, tuple)}
 MAX_PLUGINS = 64
+MODEL_CONTROL_MODES = tuple(m.value for m in ControlMode)
+MAX_LOAD_MODELS = 4096
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 
 def _check_type(key: str, value: Any, annotation: Any) -> None:

@@ -127,6 +127,8 @@ def plan_control(node: Node, compiled: dict[str, CompiledModel]) -> ControlPlan:
         prog = model.programs[0] if model.programs else None
         if prog is not None and (prog.num_streams > 1 or prog.num_events):
             raise NotOnDevice(f"body '{key}' runs on {prog.num_streams} streams")
+        if prog is not None and prog.variables:
+            raise NotOnDevice(f"body '{key}' reads or writes session variables")
         graph = node.attrs[key]
         formals = [v.name for v in graph.inputs if v.name not in names]
         body = _Body(key, model, prog, formals,

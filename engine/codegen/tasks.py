@@ -13,6 +13,7 @@ from ..flops import node_flops
 from ..importers.onnx_wire import weight_buffer_of
 from ..ir import Engine, Graph, Node, Value
 from ..model import CompiledModel, DeviceProgram, HostProgram, HostStep, Program, Task, TensorSlot
+from ..ops.variables import VARIABLE, WRITES
 from ..optimize.layout import storage_nbytes
 from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
@@ -36,10 +37,12 @@ def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = N
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
     tasks = 0
+    bound = variable_bindings(graph)
     for part in collect_partitions(graph):
         if part.engine is Engine.DEVICE:
             prog, plan_bound, strategy = _build_device(graph, part, max_streams,
-                                                       target.max_weight_segments, pin_inputs)
+                                                       target.max_weight_segments, bound,
+                                                       pin_inputs)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
             memory.weight_bytes += prog.weight_bytes
@@ -73,8 +76,38 @@ def _build_host(part: Partition,
 IN_PLACE_BYTES = 1 << 20
 
 
+def _view_source(node: Node) -> tuple[Value, int] | None:
+    """(input, byte offset) when the build makes `node`'s output a view of that input's
+    bytes (no task): an alias op of a computed tensor, or a Slice of whole samples."""
+    offset = _leading_slice(node)
+    if offset is not None:
+        return node.inputs[0], offset
+    schema = ops.get(node.op_type, node)
+    src = node.input(schema.alias[0]) if 0 in schema.alias else None
+    return (src, 0) if src is not None and not src.is_constant else None
+
+
+def variable_bindings(graph: Graph) -> dict[Value, tuple[str, int]]:
+    """The values that are a session variable's bytes, as (variable, byte offset): each
+    Variable's output, a write's output (its variable after the write), and a device view
+    of either. Every device program binds them in place; no copy crosses programs."""
+    bound: dict[Value, tuple[str, int]] = {}
+    for node in graph.nodes:
+        if node.op_type == VARIABLE:
+            bound[node.outputs[0]] = (str(node.attrs["variable"]), 0)
+        elif node.op_type in WRITES and node.inputs[0] in bound:
+            bound[node.outputs[0]] = bound[node.inputs[0]]
+        elif node.meta.engine is Engine.DEVICE and node.inputs:
+            view = _view_source(node)
+            if view is not None and view[0] in bound:
+                name, at = bound[view[0]]
+                bound[node.outputs[0]] = (name, at + view[1])
+    return bound
+
+
 class _Layout:
-    """Assigns tensor slots: activations share storages (views alias), weights pack."""
+    """Assigns tensor slots: activations share storages (views alias), weights pack, a
+    session variable's values are its bytes."""
 
     def __init__(self, formats: bool = False, max_segments: int = 1) -> None:
         self.formats = formats  # layout assignment ran: every slot states its format
@@ -87,6 +120,18 @@ class _Layout:
         self.weights: list[tuple[int, np.ndarray]] = []  # (slot, C-contiguous array)
         # slots of expanded control flow (codegen/control.py): (slot, storage, bytes into it)
         self.placed: list[tuple[int, int, int]] = []
+        self.variables: list[str] = []  # the variables the program binds, by slot index
+
+    def variable(self, v: Value, binding: tuple[str, int]) -> int:
+        if v not in self.index:
+            name, offset = binding
+            if name not in self.variables:
+                self.variables.append(name)
+            self.index[v] = len(self.slots)
+            self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
+                                         "variable", offset, "nchw" if self.formats else "",
+                                         self.variables.index(name)))
+        return self.index[v]
 
     def weight(self, v: Value) -> int:
         if v not in self.index:
@@ -276,6 +321,14 @@ def _leading_slice(node: Node) -> int | None:
     return start * (storage_nbytes(x) // n)
 
 
+def _copies(node: Node, schema: ops.OpSchema) -> bool:
+    """A node the device runs as a copy task (graphengine.Snapshot: a value kept apart)."""
+    if schema.device is None:
+        return False
+    kernel = schema.device(node, schema.attrs_of(node))
+    return not isinstance(kernel, str) and kernel.op == "Copy"
+
+
 class _Step:
     """One task-producing node of a device partition (views produce no task)."""
 
@@ -285,34 +338,32 @@ class _Step:
         self.tasks: list[Task] | None = None  # a control-flow node's (codegen/control.py)
 
 
-def _add_step(steps: list[_Step], step: _Step, reads: list[int], defined: dict[int, int],
-              uses: dict[int, set[int]], layout: _Layout) -> None:
-    index = len(steps)
-    for sid in reads:
-        step.deps.add(defined[sid])
-        uses.setdefault(sid, set()).add(index)
-    for out in step.node.outputs:
-        defined[layout.storage[out]] = index
-    steps.append(step)
-
-
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
-                  max_segments: int = 1, pin_inputs: bool = False
+                  max_segments: int = 1, bound: dict[Value, tuple[str, int]] | None = None,
+                  pin_inputs: bool = False
                   ) -> tuple[DeviceProgram, int, str]:
     layout = _Layout(formats=graph.layouts_assigned, max_segments=max_segments)
-    for v in part.inputs:
+    bound = bound or {}
+    inputs = [v for v in part.inputs if v not in bound]  # a variable is bound, not fed
+    for v in inputs:
         layout.activation(v)
     steps: list[_Step] = []
-    defined: dict[int, int] = {layout.storage[v]: START for v in part.inputs}  # storage -> step
+    defined: dict[int, int] = {layout.storage[v]: START for v in inputs}  # storage -> step
     uses: dict[int, set[int]] = {}
     labels = itertools.count()
+    # A variable's value -> the step that made it (START: the value the run starts with).
+    # Readers depend on it; the write after them is ordered by its ordering inputs.
+    version: dict[Value, int] = {}
     for node in part.nodes:
-        ins, reads = [], []
+        ins, reads, after = [], [], set()
         for v in node.inputs:
             if v is None:
                 ins.append(-1)
             elif v.is_constant:
                 ins.append(layout.weight(v))
+            elif v in bound:
+                ins.append(layout.variable(v, bound[v]))
+                after.add(version.get(v, START))
             else:
                 ins.append(layout.activation(v))
                 reads.append(layout.storage[v])
@@ -327,21 +378,35 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
             step.tasks, block = expand_control(node, plan, layout, ins, step.outs, labels)
             defined[block] = len(steps)
             uses.setdefault(block, set()).add(len(steps))
-            _add_step(steps, step, reads, defined, uses, layout)
-            continue
-        schema = ops.get(node.op_type, node)
-        src = node.input(schema.alias[0]) if 0 in schema.alias else None
-        view = src is not None and not src.is_constant
-        offset = _leading_slice(node)
-        if offset is not None:
-            src, view = node.inputs[0], True
-        outs = [layout.activation(out, alias_of=src if view and i == 0 else None,
-                                  offset=offset or 0)
-                for i, out in enumerate(node.outputs)]
-        if view:
-            continue  # the output is the input's bytes under another shape: no task
-        _add_step(steps, _Step(node, ins, outs, copy=0 in schema.alias), reads, defined, uses,
-                  layout)
+        else:
+            schema = ops.get(node.op_type, node)
+            out0 = node.outputs[0] if node.outputs else None
+            if out0 in bound and node.op_type not in WRITES:
+                # a Variable, or a view of a variable's bytes: no task
+                layout.variable(out0, bound[out0])
+                src = node.inputs[0] if node.inputs else None
+                version[out0] = version.get(src, START) if src is not None else START
+                continue
+            view = _view_source(node)
+            src, offset = view if view is not None else (None, 0)
+            outs = [layout.variable(out, bound[out]) if out in bound else
+                    layout.activation(out, alias_of=src if view and i == 0 else None,
+                                      offset=offset)
+                    for i, out in enumerate(node.outputs)]
+            if view:
+                continue  # the output is the input's bytes under another shape: no task
+            step = _Step(node, ins, outs, copy=0 in schema.alias or _copies(node, schema))
+        index = len(steps)
+        step.deps.update(after)
+        for sid in reads:
+            step.deps.add(defined[sid])
+            uses.setdefault(sid, set()).add(index)
+        for out in node.outputs:
+            if out in bound:
+                version[out] = index
+            else:
+                defined[layout.storage[out]] = index
+        steps.append(step)
     # Streams a pass chose (the data-parallel batch split's chunks) are kept.
     hints = [s.node.meta.stream for s in steps]
     chosen = [h for h in hints if h is not None]
@@ -364,10 +429,16 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
             task.stream = stream
             tasks.append(task)
         tasks += [Task("record", step.node.name, stream, event=e) for e in sched.records[i]]
-    for v in part.outputs:
-        uses.setdefault(layout.storage[v], set()).add(sched.end)  # live until copied out
+    # A variable's value leaves the program only for a host node or the graph's outputs
+    # (another device program binds the variable itself).
+    graph_outputs = set(graph.outputs)
+    outputs = [v for v in part.outputs if v not in bound or v in graph_outputs or any(
+        u.meta.engine is not Engine.DEVICE for u in v.users)]
+    for v in outputs:
+        if v not in bound:
+            uses.setdefault(layout.storage[v], set()).add(sched.end)  # live until copied out
     if pin_inputs:
-        for v in part.inputs:
+        for v in inputs:
             uses.setdefault(layout.storage[v], set()).add(sched.end)
     plan = plan_storages(layout.storage_size, defined, uses, sched)
     for v, idx in layout.index.items():
@@ -379,6 +450,6 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
         index=part.index, tensors=layout.slots, weights=layout.segments(),
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,
         num_events=sched.num_events, tasks=tasks,
-        inputs=[layout.index[v] for v in part.inputs],
-        outputs=[layout.index[v] for v in part.outputs])
+        inputs=[layout.index[v] for v in inputs],
+        outputs=[layout.index[v] for v in outputs], variables=layout.variables)
     return prog, plan.lower_bound, plan.strategy

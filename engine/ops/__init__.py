@@ -35,6 +35,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     shape_ops,
     signal,
     strings,
+    variables,
 )
 from .api import describe_args, infer_node, kernel_error, node_attrs, run_node
 from .registry import (

@@ -98,6 +98,9 @@ class OpSchema:
     max_outputs: int = 1
     device: DeviceFn | None = None
     foldable: bool = True  # False for ops with side effects or randomness
+    # reads or writes a session variable (ops/variables.py): device only, never folded,
+    # merged or (a write) removed as dead
+    stateful: bool = False
     # Output i may share input j's memory (Reshape, Flatten, Squeeze...): {i: j}.
     alias: Mapping[int, int] = dataclasses.field(default_factory=dict)
     layout: Layout = Layout.PLAIN  # what the device kernel does with formats

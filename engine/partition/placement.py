@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .. import ops
+from ..errors import InvalidGraph
 from ..ir import Engine, Graph, Node
 from ..passes import PassResult
 from ..target import Target
@@ -34,7 +35,7 @@ def device_accepts(node: Node, target: Target | None = None) -> str | None:
         return f"device lowering failed: {exc}"
     if isinstance(verdict, str):
         return verdict
-    if verdict.op == "Copy":  # a task kind, not a kernel: any dtype and shape
+    if verdict.op in ("Copy", "Variable"):  # a task kind / a variable's bytes, not kernels
         return None
     # GE's kernel info store: the device itself says whether it runs this kernel on these
     # dtypes and shapes (and which layout it prefers, for optimize/layout.py).
@@ -54,7 +55,11 @@ def device_accepts(node: Node, target: Target | None = None) -> str | None:
 
 
 def host_accepts(node: Node) -> str | None:
-    return None  # the numpy reference kernels run every registered op
+    # The numpy reference kernels run every registered op, except those of a session's
+    # variables: those live in the device's memory.
+    if ops.get(node.op_type, node).stateful:
+        return "a session variable lives in the device's memory; the host cannot reach it"
+    return None
 
 
 ENGINES: list[tuple[Engine, Predicate]] = [
@@ -85,7 +90,8 @@ def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = N
                 break
             rejections.append(f"{engine.value}: {reason}")
         else:
-            raise RuntimeError(f"no engine accepts node '{node.name}': {rejections}")
+            raise InvalidGraph(f"no engine runs node '{node.name}' ({node.op_type}): "
+                               f"{'; '.join(rejections)}", graph=graph.name, node=node.name)
         node.meta.rejections = tuple(rejections)
         counts[node.meta.engine] = counts.get(node.meta.engine, 0) + 1
     detail = ", ".join(f"{e.value} {c}" for e, c in counts.items())

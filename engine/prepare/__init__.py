@@ -7,10 +7,12 @@ from .infer_shapes import infer_shapes
 from .integer_products import lower_integer_products
 from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
+from .variables import check_variables, order_variable_access
 from .widen import widen_float16
 
 __all__ = [
     "canonicalize",
+    "check_variables",
     "deduplicate_constants",
     "eliminate_common_subexpressions",
     "eliminate_dead_nodes",
@@ -18,6 +20,7 @@ __all__ = [
     "fold_constants",
     "infer_shapes",
     "lower_integer_products",
+    "order_variable_access",
     "validate",
     "widen_float16",
 ]

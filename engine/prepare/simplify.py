@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from ..ir import Graph
+from ..ops.variables import WRITES
 from ..passes import PassResult
 
 _NO_OPS = {"Identity", "Dropout"}
 
 
 def eliminate_dead_nodes(graph: Graph) -> PassResult:
-    """Remove nodes none of whose outputs reach a graph output."""
+    """Remove nodes none of whose outputs reach a graph output (a write to a session
+    variable is kept: its effect is the point)."""
     live = set(graph.outputs)
     removed = 0
     for node in reversed(list(graph.nodes)):
-        if any(o in live or o.users for o in node.outputs):
+        if node.op_type in WRITES or any(o in live or o.users for o in node.outputs):
             live.update(v for v in node.inputs if v is not None)
             continue
         graph.remove_node(node)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import ops
 from ..dtypes import DType
 from ..ir import Graph, Node, TensorMeta, Value, ValueKind
 from ..passes import PassResult
@@ -55,6 +56,8 @@ def _why_not(graph: Graph) -> str | None:
     for node in graph.nodes:
         if node.op_type == "BitCast":
             return f"node '{node.name}' reinterprets bits (BitCast)"
+        if ops.get(node.op_type, node).stateful:  # a variable keeps the dtype it was made with
+            return f"node '{node.name}' ({node.op_type}) reads or writes a session variable"
         if any(isinstance(a, Graph) for a in node.attrs.values()):
             return f"node '{node.name}' ({node.op_type}) has a body"
     return None

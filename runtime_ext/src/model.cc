@@ -90,10 +90,19 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
     weight_size_ += (w.size + 63) / 64 * 64;
   }
 
+  for (const std::shared_ptr<Variable>& v : spec.variables) {
+    if (!v) invalid("variables: a null variable");
+    if (&v->device() != device_.get()) invalid("variable '", v->name(), "' lives on another device");
+    variables_.push_back(v);
+  }
+
   load_tensors(spec);
   if (!explicit_formats_) {
     std::vector<Format> formats = device_->assign_formats(spec, tensors_);
-    for (size_t i = 0; i < tensors_.size(); ++i) tensors_[i].format = formats[i];
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+      // a variable's bytes are plain: other models and the session read them so
+      tensors_[i].format = tensors_[i].region == Region::kVariable ? Format::kPlain : formats[i];
+    }
   }
   std::vector<KernelArgs> args(spec.tasks.size());
   load_tasks(spec, &args);
@@ -104,7 +113,13 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
     io_.input_slot.assign(spec.inputs.size(), -1);
     io_.output_slot.assign(spec.outputs.size(), -1);
   }
+  // Variables take the slots after the I/O plan's (the plan binds arena tensors only).
+  variable_slot_ = static_cast<uint32_t>(io_.num_slots);
+  io_.num_slots += static_cast<int>(variables_.size());
   for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (tensors_[i].region == Region::kVariable) {
+      io_.slot[i] = variable_slot_ + tensors_[i].slot;  // load_tensors left the index there
+    }
     tensors_[i].slot = io_.slot[i];
     tensors_[i].slot_offset = io_.slot_offset[i];
   }
@@ -207,6 +222,16 @@ void Model::load_tensors(const ModelSpec& spec) {
     } else if (ts.region == "weight") {
       t.region = Region::kWeight;
       region_size = weight_size_;  // then narrowed to the segment the tensor starts in
+    } else if (ts.region == "variable") {
+      t.region = Region::kVariable;
+      if (ts.variable < 0 || ts.variable >= static_cast<int64_t>(variables_.size())) {
+        invalid("tensor '", ts.name, "': variable ", ts.variable, " out of range [0, ", variables_.size(), ")");
+      }
+      const Variable& var = *variables_[static_cast<size_t>(ts.variable)];
+      region_size = var.nbytes();
+      if (!ts.format.empty() && ts.format != "nchw") {
+        invalid("tensor '", ts.name, "': a variable's bytes are plain, not ", ts.format);
+      }
     } else {
       invalid("tensor '", ts.name, "': unknown region '", ts.region, "'");
     }
@@ -222,6 +247,14 @@ void Model::load_tensors(const ModelSpec& spec) {
     t.offset = static_cast<size_t>(ts.offset);
     t.slot = kArenaSlot;
     t.slot_offset = t.offset;
+    if (t.region == Region::kVariable) {
+      t.slot = static_cast<uint32_t>(ts.variable);  // made variable_slot_ + index in load_impl
+      const uint8_t* base = variables_[t.slot]->data();
+      if (reinterpret_cast<uintptr_t>(base + t.offset) % dtype_size(t.dtype) != 0) {
+        invalid("tensor '", ts.name, "': its variable bytes are not aligned to the ", dtype_name(t.dtype),
+                " element size ", dtype_size(t.dtype));
+      }
+    }
     if (t.region == Region::kWeight) {
       size_t k = segments_.size();
       while (k > 0 && segments_[k - 1].start > t.offset) --k;
@@ -286,8 +319,8 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
             continue;
           }
           const TensorInfo* ti = tensor_at(j, what);
-          if (outputs && ti->region != Region::kArena) {
-            invalid("output '", ti->name, "' must be in the arena, not the weight region");
+          if (outputs && ti->region == Region::kWeight) {
+            invalid("output '", ti->name, "' must be in the arena or a variable, not the weight region");
           }
           r.push_back(ti);
         }

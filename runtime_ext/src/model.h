@@ -1,7 +1,8 @@
 // Model: a loaded, executable graph on a Device, with N instances.
 //
 // Loading validates the spec (tensor layout and formats, indices, every node against its
-// op's rules), takes the weight region (borrowed or copied once), prepares every kernel
+// op's rules), takes the weight region (borrowed or copied once), binds the variables the
+// spec names (their bytes are read and written in place by every run), prepares every kernel
 // once on a lane of the width that will run it (oneDNN primitives, reordered weights),
 // plans which inputs and outputs bind zero-copy (io_plan.h), and creates the instances:
 // each has its own arena, stream workspaces, events and stream runs; kernels and weights
@@ -36,6 +37,7 @@
 #include "spec.h"
 #include "status.h"
 #include "tensor.h"
+#include "variable.h"
 
 namespace ge {
 
@@ -233,6 +235,10 @@ class Model {
   std::vector<Segment> segments_;
   std::vector<AlignedBuffer> owned_weights_;  // device memory
   size_t weight_size_ = 0;
+  // The variables tensors of Region::kVariable live in (retained: the model writes them),
+  // bound to slots variable_slot_ + k of every launch.
+  std::vector<std::shared_ptr<Variable>> variables_;
+  uint32_t variable_slot_ = 0;
   std::vector<TensorInfo> tensors_;
   std::vector<const TensorInfo*> inputs_;
   std::vector<const TensorInfo*> outputs_;

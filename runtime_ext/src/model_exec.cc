@@ -429,6 +429,7 @@ Status Model::start(Launch& l, Instance& in) {
     std::vector<uint8_t*>& bases = l.bases[i];
     bases[kArenaSlot] = in.arena.data();
     for (size_t k = 0; k < segments_.size(); ++k) bases[kWeightSlot + k] = const_cast<uint8_t*>(segments_[k].base);
+    for (size_t k = 0; k < variables_.size(); ++k) bases[variable_slot_ + k] = variables_[k]->data();
     for (size_t k = 0; k < inputs_.size(); ++k) {
       const int slot = io_.input_slot[k];
       if (slot < 0) continue;

@@ -29,6 +29,7 @@
 #include "device.h"
 #include "kernel.h"
 #include "model.h"
+#include "variable.h"
 #include "host/peak.h"
 
 namespace nb = nanobind;
@@ -366,6 +367,15 @@ void model_init(PyModel* self, std::shared_ptr<ge::Device> device, nb::dict spec
     }
   }
 
+  // "variables": the session's Variable objects the tensors of region "variable" index.
+  if (nb::handle v = get(spec, "variables", "", false); v.is_valid() && !v.is_none()) {
+    for (const nb::object& o : items(v, "variables")) {
+      std::shared_ptr<ge::Variable> var;
+      if (!nb::try_cast(o, var, false) || !var) spec_error("variables must be graphengine._runtime.Variable objects");
+      s.variables.push_back(std::move(var));
+    }
+  }
+
   std::unique_ptr<ge::Model> model;
   ge::Status st;
   {
@@ -608,6 +618,76 @@ nb::dict caps_py(const ge::Device& device) {
 
 }  // namespace
 
+// ---- variables ----------------------------------------------------------------------------
+
+std::shared_ptr<ge::Variable> variable_new(std::shared_ptr<ge::Device> device, nb::handle name, nb::handle dtype,
+                                           nb::handle shape) {
+  const std::string n = to_str(name, "Variable: name");
+  ge::DType dt;
+  if (!ge::parse_dtype(to_str(dtype, "Variable: dtype"), &dt)) {
+    raise_status(ge::Status::InvalidArgument("Variable '" + n + "': unknown dtype '" + nb::cast<std::string>(nb::str(dtype)) + "'"));
+  }
+  ge::Shape sh = to_ints(shape, "Variable: shape");
+  try {
+    nb::gil_scoped_release release;  // zero-filling a large variable takes a while
+    return std::make_shared<ge::Variable>(std::move(device), n, dt, std::move(sh));
+  } catch (const ge::Error& e) {
+    raise_status(e.status());
+  } catch (const std::bad_alloc&) {
+    raise_status(ge::Status::Internal("Variable '" + n + "': out of device memory"));
+  }
+}
+
+// A C-contiguous, aligned, native-order numpy array of the variable's dtype and shape, or
+// InvalidArgument naming what differs.
+PyArrayObject* variable_array(const ge::Variable& v, nb::handle arr, bool writable) {
+  const std::string what = "variable '" + v.name() + "': ";
+  if (!PyArray_Check(arr.ptr())) raise_status(ge::Status::InvalidArgument(what + "expected a numpy array"));
+  PyArrayObject* a = reinterpret_cast<PyArrayObject*>(arr.ptr());
+  ge::DType dt;
+  ge::Shape sh(static_cast<size_t>(PyArray_NDIM(a)));
+  for (int d = 0; d < PyArray_NDIM(a); ++d) sh[d] = static_cast<int64_t>(PyArray_DIM(a, d));
+  if (!from_npy(a, &dt) || dt != v.dtype() || sh != v.shape()) {
+    const std::string got = nb::cast<std::string>(nb::str(arr.attr("dtype"))) + ge::shape_str(sh);
+    raise_status(ge::Status::InvalidArgument(what + "expected " + ge::type_str(v.dtype(), v.shape()) + ", got " + got));
+  }
+  if (!PyArray_IS_C_CONTIGUOUS(a) || !PyArray_ISALIGNED(a) || !PyArray_ISNOTSWAPPED(a) ||
+      (writable && !PyArray_ISWRITEABLE(a))) {
+    raise_status(ge::Status::InvalidArgument(what + "the array must be C-contiguous, aligned, in native byte order" +
+                                             (writable ? std::string(" and writable") : std::string())));
+  }
+  return a;
+}
+
+void bind_variables(nb::module_& m) {
+  nb::class_<ge::Variable>(m, "Variable",
+                           "A named tensor in a device's memory that outlives runs: models loaded with it in "
+                           "spec['variables'] read and write its bytes in place. Zero-filled at creation; "
+                           "dtype and shape are fixed. Unsynchronized: the owner orders runs, reads and writes.")
+      .def(nb::new_(&variable_new), "device"_a, "name"_a, "dtype"_a, "shape"_a,
+           "Allocates the variable on `device`. Raises InvalidArgument for a bad dtype or shape.")
+      .def_prop_ro("name", [](const ge::Variable& v) { return v.name(); })
+      .def_prop_ro("dtype", [](const ge::Variable& v) { return std::string(ge::dtype_name(v.dtype())); })
+      .def_prop_ro("shape", [](const ge::Variable& v) { return v.shape(); })
+      .def_prop_ro("nbytes", [](const ge::Variable& v) { return v.nbytes(); })
+      .def(
+          "read_into",
+          [](const ge::Variable& v, nb::handle out) {
+            PyArrayObject* a = variable_array(v, out, true);
+            nb::gil_scoped_release release;
+            v.read(PyArray_DATA(a));
+          },
+          "out"_a, "Copies the value into `out` (a writable numpy array of its dtype and shape). Blocks.")
+      .def(
+          "write",
+          [](ge::Variable& v, nb::handle src) {
+            PyArrayObject* a = variable_array(v, src, false);
+            nb::gil_scoped_release release;
+            v.write(PyArray_DATA(a));
+          },
+          "src"_a, "Copies `src` (a numpy array of its dtype and shape) into the variable. Blocks.");
+}
+
 NB_MODULE(_runtime, m) {
   if (_import_array() < 0) throw nb::python_error();
   m.doc() = "GraphEngine native device runtime: the generic model runtime and its backends (host: the CPU through oneDNN).";
@@ -630,6 +710,7 @@ NB_MODULE(_runtime, m) {
       .def_prop_ro("cancelled", [](const CancelToken& t) { return t.flag.load(std::memory_order_relaxed); });
 
   bind_host_budget(m);
+  bind_variables(m);
   bind_host_nms(m);
   bind_kernel_plugins(m);
   m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 
 namespace ge {
 
+class Variable;  // variable.h
+
 struct TensorSpec {
   std::string name;
   std::string dtype;
@@ -18,6 +21,7 @@ struct TensorSpec {
   std::string region;
   int64_t offset = 0;
   std::string format;
+  int64_t variable = -1;
 };
 
 struct TaskSpec {
@@ -53,6 +57,7 @@ struct ModelSpec {
   bool channels_last = true;
   int64_t threads_per_stream = 0;
   std::vector<WeightSegment> weights;
+  std::vector<std::shared_ptr<Variable>> variables;
 };
 
 }  // namespace ge

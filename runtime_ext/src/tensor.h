@@ -16,6 +16,8 @@ using Shape = std::vector<int64_t>;
 enum class Region {
   kArena,   // activations: rewritten by every run, one arena per model instance
   kWeight,  // constants: written once at load, read-only afterwards, shared by instances
+  kVariable,  // a session's variable (variable.h): bound at load, read and written in
+              // place by runs, shared by instances and by every model that binds it
 };
 
 // How a tensor's bytes are ordered. The shape is always the logical (NCHW) one.
@@ -45,7 +47,8 @@ bool format_padded(Format f, const std::vector<int64_t>& shape);
 // Binding slots: the base pointer a tensor's address is relative to during a run.
 // Slot 0 is the instance's arena, slots 1 .. kMaxWeightSegments the weight region's
 // segments; slots from kFirstIoSlot on are caller buffers bound for one run (zero-copy
-// inputs, outputs written in place; io_plan.h).
+// inputs, outputs written in place; io_plan.h), then one slot per variable the model binds
+// (after the I/O slots: Model::variable_slot_).
 constexpr uint32_t kArenaSlot = 0;
 constexpr uint32_t kWeightSlot = 1;  // the first weight segment
 constexpr uint32_t kMaxWeightSegments = 8;

@@ -9,7 +9,8 @@ default when absent or None. A field's `metadata={"required_when": (field, value
 required for those values of another field (a kernel task's `op`, a record/wait task's
 `event`); `metadata={"native": "segments"}` (ModelSpec.weights) is a field whose reading is
 a decision of module.cc's (a weight segment used in place or copied): its struct is
-generated, its reader is not.
+generated, its reader is not; so is `{"native": "variables"}` (ModelSpec.variables, the
+session's Variable objects, shared with the model).
 
     python runtime_ext/tools/gen_spec.py          # rewrite the two files
     python runtime_ext/tools/gen_spec.py --check  # exit 1 if they are out of date
@@ -52,6 +53,9 @@ SEGMENTS = """\
     bool borrowed = false;
   };
 """
+# fields read by module.cc itself: their C++ types
+NATIVE = {"segments": "std::vector<WeightSegment>",
+          "variables": "std::vector<std::shared_ptr<Variable>>"}
 ATTRS = dict[str, typing.Any]
 SPECIAL_CPP_TYPES = {("TensorSlot", "shape"): "Shape"}
 
@@ -80,8 +84,8 @@ def _fields(name: str) -> list[tuple[dataclasses.Field, object]]:
 def _cpp_type(owner: str, field: dataclasses.Field, hint: object) -> str:
     if (owner, field.name) in SPECIAL_CPP_TYPES:
         return SPECIAL_CPP_TYPES[(owner, field.name)]
-    if field.metadata.get("native") == "segments":
-        return "std::vector<WeightSegment>"
+    if field.metadata.get("native") in NATIVE:
+        return NATIVE[field.metadata["native"]]
     if hint == ATTRS:
         return "Attrs"
     if _element(hint):
@@ -99,8 +103,10 @@ def _cpp_default(field: dataclasses.Field, hint: object) -> str:
 
 def header() -> str:
     out = [BANNER.format(names=", ".join(s[0] for s in STRUCTS)),
-           "#pragma once\n\n#include <cstdint>\n#include <string>\n#include <vector>\n\n"
-           '#include "kernel.h"\n#include "tensor.h"\n\nnamespace ge {\n']
+           "#pragma once\n\n#include <cstdint>\n#include <memory>\n#include <string>\n"
+           "#include <vector>\n\n"
+           '#include "kernel.h"\n#include "tensor.h"\n\nnamespace ge {\n\n'
+           "class Variable;  // variable.h\n"]
     for owner, struct, _, _ in STRUCTS:
         out.append(f"\nstruct {struct} {{\n")
         fields = _fields(owner)
@@ -130,7 +136,7 @@ def readers() -> str:
            "to_str, to_int,\n// to_ints, items and to_attr.\n"]
     for owner, struct, func, noun in STRUCTS:
         if noun is None:  # the top level: fields are named as they are
-            out.append(f"\n// Every field but those module.cc reads itself (weights).\n"
+            out.append(f"\n// Every field but those module.cc reads itself (weights, variables).\n"
                        f"ge::{struct} {func}(nb::handle h) {{\n"
                        f'  const std::string where;\n'
                        f'  nb::dict d = to_dict(h, "spec");\n'
@@ -144,7 +150,7 @@ def readers() -> str:
             name = field.name
             w = f'where + "{name}"'
             get = f'get(d, "{name}", where, {_required(field, "t")})'
-            if field.metadata.get("native") == "segments":
+            if field.metadata.get("native") in NATIVE:
                 continue
             element = _element(hint)
             if element is not None:

@@ -4,12 +4,13 @@ before the work it would have cost. The bounds themselves live in engine/bounds.
 
 `Admission` is a part of `Session` (server/core/session.py), kept apart to keep that file's
 job the graphs' life; it reads the session's `limits`, `options`, `id`, `_lock`,
-`_graphs`, `_reserved` and `device_bytes`.
+`_graphs`, `_reserved` and `device_bytes` (loaded models and variables).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from graphengine.engine.bounds import (
@@ -87,6 +88,28 @@ class Admission:
                     f"limit, {max(0, limit - used)} left", graph=entry.graph.name,
                     stage="load")
             self._reserved += nbytes
+
+    @contextlib.contextmanager
+    def _reserving(self, nbytes: int, what: str) -> Iterator[None]:
+        """Holds `nbytes` of the session's device memory while `what` (new variables) is
+        made, or refuses it (ResourceExhausted: how much was asked and how much is left)."""
+        device = self._device_memory()
+        limit = self.options.memory_limit_bytes
+        with self._lock:
+            used = self.device_bytes + self._reserved
+            if device and nbytes > device:
+                raise ResourceExhausted(f"{what} needs {nbytes} bytes of device memory; the "
+                                        f"device has {device}")
+            if limit > 0 and used + nbytes > limit:
+                raise ResourceExhausted(f"{what} needs {nbytes} bytes of device memory; "
+                                        f"session '{self.id}' uses {used} of its {limit} "
+                                        f"byte limit, {max(0, limit - used)} left")
+            self._reserved += nbytes
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= nbytes
 
     def _device_memory(self) -> int:
         return self.limits.device_memory_bytes or physical_memory_bytes()

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from graphengine.api.types import GraphInfo, RunControl, SessionLimits, SessionOptions
+from graphengine.engine.errors import InvalidInput
 
 from ..timing import StageTimes
+from . import signature
 from .batching import DynamicBatcher
 from .model_config import ModelConfig
 from .session import CompileHook, Session
@@ -106,10 +108,10 @@ class ServedModel:
     """Loads at construction (compiles every gear ahead); `infer` serves one request."""
 
     def __init__(self, name: str, path: str, config: ModelConfig, *, device,
-                 limits: SessionLimits | None = None, on_compile: CompileHook | None = None,
-                 on_batch=None) -> None:
+                 version: str = VERSION, limits: SessionLimits | None = None,
+                 on_compile: CompileHook | None = None, on_batch=None) -> None:
         self.name = name
-        self.version = VERSION
+        self.version = version
         self.path = path
         self.config = config
         self.stats = ModelStats()
@@ -119,8 +121,14 @@ class ServedModel:
                                  instances=config.instances)
         self.session = Session(options, device=device, owner=REPOSITORY_OWNER, limits=limits,
                                on_compile=on_compile)
-        self.graph_id = self.session.add_graph(path, name=name, gears=config.gears)
-        self.session.compile_graph(self.graph_id)
+        try:
+            self.graph_id = self._add(path, name, config)
+            # The declaration first: a wrong config.pbtxt is named before any compile.
+            signature.check_model(config, self.session.graph_info(self.graph_id), name)
+            self.session.compile_graph(self.graph_id)
+        except BaseException:
+            self.session.close()
+            raise
         self.info: GraphInfo = self.session.graph_info(self.graph_id)
         self.batcher: DynamicBatcher | None = None
         if config.dynamic_batching is not None:
@@ -130,6 +138,17 @@ class ServedModel:
                 max_batch=config.max_batch_size,
                 delay_seconds=config.dynamic_batching.max_queue_delay_ms / 1e3,
                 workers=config.instances, on_batch=self._on_batch(on_batch))
+
+    def _add(self, path: str, name: str, config: ModelConfig) -> int:
+        try:
+            return self.session.add_graph(path, name=name, gears=config.gears)
+        except InvalidInput as exc:
+            if not config.declared_max_batch_size:
+                raise
+            # The gears are the config's doing: say where they come from.
+            raise InvalidInput(f"{config.source}: model '{name}': max_batch_size "
+                               f"{config.declared_max_batch_size} compiles the model ahead for "
+                               f"batch sizes {list(config.gears)}: {exc.message}") from None
 
     def _on_batch(self, hook):
         def record(rows: int, times: StageTimes) -> None:
@@ -143,12 +162,19 @@ class ServedModel:
         return self.session.run_graph(self.graph_id, inputs, outputs, times=times)
 
     @property
+    def output_names(self) -> list[str]:
+        """What a request that names no outputs gets: the declared ones, else all."""
+        return [s.name for s in self.config.outputs] or [t.name for t in self.info.outputs]
+
+    @property
     def device_bytes(self) -> int:
         return self.session.device_bytes
 
     def infer(self, inputs: Mapping[str, np.ndarray], outputs: Sequence[str] | None,
               control: RunControl | None, times: StageTimes) -> dict[str, np.ndarray]:
         rows = _rows(inputs)
+        signature.check_request(self.config, inputs, self.name, rows)
+        outputs = outputs or self.output_names
         if self.batcher is not None:
             result = self.batcher.submit(inputs, outputs, control, times)
         else:

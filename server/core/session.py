@@ -32,14 +32,16 @@ from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput, InvalidModel, NotFound, ResourceExhausted
 from graphengine.engine.importers import load_model
 from graphengine.engine.ir import Dim, Graph, TensorMeta
-from graphengine.engine.model import CompiledModel
-from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes
+from graphengine.engine.model import CompiledModel, VariableSig
+from graphengine.engine.pipeline import analyze, compile_graph, requested_shapes, variable_sigs
 from graphengine.engine.report import CompileReport
 from graphengine.engine.runtime import LoadedModel, RuntimeStats, default_device
 
 from ..timing import StageTimes, stage
 from . import gears as gearing
 from .admission import Admission
+from .stateful import StatefulSession
+from .variables import VariableStore
 
 __all__ = ["Session", "SessionOptions", "GraphInfo", "TensorInfo", "SessionInfo"]
 
@@ -80,6 +82,20 @@ class _GraphEntry:
         # the pool is evicted
         self.last_signature: tuple[tuple, LoadedModel] | None = None
         self.input_names = tuple(v.name for v in graph.inputs)
+        self.variables: list[VariableSig] = variable_sigs(graph)
+        # (read, written) variable names a run locks; None for a graph without variables
+        self.locks: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+        self._lock_variables()
+
+    def _lock_variables(self) -> None:
+        if self.variables:
+            if self.gears:
+                raise InvalidInput(f"graph '{self.graph.name}' uses session variables, which "
+                                   f"gears cannot run (a padded or chunked batch would run "
+                                   f"its writes again); add it without gears",
+                                   graph=self.graph.name)
+            self.locks = (tuple(s.name for s in self.variables),
+                          tuple(s.name for s in self.variables if s.written))
 
     @property
     def symbolic(self) -> bool:
@@ -161,6 +177,14 @@ class _OfflineEntry(_GraphEntry):
                    and _output_off_batch(graph, gear.dim) is None)
         super().__init__(graph_id, graph, tuple(sorted(gear.values)) if batched else ())
         self.offline = stored
+        sigs: dict[str, VariableSig] = {}
+        for m in stored.models:
+            for sig in m.variables:
+                have = sigs.setdefault(sig.name, sig)
+                if sig.written and not have.written:
+                    sigs[sig.name] = sig
+        self.variables = list(sigs.values())
+        self._lock_variables()
 
     def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
                 budget: MemoryBudget | None = None) -> CompiledModel:
@@ -170,7 +194,7 @@ class _OfflineEntry(_GraphEntry):
         return self.offline.models[0].report
 
 
-class Session(Admission):
+class Session(Admission, StatefulSession):
     """A context for graphs and their loaded models; thread-safe.
 
     `limits` are the server's (graphs, nodes, tensor sizes, device size); `on_compile` is
@@ -198,6 +222,8 @@ class Session(Admission):
         # end of a run (when the caller's caches are cold) takes no lock.
         self._inflight: list[None] = []
         self._reserved = 0  # device bytes admitted but not loaded yet
+        # the session's variables, shared by its graphs (server/core/variables.py)
+        self._variables = VariableStore(self.device, f"session '{self.id}'", self._reserving)
         self.closed = False
 
     # ---- graphs -----------------------------------------------------------------------
@@ -236,6 +262,10 @@ class Session(Admission):
             self._check_open()
             self._check_graph_count()
             graph_id = entry.graph_id = next(self._ids)
+        if entry.variables:  # made now if new (and admitted), else checked against the graph's
+            self._variables.declare(entry.variables, graph_id, entry.graph.name)
+        with self._lock:
+            self._check_open()
             self._graphs[graph_id] = entry
         return graph_id
 
@@ -252,6 +282,7 @@ class Session(Admission):
         with self._lock:
             self._entry(graph_id)
             del self._graphs[graph_id]
+        self._variables.release(graph_id)
 
     def graph_info(self, graph_id: int) -> GraphInfo:
         entry = self._entry(graph_id)
@@ -359,7 +390,11 @@ class Session(Admission):
                     entry.last_signature = (key, model)
             if control is not None:
                 control.check(f"starting a run of '{entry.graph.name}'")
-            return model.run(inputs, output_names, control, times)
+            if entry.locks is None:
+                return model.run(inputs, output_names, control, times)
+            with self._variables.locked(*entry.locks, control,
+                                        what=f"a run of '{entry.graph.name}'"):
+                return model.run(inputs, output_names, control, times)
         finally:
             self._inflight.pop()
             self.last_used = time.monotonic()
@@ -418,7 +453,8 @@ class Session(Admission):
                 self._check_sink_outputs(model, iterations if return_all else 1)
                 if control is not None:
                     control.check(f"starting a run of '{name}'")
-                with stage(times, "execute"):
+                with stage(times, "execute"), self._variables.locked(
+                        *(entry.locks or ((), ())), control, what=f"a run of '{name}'"):
                     out = model.execute(feeds if sliced else feeds[0], output_names,
                                         iterations=iterations, return_all=return_all)
                 if not return_all:
@@ -522,7 +558,9 @@ class Session(Admission):
             try:
                 t_load = time.perf_counter()
                 pool = LoadedModel(compiled, self._device_for(compiled), self.options.instances,
-                                   host_budget=self._budget)
+                                   host_budget=self._budget,
+                                   variables=self._variables.natives(
+                                       s.name for s in compiled.variables))
                 load_seconds = time.perf_counter() - t_load
                 with entry.lock:
                     entry.models[key] = pool
@@ -551,7 +589,7 @@ class Session(Admission):
     def device_bytes(self) -> int:
         with self._lock:
             entries = list(self._graphs.values())
-        total = 0
+        total = self._variables.nbytes
         for e in entries:
             with e.lock:
                 total += sum(p.device_bytes for p in e.models.values())
@@ -596,6 +634,7 @@ class Session(Admission):
         with self._lock:
             self.closed = True
             self._graphs.clear()
+        self._variables.close()
 
     def __enter__(self) -> Session:
         return self

@@ -172,13 +172,16 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
                 else make_session_manager(config, metrics, replica))
     repository = None
     if config.model_repository:
-        from graphengine.server.core.repository import ModelRepository
+        from graphengine.server.core.repository import ControlMode, ModelRepository
 
         repository = ModelRepository(config.model_repository, device=make_device(config),
                                      limits=_limits(config),
                                      load_threads=config.repository_load_threads,
                                      on_compile=metrics.observe_compile,
-                                     on_batch=metrics.observe_batch)
+                                     on_batch=metrics.observe_batch,
+                                     mode=ControlMode(config.model_control_mode),
+                                     load_models=config.load_models,
+                                     poll_seconds=config.repository_poll_seconds)
     interceptors: list[grpc.ServerInterceptor] = [RequestInterceptor(
         lifecycle, metrics, ungated=frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME}))]
     if config.auth:
@@ -203,7 +206,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
               "stream_max_inflight": config.stream_max_inflight, "lifecycle": lifecycle,
               "metrics": metrics}
     session_pb2_grpc.add_GraphEngineServicer_to_server(
-        GraphEngineServicer(sessions, replica=replica, **common), server)
+        GraphEngineServicer(sessions, replica=replica, **common,
+                            max_message_bytes=config.max_message_bytes), server)
     health_servicer = health.HealthServicer(experimental_non_blocking=True)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     parts = ServerParts(server, 0, health_servicer, sessions, lifecycle, metrics, repository,
@@ -259,7 +263,10 @@ def _register_model_stats(m, repo, safe) -> None:
 
     @safe
     def families() -> dict[str, dict]:
-        stats = {sm.name: sm.session.runtime_stats() for sm in repo.models()}
+        stats: dict = {}
+        for sm in repo.models():  # a model's versions added up: the labels name the model
+            own = sm.session.runtime_stats()
+            stats[sm.name] = stats[sm.name] + own if sm.name in stats else own
         return {
             "graphengine_model_runs": {(n,): s.runs for n, s in stats.items()},
             "graphengine_model_device_seconds": {(n,): s.device_seconds

@@ -16,7 +16,8 @@ from graphengine.engine.bounds import element_count
 from graphengine.engine.dtypes import DType
 from graphengine.engine.errors import InvalidInput
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
-from graphengine.kserve.v2 import model_config_pb2 as mc
+
+from ..core.triton_config import DATA_TYPES as CONFIG_DATA_TYPES
 
 DATATYPES: dict[str, DType] = {
     "BOOL": DType.BOOL, "UINT8": DType.UINT8, "UINT16": DType.UINT16, "UINT32": DType.UINT32,
@@ -25,13 +26,7 @@ DATATYPES: dict[str, DType] = {
     "BF16": DType.BFLOAT16, "BYTES": DType.STRING,
 }
 NAMES: dict[DType, str] = {v: k for k, v in DATATYPES.items()}
-CONFIG_TYPES: dict[DType, int] = {
-    DType.BOOL: mc.TYPE_BOOL, DType.UINT8: mc.TYPE_UINT8, DType.UINT16: mc.TYPE_UINT16,
-    DType.UINT32: mc.TYPE_UINT32, DType.UINT64: mc.TYPE_UINT64, DType.INT8: mc.TYPE_INT8,
-    DType.INT16: mc.TYPE_INT16, DType.INT32: mc.TYPE_INT32, DType.INT64: mc.TYPE_INT64,
-    DType.FLOAT16: mc.TYPE_FP16, DType.FLOAT32: mc.TYPE_FP32, DType.FLOAT64: mc.TYPE_FP64,
-    DType.BFLOAT16: mc.TYPE_BF16, DType.STRING: mc.TYPE_STRING,
-}
+CONFIG_TYPES: dict[DType, int] = {v: k for k, v in CONFIG_DATA_TYPES.items()}
 # Which typed-contents field carries each datatype (FP16 and BF16 travel raw only).
 _CONTENTS_FIELD = {
     DType.BOOL: "bool_contents", DType.INT8: "int_contents", DType.INT16: "int_contents",

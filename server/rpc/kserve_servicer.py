@@ -20,6 +20,7 @@ from graphengine.kserve.v2 import grpc_service_pb2 as pb
 from graphengine.kserve.v2 import grpc_service_pb2_grpc
 from graphengine.kserve.v2 import model_config_pb2 as mc
 
+from ..core.model_config import PolicyKind
 from ..core.repository import ModelRepository
 from ..core.served_model import ServedModel
 from ..lifecycle import Lifecycle
@@ -83,46 +84,28 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
                       ) -> pb.ModelMetadataResponse:
         model = self._model(request.name, request.version)
 
-        def tensors(infos) -> list:
+        def tensors(specs) -> list:
             return [pb.ModelMetadataResponse.TensorMetadata(
-                name=t.name, datatype=codec.datatype_name(t.dtype), shape=codec.dims(t.shape))
-                for t in infos]
+                name=name, datatype=codec.datatype_name(dtype), shape=dims)
+                for name, dtype, dims in specs]
 
-        return pb.ModelMetadataResponse(name=model.name, versions=[model.version],
+        # Without a version asked for: every version that is ready (Triton's answer).
+        versions = [model.version] if request.version else self._repo.versions(model.name)
+        return pb.ModelMetadataResponse(name=model.name, versions=versions,
                                         platform=_platform(model),
-                                        inputs=tensors(model.info.inputs),
-                                        outputs=tensors(model.info.outputs))
+                                        inputs=tensors(_tensors(model, "inputs")),
+                                        outputs=tensors(_tensors(model, "outputs")))
 
     def ModelConfig(self, request: pb.ModelConfigRequest, context: Any
                     ) -> pb.ModelConfigResponse:
         model = self._model(request.name, request.version)
-        cfg = model.config
-        batch = cfg.max_batch_size if cfg.gears else 0
-
-        def shape(t) -> list[int]:
-            return codec.dims(t.shape)[1:] if batch else codec.dims(t.shape)
-
-        config = mc.ModelConfig(
-            name=model.name, platform=_platform(model), backend="graphengine",
-            max_batch_size=batch,
-            input=[mc.ModelInput(name=t.name, data_type=codec.CONFIG_TYPES.get(t.dtype, 0),
-                                 dims=shape(t)) for t in model.info.inputs],
-            output=[mc.ModelOutput(name=t.name, data_type=codec.CONFIG_TYPES.get(t.dtype, 0),
-                                   dims=shape(t)) for t in model.info.outputs],
-            instance_group=[mc.ModelInstanceGroup(name=model.name, count=cfg.instances,
-                                                  kind=mc.ModelInstanceGroup.KIND_CPU)])
-        if cfg.gears:
-            config.parameters["gears"].string_value = ",".join(map(str, cfg.gears))
-        if cfg.dynamic_batching is not None:
-            config.dynamic_batching.preferred_batch_size.extend(cfg.gears)
-            config.dynamic_batching.max_queue_delay_microseconds = int(
-                cfg.dynamic_batching.max_queue_delay_ms * 1000)
-        return pb.ModelConfigResponse(config=config)
+        return pb.ModelConfigResponse(config=_config(model))
 
     def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Any
                         ) -> pb.ModelStatisticsResponse:
         if request.name:
-            models = [self._model(request.name, request.version)]
+            self._model(request.name, request.version)  # NotFound / Unavailable
+            models = self._repo.models(request.name, request.version)
         else:
             models = self._repo.models() if self._repo is not None else []
         return pb.ModelStatisticsResponse(model_stats=[_statistics(m) for m in models])
@@ -155,7 +138,7 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
                 inputs = codec.decode_inputs(request, self._max_elements, raw)
             outputs = model.infer(inputs, wanted or None, control, times or StageTimes())
             with stage(times, "output_copy"):
-                names = wanted or [t.name for t in model.info.outputs]
+                names = wanted or model.output_names
                 if encode is not None:
                     return encode(model, outputs, names)
                 response = pb.ModelInferResponse(model_name=model.name,
@@ -218,7 +201,57 @@ class InferenceServicer(grpc_service_pb2_grpc.GRPCInferenceServiceServicer):
 
 
 def _platform(model: ServedModel) -> str:
+    if model.config.platform:
+        return model.config.platform
     return "graphengine_onnx" if model.path.endswith(".onnx") else "graphengine_offline"
+
+
+def _tensors(model: ServedModel, kind: str) -> list[tuple[str, Any, list[int]]]:
+    """(name, dtype, full shape) of the model's inputs or outputs: the declared ones (a
+    Triton config.pbtxt's, which may be narrower than the model's), else the model's."""
+    declared = getattr(model.config, kind)
+    if declared:
+        return [(s.name, s.dtype, list(s.dims)) for s in declared]
+    return [(t.name, t.dtype, codec.dims(t.shape)) for t in getattr(model.info, kind)]
+
+
+def _config(model: ServedModel) -> mc.ModelConfig:
+    """The model's configuration as Triton's message: what config.pbtxt declared, or what
+    the YAML form and the model say (max_batch_size: the largest gear)."""
+    cfg = model.config
+    if cfg.declared_max_batch_size is not None:
+        batch = cfg.declared_max_batch_size
+    else:
+        batch = cfg.max_batch_size if cfg.gears else 0
+
+    def entries(kind: str, message) -> list:
+        return [message(name=name, data_type=codec.CONFIG_TYPES.get(dtype, 0),
+                        dims=dims[1:] if batch else dims)
+                for name, dtype, dims in _tensors(model, kind)]
+
+    config = mc.ModelConfig(
+        name=model.name, platform=_platform(model), backend="graphengine",
+        max_batch_size=batch, input=entries("inputs", mc.ModelInput),
+        output=entries("outputs", mc.ModelOutput),
+        instance_group=[mc.ModelInstanceGroup(name=model.name, count=cfg.instances,
+                                              kind=mc.ModelInstanceGroup.KIND_CPU)],
+        default_model_filename=cfg.default_model_filename)
+    policy = cfg.version_policy
+    if policy.kind is PolicyKind.ALL:
+        config.version_policy.all.SetInParent()
+    elif policy.kind is PolicyKind.SPECIFIC:
+        config.version_policy.specific.versions.extend(policy.versions)
+    else:
+        config.version_policy.latest.num_versions = policy.num_versions
+    if cfg.gears:
+        config.parameters["gears"].string_value = ",".join(map(str, cfg.gears))
+    if cfg.max_streams != 1:
+        config.parameters["max_streams"].string_value = str(cfg.max_streams)
+    if cfg.dynamic_batching is not None:
+        config.dynamic_batching.preferred_batch_size.extend(cfg.gears)
+        config.dynamic_batching.max_queue_delay_microseconds = int(
+            cfg.dynamic_batching.max_queue_delay_ms * 1000)
+    return config
 
 
 def _duration(d) -> pb.StatisticDuration:

@@ -28,23 +28,26 @@ from ..logs import log_event
 from ..timing import StageTimes, stage
 from . import calls
 from .streams import StreamRunner
+from .variables import VariableMethods
 
 _log = logging.getLogger("graphengine.server.rpc.servicer")
 
 SERVICE_NAME = se.DESCRIPTOR.services_by_name["GraphEngine"].full_name
 
 
-class GraphEngineServicer(session_pb2_grpc.GraphEngineServicer):
+class GraphEngineServicer(VariableMethods, session_pb2_grpc.GraphEngineServicer):
     """Serves a SessionManager. `max_tensor_elements` bounds every decoded RunGraph input;
-    streams run their items on `stream_executor`, at most `stream_max_inflight` at once."""
+    streams run their items on `stream_executor`, at most `stream_max_inflight` at once;
+    `max_message_bytes` is the largest message the server sends (GetVariables' bound)."""
 
     def __init__(self, session_manager: Any, *, max_tensor_elements: int | None = None,
                  stream_executor: Executor | None = None, stream_max_inflight: int = 32,
                  lifecycle: Lifecycle | None = None, metrics: Any = None,
-                 replica: Replica | None = None) -> None:
+                 replica: Replica | None = None, max_message_bytes: int = 256 << 20) -> None:
         self._sessions = session_manager
         self._replica = replica
         self._max_elements = max_tensor_elements
+        self._max_message_bytes = max_message_bytes
         self._executor = stream_executor
         self._max_inflight = stream_max_inflight
         self._lifecycle = lifecycle or Lifecycle()

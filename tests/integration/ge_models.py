@@ -36,6 +36,25 @@ def mlp_onnx(batch: int | str = 2, features: int = 16, hidden: int = 32, classes
     return model
 
 
+def offset_onnx(offset: float, features: int = 4, batch: int | str = "batch"
+                ) -> onnx.ModelProto:
+    """x[batch, features] -> y = x + offset, z = x * offset: which model answered shows in
+    the numbers (the repository tests give each version its own offset)."""
+    c = numpy_helper.from_array(np.array([offset], np.float32), "c")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "c"], ["y"], name="add"),
+         helper.make_node("Mul", ["x", "c"], ["z"], name="mul")],
+        f"offset_{offset:g}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, features])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, features]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [batch, features])],
+        initializer=[c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def ort_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime as ort
 

@@ -17,37 +17,18 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from graphengine.kserve.v2 import grpc_service_pb2 as pb
-from graphengine.kserve.v2 import grpc_service_pb2_grpc as kgrpc
-from graphengine.server.config import ServerConfig
-from graphengine.server.rpc.app import build_server, start_background
 from tests.integration.ge_models import mlp_onnx, ort_run
 
 MODEL = mlp_onnx(batch="batch", seed=6)
 
 
 @pytest.fixture
-def served(tmp_path: pathlib.Path):
+def served(tmp_path: pathlib.Path, kserve_servers):
     (tmp_path / "mlp").mkdir()
     onnx.save(MODEL, tmp_path / "mlp" / "model.onnx")
     (tmp_path / "mlp" / "config.yaml").write_text("gears: [1, 4]\n")
     (tmp_path / "later.onnx").write_bytes(b"not yet a model")
-    made = []
-
-    def start(**settings):
-        parts = build_server(ServerConfig(port=0, **settings))
-        parts.server.start()
-        start_background(parts)
-        channel = grpc.insecure_channel(f"127.0.0.1:{parts.port}")
-        made.append((parts, channel))
-        return parts, kgrpc.GRPCInferenceServiceStub(channel)
-
-    yield tmp_path, start
-    for parts, channel in made:
-        channel.close()
-        parts.server.stop(None)
-        if parts.repository is not None:
-            parts.repository.close()
-        parts.sessions.close_all()
+    return tmp_path, kserve_servers
 
 
 def _wait_ready(stub, name: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graphengine.engine.dtypes import DType
+from graphengine.engine.errors import InvalidGraph
 from graphengine.engine.ir import Engine, Graph, TensorMeta
 from graphengine.engine.partition import collect_partitions, partition_graph, place_nodes
 
@@ -84,5 +85,5 @@ def test_placement_takes_the_first_engine_that_accepts_and_keeps_the_reasons():
                     (HOST, lambda n: None)])
     assert [(n.meta.engine, n.meta.rejections) for n in g.nodes] == [
         (DEV, ()), (HOST, ("device: not n0",))]
-    with pytest.raises(RuntimeError, match="no engine accepts node 'n0'"):
+    with pytest.raises(InvalidGraph, match=r"no engine runs node 'n0' \(Relu\): device: never"):
         place_nodes(_chain("d"), [(DEV, lambda n: "never")])

@@ -594,6 +594,11 @@ def test_kernel_info_knows_every_device_op():
     shapes.update({"GatherElements": [[5, 4], [3, 4]], "ScatterElements": [[5, 4], [3, 4], [3, 4]],
                    "ReverseSequence": [[5, 2, 4], [2]]})
     attrs["CumSum"] = {"axis": 1}
+    # writes to a session variable (kernels_variable.cc): the variable, then its operands
+    shapes.update({"Assign": [[2, 3]] * 2, "AssignAdd": [[2, 3], [1]],
+                   "AssignSlice": [[1, 2, 8, 4], [1, 2, 1, 4], [1]]})
+    dtypes["AssignSlice"] = ["float32", "float32", "int64"]
+    attrs["AssignSlice"] = {"axis": 2}
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

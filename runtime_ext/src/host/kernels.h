@@ -53,6 +53,8 @@ std::unique_ptr<Kernel> make_rope(const KernelArgs& a);       // Rope (rotate-ha
 std::unique_ptr<Kernel> make_rnn(const KernelArgs& a);        // RNN, GRU, LSTM
 // kernels_dq_lstm.cc
 std::unique_ptr<Kernel> make_dq_lstm(const KernelArgs& a);  // com.microsoft.DynamicQuantizeLSTM
+// kernels_variable.cc: Assign, AssignAdd, AssignSlice (writes to a session's variable)
+std::unique_ptr<Kernel> make_assign(const KernelArgs& a);
 // kernels_chain.cc
 std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
 // For kernel_info: checks the inputs and attributes like load would. Throws Error.

@@ -109,6 +109,10 @@ const std::vector<OpRow>& op_table() {
       {"ScatterElements", make_scatter_elements, L::kPlainOnly, 3, 3, T::kAny, 1, kAnyRank, check_on_stand_ins},
       {"CumSum", make_cumsum, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, check_on_stand_ins},
       {"ReverseSequence", make_reverse_sequence, L::kPlainOnly, 2, 2, T::kAny, 2, kAnyRank, check_on_stand_ins},
+      // writes to a session's variable (input 0), in place: the output is its bytes
+      {"Assign", make_assign, L::kPlainOnly, 2, 2, T::kAny, 0, kAnyRank, check_on_stand_ins},
+      {"AssignAdd", make_assign, L::kPlainOnly, 2, 2, T::kArith, 0, kAnyRank, check_on_stand_ins},
+      {"AssignSlice", make_assign, L::kPlainOnly, 3, 3, T::kAny, 1, kAnyRank, check_on_stand_ins},
       {"IsNaN", make_classify, L::kPlainOnly, 1, 1, T::kFloat, 0, kAnyRank, nullptr},
       {"IsInf", make_classify, L::kPlainOnly, 1, 1, T::kFloat, 0, kAnyRank, nullptr},
   };
