@@ -264,6 +264,7 @@ class _Embedded:
     copy_in: list[Task]  # enclosing values the body reads that could not be pointed at
     holders: dict[str, int]  # its own inputs' slots
     outputs: list[int]  # each output's slot
+    moved: set[int]  # outputs the body writes straight into the enclosing outputs
 
 
 class _Expansion:
@@ -299,13 +300,16 @@ class _Expansion:
         where = {slot: (sid, off) for slot, sid, off in self.layout.placed if slot in (a, b)}
         return a == b or (len(where) == 2 and where[a] == where[b])
 
-    def embed(self, body: _Body, base: int, scale: int) -> _Embedded:
+    def embed(self, body: _Body, base: int, scale: int, into: bool = False) -> _Embedded:
         """Body `body`'s slots and tasks in the enclosing program: its arena at `base` in the
-        block; a backward goto's limit times `scale` (the iterations that run it)."""
+        block; a backward goto's limit times `scale` (the iterations that run it). `into`: its
+        outputs may be written straight into the node's (an If's: nothing else is written
+        while it runs, and the node's outputs share no bytes with what is live then)."""
         layout, node, prog = self.layout, self.node, body.program
         mapping: dict[int, int] = {}
         copy_in: list[Task] = []
         tasks: list[Task] = []
+        moved: set[int] = set()
         prefix = f"{node.name}/{body.key}/"
         if prog is not None:
             pointed = []  # (start, end, enclosing storage, offset): inputs read in place
@@ -320,6 +324,11 @@ class _Expansion:
                         (v.format or "nchw") == (slot.format or "nchw"):
                     pointed.append((slot.offset, slot.offset + size, layout.storage[v],
                                     layout.view_offset.get(v, 0)))
+            for k, src in enumerate(body.model.output_sources if into else ()):
+                span = _movable(prog, src, [(a, b) for a, b, *_ in pointed])
+                if span is not None:
+                    pointed.append((*span, layout.storage[node.outputs[k]], 0))
+                    moved.add(k)
             for idx, slot in enumerate(prog.tensors):
                 name = prefix + slot.name
                 if slot.region == "weight":
@@ -364,7 +373,28 @@ class _Expansion:
                 outputs.append(self.ins[body.outer[src]])
             else:
                 outputs.append(self.const(f"{body.key}/{src}", body.model.constants[src]))
-        return _Embedded(tasks, copy_in, holders, outputs)
+        return _Embedded(tasks, copy_in, holders, outputs, moved)
+
+
+def _movable(prog: DeviceProgram, name: str, taken: list[tuple[int, int]]
+             ) -> tuple[int, int] | None:
+    """The arena bytes of program output `name` when every arena tensor that meets them lies
+    inside them (the output, its views, tensors that held those bytes before it) and no
+    range in `taken` meets them: then all of it may live elsewhere."""
+    if name not in prog.output_names:
+        return None
+    slot = prog.tensors[prog.outputs[prog.output_names.index(name)]]
+    start, end = slot.offset, slot.offset + _nbytes(slot.dtype, slot.shape)
+    if slot.region != "arena" or start == end:
+        return None
+    for t in prog.tensors:
+        a, b = t.offset, t.offset + _nbytes(t.dtype, t.shape)
+        if t.region == "arena" and a < end and start < b and a < b and \
+                not (start <= a and b <= end):
+            return None
+    if any(a < end and start < b for a, b in taken):
+        return None
+    return start, end
 
 
 def _weight_array(prog: DeviceProgram, slot) -> np.ndarray:
@@ -401,14 +431,15 @@ def expand_control(node: Node, plan: ControlPlan, layout, ins: Sequence[int],
 
 
 def _expand_if(x: _Expansion, plan: ControlPlan, outs: Sequence[int]) -> None:
-    then = x.embed(plan.bodies["then_branch"], 0, 1)
-    other = x.embed(plan.bodies["else_branch"], 0, 1)
+    then = x.embed(plan.bodies["then_branch"], 0, 1, into=True)
+    other = x.embed(plan.bodies["else_branch"], 0, 1, into=True)
     on_else, end = next(x.labels), next(x.labels)
     x.task("switch", [x.ins[0]], label=on_else, test="false")
     for branch, last in ((then, False), (other, True)):
         x.tasks += branch.copy_in + branch.tasks
-        for src, dst in zip(branch.outputs, outs):
-            x.copy(src, dst)
+        for k, (src, dst) in enumerate(zip(branch.outputs, outs)):
+            if k not in branch.moved:
+                x.copy(src, dst)
         if not last:
             x.task("goto", label=end)
             x.task("label", label=on_else)

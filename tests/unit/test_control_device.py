@@ -85,6 +85,8 @@ def test_an_if_inside_a_device_region_no_longer_splits_it():
     assert all("on the device" in b.detail for b in compiled.report.bodies)
     kinds = {t.kind for t in compiled.programs[0].tasks}
     assert {"switch", "goto", "label"} <= kinds
+    # each branch's Conv writes the If's output itself: no copy after it
+    assert "copy" not in kinds, [t.kind for t in compiled.programs[0].tasks]
     for sign in (1.0, -1.0):  # each branch, the data deciding
         _check(m, compiled, {"x": np.abs(randn(1, 3, 32, 32)) * sign}, rtol=1e-4)
 
@@ -103,6 +105,28 @@ def test_an_if_whose_branch_returns_an_enclosing_value_or_a_constant():
     _one_device_program(compiled)
     for c in (True, False):
         _check(m, compiled, {"x0": randn(4), "c": np.array(c)})
+
+
+def test_an_if_branch_giving_one_value_twice_writes_it_once_and_copies_it_once():
+    """then: (a, a viewed again); else: two values of its own. 300K elements a branch, too
+    many to compute both (prepare/branches.py)."""
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["a"]),
+                              helper.make_node("Identity", ["a"], ["b"])], "then", [],
+                             [_vi("a", F, [600, 512]), _vi("b", F, [600, 512])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"]),
+                               helper.make_node("Abs", ["x"], ["d"])], "else", [],
+                              [_vi("e", F, [600, 512]), _vi("d", F, [600, 512])])
+    m = _model([helper.make_node("Tanh", ["x0"], ["x"]),
+                helper.make_node("If", ["c"], ["y", "z"], then_branch=then,
+                                 else_branch=other)],
+               [_vi("x0", F, [600, 512]), _vi("c", B, [])],
+               [_vi("y", F, None), _vi("z", F, None)])
+    compiled = compile_model(m)
+    _one_device_program(compiled)
+    copies = [t for t in compiled.programs[0].tasks if t.kind == "copy"]
+    assert len(copies) == 1, copies  # then's second output, from its first
+    for c in (True, False):
+        _check(m, compiled, {"x0": randn(600, 512), "c": np.array(c)})
 
 
 # ---- Loop ----------------------------------------------------------------------------------
