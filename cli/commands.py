@@ -54,6 +54,9 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--tls-key", metavar="PEM", help="TLS private key")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     p.add_argument("--log-format", choices=("kv", "json"), help="log lines (default kv)")
+    p.add_argument("--compile-cache-dir", metavar="DIR",
+                   help="keep compiled models in DIR and load them from it on restart "
+                        "(shared by replicas; default: no cache)")
     p.add_argument("--plugin", action="append", metavar="FILE", default=[],
                    help="load custom operators: a .py module calling graphengine.register_op, "
                         "or a native kernel library (.so); repeatable, after the config's "
@@ -72,7 +75,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                              metrics_port=args.metrics_port, grace_seconds=args.grace_seconds,
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
-                             log_format=args.log_format)
+                             log_format=args.log_format,
+                             compile_cache_dir=args.compile_cache_dir)
         if args.plugin:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
     except ConfigError as exc:

@@ -44,10 +44,15 @@ Settings, as `key` (default): meaning.
   that file's folder. A plugin that does not load stops the start, naming it.
 - `auth_tokens_env` (`GRAPHENGINE_AUTH_TOKENS`): environment variable with more tokens, as
   `name=token` pairs separated by commas.
+- `compile_cache_dir` (`""`): folder of compiled models (server/core/compile_cache.py): a
+  restart, or another replica sharing it, loads a graph compiled before instead of
+  compiling it; created if missing; `""`: no cache.
+- `compile_cache_max_bytes` (`4294967296`): the folder's bound (4 GiB); least recently used
+  entries are deleted beyond it; 1 MiB..2**50.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
-`max_tensor_elements` <= 2**40, `plugins` <= 64 files.
+`max_tensor_elements` <= 2**40, `plugins` <= 64 files, `compile_cache_max_bytes` <= 2**50.
 
 Example `graphengine.yaml`:
 
@@ -110,6 +115,8 @@ class ServerConfig:
     auth_tokens: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
     auth_tokens_env: str = "GRAPHENGINE_AUTH_TOKENS"
     plugins: tuple[str, ...] = ()
+    compile_cache_dir: str = ""
+    compile_cache_max_bytes: int = 4 << 30
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -141,6 +148,9 @@ class ServerConfig:
                           ("max_tensor_elements", MAX_ELEMENTS)):
             if getattr(self, key) > high:
                 raise ConfigError(f"{key}: {getattr(self, key)} exceeds the bound of {high}")
+        if not (1 << 20) <= self.compile_cache_max_bytes <= (1 << 50):
+            raise ConfigError(f"compile_cache_max_bytes: {self.compile_cache_max_bytes} is "
+                              f"outside 1048576..2**50")
         level = self.log_level.upper()
         if level not in LOG_LEVELS:
             raise ConfigError(

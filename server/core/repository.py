@@ -108,7 +108,8 @@ class _Slot:
 class ModelRepository:
     def __init__(self, root: str, *, device, limits: SessionLimits | None = None,
                  load_threads: int = 2, on_compile: CompileHook | None = None,
-                 on_batch: Callable[[str, int], None] | None = None) -> None:
+                 on_batch: Callable[[str, int], None] | None = None,
+                 compile_cache=None) -> None:
         if not os.path.isdir(root):
             raise InvalidInput(f"model repository {root} is not a folder")
         self.root = root
@@ -116,6 +117,7 @@ class ModelRepository:
         self._limits = limits
         self._on_compile = on_compile
         self._on_batch = on_batch
+        self._compile_cache = compile_cache  # a CompileCache shared by every model, or None
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()
         self._loader = ThreadPoolExecutor(load_threads, thread_name_prefix="graphengine-load")
@@ -165,7 +167,8 @@ class ModelRepository:
                           if config_text is not None else model_config.load(source.config_path))
                 model = ServedModel(source.name, source.model_path, config, device=self._device,
                                     limits=self._limits, on_compile=self._on_compile,
-                                    on_batch=self._on_batch)
+                                    on_batch=self._on_batch,
+                                    compile_cache=self._compile_cache)
             except Exception as exc:
                 if old is None:
                     slot.state, slot.reason = ModelState.UNAVAILABLE, str(exc)

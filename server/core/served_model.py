@@ -107,7 +107,7 @@ class ServedModel:
 
     def __init__(self, name: str, path: str, config: ModelConfig, *, device,
                  limits: SessionLimits | None = None, on_compile: CompileHook | None = None,
-                 on_batch=None) -> None:
+                 on_batch=None, compile_cache=None) -> None:
         self.name = name
         self.version = VERSION
         self.path = path
@@ -118,7 +118,7 @@ class ServedModel:
         options = SessionOptions(max_streams=config.max_streams, options=config.options,
                                  instances=config.instances)
         self.session = Session(options, device=device, owner=REPOSITORY_OWNER, limits=limits,
-                               on_compile=on_compile)
+                               on_compile=on_compile, compile_cache=compile_cache)
         self.graph_id = self.session.add_graph(path, name=name, gears=config.gears)
         self.session.compile_graph(self.graph_id)
         self.info: GraphInfo = self.session.graph_info(self.graph_id)
