@@ -195,3 +195,16 @@ def test_bounds_and_a_bad_folder_are_named(tmp_path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(InvalidInput, match="cannot be created|not a folder"):
         CompileCache(tmp_path / "file" / "sub")
+
+
+def test_the_config_keys_are_bounded() -> None:
+    from graphengine.server.config import ConfigError, load_config
+
+    config = load_config(compile_cache_dir="/tmp/x", compile_cache_max_bytes=1 << 30)
+    assert (config.compile_cache_dir, config.compile_cache_max_bytes) == ("/tmp/x", 1 << 30)
+    assert load_config().compile_cache_dir == ""  # no cache unless asked
+    for bad in (1000, 1 << 51):
+        with pytest.raises(ConfigError, match="compile_cache_max_bytes"):
+            load_config(compile_cache_max_bytes=bad)
+    with pytest.raises(ConfigError, match="compile_cache_dir: expected str"):
+        load_config(compile_cache_dir=5)
