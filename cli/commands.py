@@ -74,6 +74,9 @@ def add_serve_parser(sub: Any) -> None:
     p.add_argument("--replica-address-format", metavar="FORMAT",
                    help="every replica's address, {replica} standing for its id, e.g. "
                         "'{replica}.graphengine-sessions.default.svc:50051'")
+    p.add_argument("--compile-cache-dir", metavar="DIR",
+                   help="keep compiled models in DIR and load them from it on restart "
+                        "(shared by replicas; default: no cache)")
     p.add_argument("--plugin", action="append", metavar="FILE", default=[],
                    help="load custom operators: a .py module calling graphengine.register_op, "
                         "or a native kernel library (.so); repeatable, after the config's "
@@ -94,7 +97,8 @@ def serve_config(args: argparse.Namespace) -> Any:
                              worker_threads=args.worker_threads, tls_cert_file=args.tls_cert,
                              tls_key_file=args.tls_key, log_level=args.log_level,
                              log_format=args.log_format, replica_id=args.replica_id,
-                             replica_address_format=args.replica_address_format)
+                             replica_address_format=args.replica_address_format,
+                             compile_cache_dir=args.compile_cache_dir)
         if args.plugin:
             config = dataclasses.replace(config, plugins=config.plugins + tuple(args.plugin))
         if args.load_model:

@@ -462,8 +462,8 @@ def page_config(ref: Reference) -> None:
     from graphengine.server import config
 
     text = inspect.cleandoc(config.__doc__ or "")
-    after = text.split("\n\n")
-    bounds = next((p for p in after if p.startswith("Upper bounds")), "")
+    paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text)]
+    bounds = next((p for p in paragraphs if p.startswith("Upper bounds")), "")
     example = text.split("Example `graphengine.yaml`:", 1)[-1]
     lines = ["# Settings", "",
              "## Server configuration (`graphengine serve --config FILE`)", "",

@@ -73,6 +73,10 @@ class NodeMeta:
     stream: int | None = None
     fused: tuple[str, ...] = ()  # names of the source nodes folded into this one
     rejections: tuple[str, ...] = ()  # why engines before `engine` declined
+    # a control-flow node's bodies compiled during placement, by attribute (CompiledModel):
+    # expanded into its device program when it is placed there (codegen/control.py), else
+    # run per branch or iteration by its host step
+    bodies: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Value:

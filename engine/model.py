@@ -45,7 +45,9 @@ class TensorSlot:
 # (runtime_ext/src/spec_gen.h, spec_read_gen.inc); a test fails when they are stale.
 @dataclasses.dataclass
 class Task:
-    kind: str  # "kernel" | "record" | "wait" | "copy"
+    # "kernel" | "record" | "wait" | "copy", or control flow (engine/codegen/control.py):
+    # "label" | "goto" | "switch" | "increment" | "slice_copy"
+    kind: str
     name: str
     stream: int = 0
     op: str = dataclasses.field(default="", metadata={"required_when": ("kind", ("kernel",))})
@@ -54,6 +56,9 @@ class Task:
     attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
     event: int = dataclasses.field(default=-1,
                                    metadata={"required_when": ("kind", ("record", "wait"))})
+    # a label task's id, or the label a goto / switch jumps to (in the same stream)
+    label: int = dataclasses.field(default=-1, metadata={"required_when": (
+        "kind", ("label", "goto", "switch"))})
 
 
 @dataclasses.dataclass

@@ -158,9 +158,11 @@ def write(compiled: CompiledModel | Sequence[CompiledModel], path: str | os.Path
           gear: Gear | None = None) -> int:
     """Write the file atomically (a reader never sees half of it); returns its size."""
     chunks = _serialize(compiled, gear)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    # A name of its own per writer (two threads of a process may write one path: the
+    # compile cache's replicas and sessions do), created exclusively, with the umask's mode.
+    tmp = f"{os.fspath(path)}.{os.urandom(6).hex()}.tmp"
     try:
-        with open(tmp, "wb") as f:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
         os.replace(tmp, path)

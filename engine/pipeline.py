@@ -15,9 +15,10 @@ from . import (
 )
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .codegen import build_programs
+from .codegen.control import CONTROL_OPS, NotOnDevice, plan_control
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
-from .ir import Dim, Graph, Node, TensorMeta, ValueKind
+from .ir import Dim, Engine, Graph, Node, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig, VariableSig
 from .ops import control
 from .ops.variables import VARIABLE, WRITES, declared_meta, variable_of
@@ -147,17 +148,20 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
 
 
 def stages(options: CompileOptions, budget: MemoryBudget | None = None,
-           target: Target | None = None) -> list[Stage]:
+           target: Target | None = None, graph_name: str = "") -> list[Stage]:
     """Stages 1-3; `target` (default: the one `options.target` names) is what placement,
     fusion and layout may use."""
     target = target or get_target(options.target)
+    control = functools.partial(_place_control, options=options, budget=budget,
+                                graph_name=graph_name)
     return [
         Stage("validate", [validate]),
         prepare_stage(options, budget, target),
         # reads of a session variable before its writes (ordering inputs, snapshots):
         # before placement, so that partitions inherit the order
         Stage("variables", [check_variables, order_variable_access]),
-        Stage("partition", [functools.partial(place_nodes, target=target), partition_graph]),
+        Stage("partition", [functools.partial(place_nodes, target=target, control=control),
+                            partition_graph]),
         Stage("optimize", [reshape_round_trips]
               + ([functools.partial(fuse, target=target)] if options.fuse else [])
               + [functools.partial(split_batch, enabled=options.batch_split,
@@ -271,7 +275,8 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
 def compile_graph(graph: Graph, options: CompileOptions | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None,
-                  on_stage: Callable[[str, Graph], None] | None = None) -> CompiledModel:
+                  on_stage: Callable[[str, Graph], None] | None = None,
+                  pin_inputs: bool = False) -> CompiledModel:
     """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched.
 
     `budget`: the bytes the caller can still load; a graph whose largest tensor at these
@@ -281,6 +286,9 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     pass, for progress displays. `on_stage(stage, graph)` is handed the compile's own graph
     after each of stages 1-3 (the same object, changed in place by the stages after it: copy
     it to keep that stage's state; never change it): `graphengine dump-graph` draws it.
+
+    `pin_inputs` keeps every device program's inputs live to its end (a control-flow body
+    the enclosing program expands, codegen/control.py).
     """
     options = options or CompileOptions()
     start = time.perf_counter()
@@ -294,7 +302,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     flops = 0.0
     target = get_target(options.target)
     source_ops: dict[str, str] = {}  # node name -> op type before stage 3 (fusion)
-    for stage in stages(options, budget, target):
+    for stage in stages(options, budget, target, graph.name):
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)
@@ -309,8 +317,13 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     programs, memory, ntasks = build_programs(
         g, options.max_streams, target,
         functools.partial(_compile_bodies, options=options, budget=budget, records=bodies,
-                          graph_name=graph.name))
+                          graph_name=graph.name), pin_inputs=pin_inputs)
     pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
+    bodies += [BodyRecord(n.name, n.op_type, key, True,
+                          f"on the device: {m.report.tasks} tasks between labels and jumps "
+                          f"in the enclosing device program")
+               for n in g.nodes if n.meta.engine is Engine.DEVICE and n.op_type in CONTROL_OPS
+               for key, m in n.meta.bodies.items()]
     report = CompileReport(
         graph=graph.name, passes=pm.records, fusions=list(g.fusions),
         memory=memory, tasks=ntasks,
@@ -380,31 +393,69 @@ def fused_ops(node: Node, source_ops: Mapping[str, str]) -> list[str]:
     return [source_ops[name] for name in names if name in source_ops]
 
 
+def _compile_body(node: Node, key: str, metas: list[TensorMeta], options: CompileOptions,
+                  budget: MemoryBudget | None, graph_name: str,
+                  pin_inputs: bool = False) -> CompiledModel:
+    """Body `key` of a control-flow node compiled as a model of its own for the signature
+    `metas` (control.body_signatures): enclosing values that are constants become its own."""
+    names = list(node.attrs.get("_outer") or [])
+    passed = node.inputs[len(node.inputs) - len(names):] if names else ()
+    constants = {name: v.const for name, v in zip(names, passed)
+                 if v is not None and v.is_constant}
+    body = node.attrs[key].copy()
+    body.name = f"{graph_name}/{node.name}/{key}"
+    for v, meta in zip(list(body.inputs), metas):
+        v.meta = meta
+        if v.name in constants:  # the body's own constant: folded, packed at load
+            body.input_as_constant(v, constants[v.name])
+    return compile_graph(body, options, budget=budget, pin_inputs=pin_inputs)
+
+
+def _place_control(node: Node, *, options: CompileOptions, budget: MemoryBudget | None,
+                   graph_name: str) -> str | None:
+    """Placement's device predicate for an If, Loop or Scan: None when its bodies compile
+    for the device whole (one single-stream device program each, static per-iteration
+    types, codegen/control.plan_control), so that it runs there as labels and jumps; else
+    why not (it stays a host step). The bodies compiled are kept (`node.meta.bodies`) for
+    the expansion, or for the host step."""
+    for v in [*node.inputs, *node.outputs]:
+        if v is not None and (v.meta is None or not v.meta.is_static):
+            return f"tensor '{v.name}' has no static shape"
+    wanted = control.body_signatures(node)
+    body_options = dataclasses.replace(options, max_streams=1, data_parallel=0)
+    node.meta.bodies = {}
+    for key in control.BODY_ATTRS[node.op_type]:
+        if key not in wanted:
+            return f"body '{key}': its inputs have no single static signature"
+        try:
+            node.meta.bodies[key] = _compile_body(node, key, wanted[key], body_options,
+                                                  budget, graph_name, pin_inputs=True)
+        except GraphEngineError as exc:
+            return f"body '{key}': compiling it failed: {bounded_text(exc.message, 300)}"
+    try:
+        plan_control(node, node.meta.bodies)
+    except NotOnDevice as exc:
+        return str(exc)
+    return None
+
+
 def _compile_bodies(node: Node, *, options: CompileOptions, budget: MemoryBudget | None,
                     records: list[BodyRecord], graph_name: str) -> dict[str, CompiledModel]:
     """A host control-flow node's bodies compiled, each for the one signature it runs with
     (see control.body_signatures), as a model of its own: the node's step then runs device
     programs per branch or iteration instead of interpreting the body node by node. A body
-    that cannot be compiled so is interpreted, and the record says why."""
+    that cannot be compiled so is interpreted, and the record says why. Bodies placement
+    compiled (single-stream) are reused when the options ask for one stream."""
     wanted = control.body_signatures(node)
     compiled: dict[str, CompiledModel] = {}
-    names = list(node.attrs.get("_outer") or [])
-    passed = node.inputs[len(node.inputs) - len(names):] if names else ()
-    constants = {name: v.const for name, v in zip(names, passed)
-                 if v is not None and v.is_constant}
     for key in control.BODY_ATTRS.get(node.op_type, ()):
         if key not in wanted:
             records.append(BodyRecord(node.name, node.op_type, key, False,
                                       "its inputs have no single static signature"))
             continue
-        body = node.attrs[key].copy()
-        body.name = f"{graph_name}/{node.name}/{key}"
-        for v, meta in zip(list(body.inputs), wanted[key]):
-            v.meta = meta
-            if v.name in constants:  # the body's own constant: folded, packed at load
-                body.input_as_constant(v, constants[v.name])
+        model = node.meta.bodies.get(key) if options.max_streams == 1 else None
         try:
-            model = compile_graph(body, options, budget=budget)
+            model = model or _compile_body(node, key, wanted[key], options, budget, graph_name)
         except GraphEngineError as exc:  # e.g. a branch these shapes never take
             records.append(BodyRecord(node.name, node.op_type, key, False,
                                       f"compiling it failed: {bounded_text(exc.message, 300)}"))

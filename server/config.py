@@ -60,10 +60,16 @@ Settings, as `key` (default): meaning.
 - `replica_address_format` (`""`): every replica's address, `{replica}` standing for its id
   (`{replica}.graphengine-sessions.default.svc:50051`): this server's advertised address,
   and the owner's address in that NOT_FOUND; `""`: not advertised.
+- `compile_cache_dir` (`""`): folder of compiled models (server/core/compile_cache.py): a
+  restart, or another replica sharing it, loads a graph compiled before instead of
+  compiling it; created if missing; `""`: no cache.
+- `compile_cache_max_bytes` (`4294967296`): the folder's bound (4 GiB); least recently used
+  entries are deleted beyond it; 1 MiB..2**50.
 
 Upper bounds (engine/bounds.py; beyond them the file is refused): `worker_threads` and
 `device_threads` <= 1024, `stream_max_inflight` <= 4096, `repository_load_threads` <= 64,
-`max_tensor_elements` <= 2**40, `plugins` <= 64 files, `load_models` <= 4096 names.
+`max_tensor_elements` <= 2**40, `plugins` <= 64 files, `load_models` <= 4096 names,
+`compile_cache_max_bytes` <= 2**50.
 
 Example `graphengine.yaml`:
 
@@ -134,6 +140,8 @@ class ServerConfig:
     plugins: tuple[str, ...] = ()
     replica_id: str = ""
     replica_address_format: str = ""
+    compile_cache_dir: str = ""
+    compile_cache_max_bytes: int = 4 << 30
 
     def __post_init__(self) -> None:
         # Validation lives here so that a config built in code is checked like a loaded one.
@@ -166,6 +174,9 @@ class ServerConfig:
                           ("max_tensor_elements", MAX_ELEMENTS)):
             if getattr(self, key) > high:
                 raise ConfigError(f"{key}: {getattr(self, key)} exceeds the bound of {high}")
+        if not (1 << 20) <= self.compile_cache_max_bytes <= (1 << 50):
+            raise ConfigError(f"compile_cache_max_bytes: {self.compile_cache_max_bytes} is "
+                              f"outside 1048576..2**50")
         level = self.log_level.upper()
         if level not in LOG_LEVELS:
             raise ConfigError(

@@ -17,6 +17,11 @@
 | `graphengine_model_stream_busy_seconds_total` | counter | model, stream      |
 | `graphengine_model_io_bytes_total`         | counter   | model, binding      |
 | `graphengine_model_memory_bytes`           | gauge     | model, kind         |
+| `graphengine_compile_cache_hits_total`     | counter   |                     |
+| `graphengine_compile_cache_misses_total`   | counter   |                     |
+| `graphengine_compile_cache_rejected_total` | counter   |                     |
+| `graphengine_compile_cache_evictions_total` | counter  |                     |
+| `graphengine_compile_cache_bytes`          | gauge     |                     |
 | `process_*`                                | (client)  | RSS, CPU, open fds  |
 
 Request stages: `queue` (waiting for a worker thread, a batch or a model instance),
@@ -30,6 +35,12 @@ The `graphengine_model_*` families are the runtime's own statistics of each repo
 model (every gear summed): native launches, their time, each stream's busy time, input and
 output bytes bound in place or copied (`binding`: in_place, copied), and device memory by
 `kind` (arena: all instances; weights; prepared: weights reordered for the kernels).
+
+With `compile_cache_dir`, a model loaded from the compile cache is not a compile: it adds
+to `graphengine_compile_cache_hits_total` and to no compile stage (neither does an offline
+model's load); a compile the cache could not spare is a miss; `rejected` counts entries
+that failed verification (deleted and compiled again), `evictions` those deleted for the
+size bound, and `graphengine_compile_cache_bytes` is the folder's size as last seen.
 
 Each server owns a registry, so several servers in one process (tests) do not collide.
 The port answers `/metrics` only (404 elsewhere), so a readiness probe aimed at it fails
@@ -66,6 +77,7 @@ _GAUGES = {
     "graphengine_device_memory_bytes": ("device memory held by loaded models", ("owner",)),
     "graphengine_inflight_requests": ("RPCs being handled", ()),
     "graphengine_model_memory_bytes": ("device memory of a repository model", ("model", "kind")),
+    "graphengine_compile_cache_bytes": ("bytes of the compile cache's entries", ()),
 }
 # Totals read from the runtime at scrape time (exposed with the _total suffix).
 _COUNTERS = {
@@ -76,6 +88,12 @@ _COUNTERS = {
                                               ("model", "stream")),
     "graphengine_model_io_bytes": ("input and output bytes bound in place or copied",
                                    ("model", "binding")),
+    "graphengine_compile_cache_hits": ("models loaded from the compile cache", ()),
+    "graphengine_compile_cache_misses": ("compiles the compile cache did not hold", ()),
+    "graphengine_compile_cache_rejected": ("compile cache entries that failed verification",
+                                           ()),
+    "graphengine_compile_cache_evictions": ("compile cache entries deleted for its size bound",
+                                            ()),
 }
 
 

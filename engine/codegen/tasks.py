@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -18,16 +19,20 @@ from ..partition import Partition, collect_partitions
 from ..report import MemoryRecord
 from ..target import Target
 from ..target import get as get_target
+from .control import CONTROL_OPS, NotOnDevice, expand_control, plan_control
 from .memory import ALIGN, align, plan_storages
 from .streams import START, assign_streams
 
 
 def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = None,
-                   compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None = None
-                   ) -> tuple[list[Program], MemoryRecord, int]:
+                   compile_bodies: Callable[[Node], dict[str, CompiledModel]] | None = None,
+                   pin_inputs: bool = False) -> tuple[list[Program], MemoryRecord, int]:
     """Compile every partition for `target` (default: the host); returns the programs, the
     memory summary and task count. `compile_bodies(node)` gives a host control-flow node's
-    bodies compiled as models of their own (the pipeline's, for the same options)."""
+    bodies compiled as models of their own (the pipeline's, for the same options).
+    `pin_inputs`: every device program's inputs stay live to its end (a control-flow body
+    expanded into an enclosing program, codegen/control.py: its inputs must hold across
+    iterations, and whatever lies in their bytes is a view of them)."""
     target = target or get_target()
     programs: list[Program] = []
     memory = MemoryRecord(strategy="")
@@ -36,7 +41,8 @@ def build_programs(graph: Graph, max_streams: int = 1, target: Target | None = N
     for part in collect_partitions(graph):
         if part.engine is Engine.DEVICE:
             prog, plan_bound, strategy = _build_device(graph, part, max_streams,
-                                                       target.max_weight_segments, bound)
+                                                       target.max_weight_segments, bound,
+                                                       pin_inputs)
             memory.arena_bytes += prog.arena_bytes
             memory.lower_bound_bytes += plan_bound
             memory.weight_bytes += prog.weight_bytes
@@ -112,6 +118,8 @@ class _Layout:
         self.view_offset: dict[Value, int] = {}  # bytes into its storage (leading slices)
         self.storage_size: list[int] = []
         self.weights: list[tuple[int, np.ndarray]] = []  # (slot, C-contiguous array)
+        # slots of expanded control flow (codegen/control.py): (slot, storage, bytes into it)
+        self.placed: list[tuple[int, int, int]] = []
         self.variables: list[str] = []  # the variables the program binds, by slot index
 
     def variable(self, v: Value, binding: tuple[str, int]) -> int:
@@ -152,6 +160,36 @@ class _Layout:
             self.slots.append(TensorSlot(v.name, v.meta.dtype.value, list(v.meta.shape),
                                          "arena", -1, fmt))
         return self.index[v]
+
+    def block(self) -> int:
+        """A storage of no value (a control node's bodies and scratch; sized by the caller)."""
+        self.storage_size.append(0)
+        return len(self.storage_size) - 1
+
+    def raw_activation(self, name: str, dtype: str, shape: list[int], fmt: str, storage: int,
+                       offset: int) -> int:
+        """A slot of no value at `offset` bytes into `storage` (set once storages are
+        placed: `place_raw`)."""
+        self.slots.append(TensorSlot(name, dtype, shape, "arena", -1, self._format(fmt)))
+        self.placed.append((len(self.slots) - 1, storage, offset))
+        return len(self.slots) - 1
+
+    def raw_weight(self, name: str, arr: np.ndarray, fmt: str) -> int:
+        """A weight slot of no value (a body's constant)."""
+        arr = np.asarray(arr, order="C")
+        self.weights.append((len(self.slots), arr))
+        self.slots.append(TensorSlot(name, arr.dtype.name, list(arr.shape), "weight", -1,
+                                     self._format(fmt)))
+        return len(self.slots) - 1
+
+    def _format(self, fmt: str) -> str:
+        """A body's format as it is: a body may have formats where its enclosing program has
+        none (no convolution outside it); the runtime then keeps those of "" plain."""
+        return fmt or ("nchw" if self.formats else "")
+
+    def place_raw(self, offsets: dict[int, int]) -> None:
+        for slot, storage, offset in self.placed:
+            self.slots[slot].offset = offsets[storage] + offset
 
     def segments(self) -> list[np.ndarray]:
         """The weight region's segments; sets every weight slot's offset.
@@ -297,10 +335,12 @@ class _Step:
     def __init__(self, node: Node, ins: list[int], outs: list[int], copy: bool) -> None:
         self.node, self.ins, self.outs, self.copy = node, ins, outs, copy
         self.deps: set[int] = set()
+        self.tasks: list[Task] | None = None  # a control-flow node's (codegen/control.py)
 
 
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
-                  max_segments: int = 1, bound: dict[Value, tuple[str, int]] | None = None
+                  max_segments: int = 1, bound: dict[Value, tuple[str, int]] | None = None,
+                  pin_inputs: bool = False
                   ) -> tuple[DeviceProgram, int, str]:
     layout = _Layout(formats=graph.layouts_assigned, max_segments=max_segments)
     bound = bound or {}
@@ -310,6 +350,7 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
     steps: list[_Step] = []
     defined: dict[int, int] = {layout.storage[v]: START for v in inputs}  # storage -> step
     uses: dict[int, set[int]] = {}
+    labels = itertools.count()
     # A variable's value -> the step that made it (START: the value the run starts with).
     # Readers depend on it; the write after them is ordered by its ordering inputs.
     version: dict[Value, int] = {}
@@ -326,23 +367,35 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
             else:
                 ins.append(layout.activation(v))
                 reads.append(layout.storage[v])
-        schema = ops.get(node.op_type, node)
-        out0 = node.outputs[0] if node.outputs else None
-        if out0 in bound and node.op_type not in WRITES:
-            # a Variable, or a view of a variable's bytes: no task
-            layout.variable(out0, bound[out0])
-            src = node.inputs[0] if node.inputs else None
-            version[out0] = version.get(src, START) if src is not None else START
-            continue
-        view = _view_source(node)
-        src, offset = view if view is not None else (None, 0)
-        outs = [layout.variable(out, bound[out]) if out in bound else
-                layout.activation(out, alias_of=src if view and i == 0 else None,
-                                  offset=offset)
-                for i, out in enumerate(node.outputs)]
-        if view:
-            continue  # the output is the input's bytes under another shape: no task
-        step = _Step(node, ins, outs, copy=0 in schema.alias or _copies(node, schema))
+        if node.op_type in CONTROL_OPS:  # placed on the device: labels, jumps, its bodies
+            step = _Step(node, ins, [layout.activation(o) for o in node.outputs], copy=False)
+            try:
+                plan = plan_control(node, node.meta.bodies)
+            except NotOnDevice as exc:
+                raise InvalidGraph(f"node '{node.name}' ({node.op_type}) was placed on the "
+                                   f"device but cannot run there: {exc}",
+                                   node=node.name) from None
+            step.tasks, block = expand_control(node, plan, layout, ins, step.outs, labels)
+            defined[block] = len(steps)
+            uses.setdefault(block, set()).add(len(steps))
+        else:
+            schema = ops.get(node.op_type, node)
+            out0 = node.outputs[0] if node.outputs else None
+            if out0 in bound and node.op_type not in WRITES:
+                # a Variable, or a view of a variable's bytes: no task
+                layout.variable(out0, bound[out0])
+                src = node.inputs[0] if node.inputs else None
+                version[out0] = version.get(src, START) if src is not None else START
+                continue
+            view = _view_source(node)
+            src, offset = view if view is not None else (None, 0)
+            outs = [layout.variable(out, bound[out]) if out in bound else
+                    layout.activation(out, alias_of=src if view and i == 0 else None,
+                                      offset=offset)
+                    for i, out in enumerate(node.outputs)]
+            if view:
+                continue  # the output is the input's bytes under another shape: no task
+            step = _Step(node, ins, outs, copy=0 in schema.alias or _copies(node, schema))
         index = len(steps)
         step.deps.update(after)
         for sid in reads:
@@ -365,7 +418,11 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
     for i, step in enumerate(steps):
         stream = sched.stream[i]
         tasks += [Task("wait", step.node.name, stream, event=e) for e in sched.waits[i]]
-        if step.copy:
+        if step.tasks is not None:
+            for task in step.tasks:
+                task.stream = stream
+            tasks += step.tasks
+        elif step.copy:
             tasks.append(Task("copy", step.node.name, stream, "", step.ins[:1], step.outs[:1]))
         else:
             task = _kernel_task(step.node, layout, step.ins, step.outs)
@@ -380,11 +437,15 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
     for v in outputs:
         if v not in bound:
             uses.setdefault(layout.storage[v], set()).add(sched.end)  # live until copied out
+    if pin_inputs:
+        for v in inputs:
+            uses.setdefault(layout.storage[v], set()).add(sched.end)
     plan = plan_storages(layout.storage_size, defined, uses, sched)
     for v, idx in layout.index.items():
         if layout.slots[idx].region == "arena":
             layout.slots[idx].offset = plan.offsets[layout.storage[v]] + \
                 layout.view_offset.get(v, 0)
+    layout.place_raw(plan.offsets)
     prog = DeviceProgram(
         index=part.index, tensors=layout.slots, weights=layout.segments(),
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,

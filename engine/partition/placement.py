@@ -9,7 +9,6 @@ these dtypes and shapes; the device's reason is kept when it declines.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 from .. import ops
@@ -70,11 +69,17 @@ ENGINES: list[tuple[Engine, Predicate]] = [
 
 
 def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = None,
-                target: Target | None = None) -> PassResult:
+                target: Target | None = None, control: Predicate | None = None) -> PassResult:
+    """`control`: the device predicate of If, Loop and Scan (the pipeline's: their bodies
+    compiled for the device, codegen/control.py); without it they stay on the host."""
     if engines is None:
-        engines = [(Engine.DEVICE, functools.partial(device_accepts, target=target))
-                   if e is Engine.DEVICE and accepts is device_accepts else (e, accepts)
-                   for e, accepts in ENGINES]
+        def device(node: Node) -> str | None:
+            if control is not None and node.op_type in ops.control.BODY_ATTRS:
+                return control(node)
+            return device_accepts(node, target)
+
+        engines = [(Engine.DEVICE, device) if e is Engine.DEVICE and accepts is device_accepts
+                   else (e, accepts) for e, accepts in ENGINES]
     counts: dict[Engine, int] = {}
     for node in graph.nodes:
         rejections = []

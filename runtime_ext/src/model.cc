@@ -376,13 +376,14 @@ void Model::load_tasks(const ModelSpec& spec, std::vector<KernelArgs>* kernel_ar
           invalid("copy from ", format_name(t.src->format), " to ", format_name(t.dst->format),
                   " (use TransData to change formats)");
         }
-      } else {
+      } else if (!load_control_task(ts, t)) {
         invalid("unknown task kind '", ts.kind, "'");
       }
     } catch (const Error& e) {
       throw Error(e.status().prefixed(prefix));
     }
   }
+  link_control_flow();
 }
 
 void Model::build_kernels(std::vector<KernelArgs>* args, int width, bool narrow) {

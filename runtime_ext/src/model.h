@@ -145,7 +145,9 @@ class Model {
   bool explicit_formats() const { return explicit_formats_; }
 
  private:
-  enum class Kind { kKernel, kRecord, kWait, kCopy };
+  // kLabel ... kSliceCopy: control flow on the device (model_control.cc).
+  enum class Kind { kKernel, kRecord, kWait, kCopy, kLabel, kGoto, kSwitch, kIncrement, kSliceCopy };
+  enum class Test { kTrue, kFalse, kGreaterEqual };  // when a switch jumps
   struct Task {
     Kind kind = Kind::kKernel;
     std::string name;
@@ -155,8 +157,21 @@ class Model {
     std::unique_ptr<Kernel> narrow;  // the same node with 1 thread (models with instances > 1)
     int event = -1;
     uint64_t seq = 0;  // record: ordinal of this record; wait: ordinal waited for
-    const TensorInfo* src = nullptr;  // copy
+    const TensorInfo* src = nullptr;  // copy, slice_copy
     const TensorInfo* dst = nullptr;
+    // Control flow (model_control.cc). goto / switch: the label's position in the stream's
+    // task order; a backward goto's counter (index into StreamRun::jumps_) and how often it
+    // may jump in one iteration of a launch.
+    int label = -1;
+    uint32_t target = 0;
+    int jump = -1;
+    uint64_t limit = 0;
+    Test test = Test::kTrue;
+    const TensorInfo* lhs = nullptr;  // switch: predicate or counter; increment; slice index
+    const TensorInfo* rhs = nullptr;  // switch kGreaterEqual: the bound
+    bool write = false;               // slice_copy: into slice `index` of dst (else out of src)
+    bool reverse = false;             // slice_copy: slice count - 1 - index
+    size_t outer = 0, count = 0, inner = 0;  // slice_copy: the stacked tensor as [outer, count, inner bytes]
   };
   struct Launch;
   struct Instance;
@@ -170,6 +185,11 @@ class Model {
   // Builds every kernel on a lane of `width` into Task::kernel (or Task::narrow) (blocks).
   // Throws the first failure in program order.
   void build_kernels(std::vector<KernelArgs>* kernel_args, int width, bool narrow);
+  // Control-flow tasks (model_control.cc). load_control_task fills `t` from a label, goto,
+  // switch, increment or slice_copy spec and returns true (false: not one of those kinds);
+  // link_control_flow then resolves labels in each stream and checks the jumps. Throw.
+  bool load_control_task(const TaskSpec& ts, Task& t);
+  void link_control_flow();
   const TensorInfo* tensor_at(int64_t index, const std::string& what) const;
   Status check_inputs(const std::vector<HostTensor>& inputs) const;
 
@@ -227,6 +247,7 @@ class Model {
   int num_events_ = 0;
   std::vector<Task> tasks_;
   std::vector<std::vector<uint32_t>> stream_tasks_;  // task indices of each stream, in order
+  std::vector<size_t> stream_jumps_;                 // backward gotos of each stream
   std::vector<size_t> workspace_bytes_;              // per stream
   std::vector<std::unique_ptr<Instance>> instances_;
 

@@ -53,6 +53,7 @@ void Model::StreamRun::run(LaneContext& lane) {
       if (!pass_barrier()) return;  // parked until every stream is done with the iteration
       ++iteration_;
       pc_ = 0;
+      std::fill(jumps_.begin(), jumps_.end(), 0);
       continue;
     }
     ctx.bases = launch.bases[static_cast<size_t>(iteration_)].data();
@@ -113,6 +114,9 @@ void Model::StreamRun::run(LaneContext& lane) {
         in.copied.fetch_add(t.src->nbytes, std::memory_order_relaxed);
         break;
       }
+      default:  // control flow: a jump sets pc_ (model_control.cc)
+        if (control(t, lane, ctx)) continue;
+        break;
     }
     ++pc_;
   }

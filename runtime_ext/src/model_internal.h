@@ -2,6 +2,7 @@
 // run state, a launch, and the Runnable that runs one stream of one instance.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -79,11 +80,13 @@ struct Model::Instance {
 // lanes, parks on events instead of blocking, and passes the barrier between iterations.
 class Model::StreamRun : public Runnable {
  public:
-  StreamRun(Model* m, Instance* in, int stream) : model_(m), inst_(in), stream_(stream) {}
+  StreamRun(Model* m, Instance* in, int stream)
+      : model_(m), inst_(in), stream_(stream), jumps_(m->stream_jumps_[static_cast<size_t>(stream)], 0) {}
   void reset() {
     pc_ = 0;
     iteration_ = 0;
     arrived_ = false;
+    std::fill(jumps_.begin(), jumps_.end(), 0);
   }
   void run(LaneContext& lane) override;
 
@@ -92,6 +95,9 @@ class Model::StreamRun : public Runnable {
   bool pass_barrier();
   // Reports this stream done; the last one completes the launch. Touches nothing after.
   void finish();
+  // Runs control-flow task `t` (model_control.cc). True when it jumped (pc_ set); on a
+  // failure it fails the launch and returns false.
+  bool control(const Task& t, LaneContext& lane, const ExecContext& ctx);
 
   Model* model_;
   Instance* inst_;
@@ -99,6 +105,7 @@ class Model::StreamRun : public Runnable {
   size_t pc_ = 0;
   int64_t iteration_ = 0;
   bool arrived_ = false;  // arrived at the barrier of iteration_, not yet passed
+  std::vector<uint64_t> jumps_;  // times each backward goto jumped in this iteration
   uint64_t busy_ns_ = 0;
 };
 

@@ -33,6 +33,7 @@ struct TaskSpec {
   std::vector<int64_t> outputs;
   Attrs attrs;
   int64_t event = -1;
+  int64_t label = -1;
 };
 
 struct ModelSpec {

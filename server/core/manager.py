@@ -29,7 +29,7 @@ class SessionManager:
     def __init__(self, device=None, max_sessions: int = 0, *,
                  limits: SessionLimits | None = None, memory_limit_bytes: int = 0,
                  idle_seconds: float = 0.0, on_compile: CompileHook | None = None,
-                 replica: Replica | None = None) -> None:
+                 replica: Replica | None = None, compile_cache=None) -> None:
         if device is None:
             from graphengine.engine.runtime import default_device
 
@@ -41,6 +41,7 @@ class SessionManager:
         self.idle_seconds = idle_seconds
         self._on_compile = on_compile
         self.replica = replica
+        self.compile_cache = compile_cache  # a CompileCache every session shares, or None
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -56,7 +57,7 @@ class SessionManager:
             if not options.memory_limit_bytes:
                 options = dataclasses.replace(options, memory_limit_bytes=ceiling)
         session = Session(options, device=self.device, owner=owner, limits=self.limits,
-                          on_compile=self._on_compile,
+                          on_compile=self._on_compile, compile_cache=self.compile_cache,
                           session_id=self.replica.new_session_id() if self.replica else None)
         with self._lock:
             if self.max_sessions and len(self._sessions) >= self.max_sessions:

@@ -75,7 +75,7 @@ class ModelRepository:
                  load_threads: int = 2, on_compile: CompileHook | None = None,
                  on_batch: Callable[[str, int], None] | None = None,
                  mode: ControlMode = ControlMode.NONE, load_models: Sequence[str] = (),
-                 poll_seconds: float = 15.0) -> None:
+                 poll_seconds: float = 15.0, compile_cache=None) -> None:
         if not os.path.isdir(root):
             raise InvalidInput(f"model repository {root} is not a folder")
         self.root = root
@@ -85,6 +85,7 @@ class ModelRepository:
         self._limits = limits
         self._on_compile = on_compile
         self._on_batch = on_batch
+        self._compile_cache = compile_cache  # a CompileCache shared by every model, or None
         self._slots: dict[str, _Slot] = {}
         self._lock = threading.Lock()  # the table: slots, versions, models, states
         self._closed = False
@@ -213,7 +214,8 @@ class ModelRepository:
         try:
             model = ServedModel(slot.name, path, config, version=str(number),
                                 device=self._device, limits=self._limits,
-                                on_compile=self._on_compile, on_batch=self._on_batch)
+                                on_compile=self._on_compile, on_batch=self._on_batch,
+                                compile_cache=self._compile_cache)
         except Exception as exc:
             with self._lock:
                 entry.stamp = stamp

@@ -109,7 +109,7 @@ class ServedModel:
 
     def __init__(self, name: str, path: str, config: ModelConfig, *, device,
                  version: str = VERSION, limits: SessionLimits | None = None,
-                 on_compile: CompileHook | None = None, on_batch=None) -> None:
+                 on_compile: CompileHook | None = None, on_batch=None, compile_cache=None) -> None:
         self.name = name
         self.version = version
         self.path = path
@@ -120,7 +120,7 @@ class ServedModel:
         options = SessionOptions(max_streams=config.max_streams, options=config.options,
                                  instances=config.instances)
         self.session = Session(options, device=device, owner=REPOSITORY_OWNER, limits=limits,
-                               on_compile=on_compile)
+                               on_compile=on_compile, compile_cache=compile_cache)
         try:
             self.graph_id = self._add(path, name, config)
             # The declaration first: a wrong config.pbtxt is named before any compile.

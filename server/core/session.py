@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
+import os
 import threading
 import time
 import uuid
@@ -40,6 +42,7 @@ from graphengine.engine.runtime import LoadedModel, RuntimeStats, default_device
 from ..timing import StageTimes, stage
 from . import gears as gearing
 from .admission import Admission
+from .compile_cache import CompileCache, open_cache
 from .stateful import StatefulSession
 from .variables import VariableStore
 
@@ -198,13 +201,17 @@ class Session(Admission, StatefulSession):
     """A context for graphs and their loaded models; thread-safe.
 
     `limits` are the server's (graphs, nodes, tensor sizes, device size); `on_compile` is
-    told about every compile with its report and load time (the server's metrics).
+    told about every compile with its report and load time (the server's metrics): not
+    about a model loaded from an offline file or the compile cache, which compiled nothing.
+    `compile_cache`: a folder (or a `CompileCache`) where compiled models are kept and
+    found again by this and later sessions and processes (server/core/compile_cache.py).
     """
 
     def __init__(self, options: SessionOptions | Mapping | None = None, *, device=None,
                  session_id: str | None = None, owner: str | None = None,
                  limits: SessionLimits | None = None,
-                 on_compile: CompileHook | None = None) -> None:
+                 on_compile: CompileHook | None = None,
+                 compile_cache: CompileCache | str | os.PathLike | None = None) -> None:
         self.options = SessionOptions.coerce(options)
         self.id = session_id or uuid.uuid4().hex
         self.owner = owner
@@ -212,6 +219,7 @@ class Session(Admission, StatefulSession):
         self._compile_options = self.options.compile_options(self.device.threads)
         self.limits = limits or SessionLimits()
         self._on_compile = on_compile
+        self.compile_cache = open_cache(compile_cache)
         self.created_at = time.time()
         self.last_used = time.monotonic()
         self._graphs: dict[int, _GraphEntry] = {}
@@ -557,7 +565,7 @@ class Session(Admission, StatefulSession):
                 if times is not None:
                     times.add("queue", time.perf_counter() - t0)
                 return pool
-            compiled = entry.compile(self._compile_options, shapes, self._budget())
+            compiled, compiled_here = self._compile(entry, shapes, control)
             nbytes = compiled.device_bytes * self.options.instances
             self._admit(nbytes, entry)
             try:
@@ -579,9 +587,26 @@ class Session(Admission, StatefulSession):
                     self._reserved -= nbytes
         finally:
             entry.compile_lock.release()
-        if self._on_compile is not None:
+        if self._on_compile is not None and compiled_here:
             self._on_compile(compiled.report, load_seconds)
         return pool
+
+    def _compile(self, entry: _GraphEntry, shapes: Mapping[str, Sequence[Dim]],
+                 control: RunControl | None) -> tuple[CompiledModel, bool]:
+        """The model for `shapes` and whether it was compiled here (not read from an offline
+        file or the compile cache)."""
+        def compile_now() -> CompiledModel:
+            return entry.compile(self._compile_options, shapes, self._budget())
+
+        if isinstance(entry, _OfflineEntry):
+            return compile_now(), False
+        if self.compile_cache is None:
+            return compile_now(), True
+        check = None if control is None else functools.partial(
+            control.check, f"waiting for graph '{entry.graph.name}' to compile elsewhere")
+        compiled, cached = self.compile_cache.fetch_or_compile(
+            entry.graph, shapes, self._compile_options, compile_now, check)
+        return compiled, not cached
 
     def _device_for(self, compiled: CompiledModel):
         """The session's device, or for a model compiled for another backend (compile option

@@ -126,8 +126,20 @@ def _limits(config: ServerConfig) -> SessionLimits:
                          device_memory_bytes=device_memory_bytes())
 
 
+def make_compile_cache(config: ServerConfig) -> Any:
+    """The compile cache sessions and repository models share (None without a folder)."""
+    if not config.compile_cache_dir:
+        return None
+    from graphengine.server.core.compile_cache import CompileCache
+
+    cache = CompileCache(config.compile_cache_dir, config.compile_cache_max_bytes)
+    logs.log_event(_log, logging.INFO, "compile_cache", dir=cache.root,
+                   max_bytes=cache.max_bytes, bytes=cache.stats.bytes, writable=cache.writable)
+    return cache
+
+
 def make_session_manager(config: ServerConfig, metrics: Metrics | None = None,
-                         replica: Replica | None = None) -> Any:
+                         replica: Replica | None = None, compile_cache: Any = None) -> Any:
     from graphengine.server.core.manager import SessionManager
 
     return SessionManager(device=make_device(config), max_sessions=config.max_sessions,
@@ -135,7 +147,7 @@ def make_session_manager(config: ServerConfig, metrics: Metrics | None = None,
                           memory_limit_bytes=config.session_memory_limit_bytes,
                           idle_seconds=config.session_idle_seconds,
                           on_compile=metrics.observe_compile if metrics else None,
-                          replica=replica)
+                          replica=replica, compile_cache=compile_cache)
 
 
 def _credentials(config: ServerConfig) -> grpc.ServerCredentials:
@@ -168,8 +180,9 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
     load_plugins(config)
     lifecycle, metrics = Lifecycle(), Metrics()
     replica = make_replica(config)
+    cache = make_compile_cache(config)
     sessions = (session_manager if session_manager is not None
-                else make_session_manager(config, metrics, replica))
+                else make_session_manager(config, metrics, replica, cache))
     repository = None
     if config.model_repository:
         from graphengine.server.core.repository import ControlMode, ModelRepository
@@ -181,7 +194,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
                                      on_batch=metrics.observe_batch,
                                      mode=ControlMode(config.model_control_mode),
                                      load_models=config.load_models,
-                                     poll_seconds=config.repository_poll_seconds)
+                                     poll_seconds=config.repository_poll_seconds,
+                                     compile_cache=cache)
     interceptors: list[grpc.ServerInterceptor] = [RequestInterceptor(
         lifecycle, metrics, ungated=frozenset({health.SERVICE_NAME, reflection.SERVICE_NAME}))]
     if config.auth:
@@ -217,6 +231,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
     reflection.enable_server_reflection(
         (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     _register_gauges(parts)
+    if cache is not None:
+        _register_cache_stats(metrics, cache)
     parts.update_health()
 
     address = format_address(config.host, config.port)
@@ -256,6 +272,22 @@ def _register_gauges(parts: ServerParts) -> None:
         m.gauge("graphengine_repository_models",
                 lambda: {(state,): n for state, n in repo.state_counts().items()})
         _register_model_stats(m, repo, safe)
+
+
+def _register_cache_stats(m: Metrics, cache: Any) -> None:
+    """The compile cache's counters, read once per scrape."""
+    def families() -> dict[str, dict]:
+        s = cache.snapshot()
+        return {"graphengine_compile_cache_hits": {(): s.hits},
+                "graphengine_compile_cache_misses": {(): s.misses},
+                "graphengine_compile_cache_rejected": {(): s.rejected},
+                "graphengine_compile_cache_evictions": {(): s.evictions},
+                "graphengine_compile_cache_bytes": {(): s.bytes}}
+
+    m.gauges(families, ["graphengine_compile_cache_hits", "graphengine_compile_cache_misses",
+                        "graphengine_compile_cache_rejected",
+                        "graphengine_compile_cache_evictions",
+                        "graphengine_compile_cache_bytes"])
 
 
 def _register_model_stats(m, repo, safe) -> None:

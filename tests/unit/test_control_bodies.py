@@ -25,31 +25,34 @@ def _model(nodes, inputs, outputs, inits=(), opset=17):
                              ir_version=8)
 
 
-def _conv_branch(name: str, w: np.ndarray, act: str) -> object:
+def _conv_branch(name: str, w: np.ndarray, act: str, pad: int = 1) -> object:
     """A branch reading the enclosing x: Conv then `act` (a device partition)."""
     return helper.make_graph(
-        [helper.make_node("Conv", ["x", f"{name}_w"], [f"{name}_c"], pads=[1, 1, 1, 1]),
+        [helper.make_node("Conv", ["x", f"{name}_w"], [f"{name}_c"], pads=[pad] * 4),
          helper.make_node(act, [f"{name}_c"], [f"{name}_y"])], name, [],
         [helper.make_tensor_value_info(f"{name}_y", F, None)],
         [numpy_helper.from_array(w, f"{name}_w")])
 
 
-def _data_if(channels: int = 24, size: int = 32):
+def _data_if(channels: int = 24, size: int = 32, else_pad: int = 0):
     """y = If(sum(x) > 0) then Relu(Conv(x)) else Sigmoid(Conv(x)): the data decides. At
     the default size each branch is 1.3 MFLOP, too much to run both for one's result (see
-    prepare/branches.py): the If stays and its branches are compiled bodies."""
+    prepare/branches.py): the If stays and its branches are compiled bodies. The else
+    branch's Conv is unpadded: the branches' outputs differ in shape, so the If's output
+    has none fixed and the If is a host step (with the same shapes it runs on the device,
+    test_control_device.py)."""
     return _model(
         [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
          helper.make_node("Greater", ["s", "zero"], ["c"]),
          helper.make_node("If", ["c"], ["y"],
                           then_branch=_conv_branch("then", randn(channels, 3, 3, 3), "Relu"),
                           else_branch=_conv_branch("else", randn(channels, 3, 3, 3),
-                                                   "Sigmoid"))],
+                                                   "Sigmoid", else_pad))],
         [helper.make_tensor_value_info("x", F, [1, 3, size, size])],
         [helper.make_tensor_value_info("y", F, None)], {"zero": np.array(0, np.float32)})
 
 
-def test_an_if_on_data_runs_each_branch_compiled_for_the_device():
+def test_an_if_on_data_left_on_the_host_runs_each_branch_compiled_for_the_device():
     m = _data_if()
     compiled = compile_model(m)
     records = list(compiled.report.bodies)
@@ -70,7 +73,7 @@ def test_an_if_on_data_runs_each_branch_compiled_for_the_device():
 def test_a_small_if_on_data_is_both_branches_and_a_where():
     """Branches of a few pure ops (here 14 kFLOP each): both are computed on the device and
     a Where picks one, instead of a host step cutting the program in two."""
-    m = _data_if(channels=4, size=8)
+    m = _data_if(channels=4, size=8, else_pad=1)
     compiled = compile_model(m)
     assert [type(p) for p in compiled.programs] == [DeviceProgram]
     assert not compiled.report.bodies
@@ -289,18 +292,22 @@ def test_a_keras_loop_runs_a_static_count_with_its_weights_as_body_constants(
     compiled = compile_model(m)
     (record,) = compiled.report.bodies
     assert record.compiled, record
-    (step,) = [s for p in compiled.programs if isinstance(p, HostProgram) for s in p.steps
-               if s.op_type == "Loop"]
-    body = step.bodies["body"]
-    # the weights the loop carried unchanged are the body's constant, not its input
-    assert sorted(s.shape for s in body.inputs if s.dtype.numpy == np.float32) == \
-        [(1, 8), (5, 1, 8)]  # h and the enclosing xs
     y = compiled.outputs[0]
     placed = {p.op_type: p.engine for p in compiled.report.placements}
     if limit_from_input:  # the run decides how many steps: the scan output's length too
         assert isinstance(y.shape[1], str) and placed["Transpose"] == "host"
-    else:  # five iterations, known at compile: what reads the scan output compiles
+        (step,) = [s for p in compiled.programs if isinstance(p, HostProgram)
+                   for s in p.steps if s.op_type == "Loop"]
+        # the weights the loop carried unchanged are the body's constant, not its input
+        assert sorted(s.shape for s in step.bodies["body"].inputs
+                      if s.dtype.numpy == np.float32) == [(1, 8), (5, 1, 8)]  # h, xs
+    else:  # five iterations, known at compile: the Loop and what reads its scan output
+        # run in one device program, the carried weights a constant of its body's tasks
         assert tuple(y.shape) == (1, 5, 8) and placed["Transpose"] == "device"
+        assert placed["Loop"] == "device"
+        (prog,) = compiled.programs
+        assert [s.shape for s in prog.tensors if s.region == "weight" and
+                s.name.startswith("loop_") and s.shape == [8, 8]] == [[8, 8]]
     feeds = {"xs": randn(5, 1, 8)}
     if limit_from_input:
         feeds["n"] = np.array(3, np.int64)

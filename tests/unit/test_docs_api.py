@@ -124,6 +124,7 @@ def test_every_server_setting_is_in_the_table(written) -> None:
     from graphengine.server.config import ServerConfig
 
     page = (written[0] / "config.md").read_text()
+    assert "\nUpper bounds (engine/bounds.py" in page and "```yaml\nhost: 0.0.0.0" in page
     for field in dataclasses.fields(ServerConfig):
         default = field.default if field.default is not dataclasses.MISSING else None
         assert f"| `{field.name}` |" in page, field.name

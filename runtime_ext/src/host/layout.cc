@@ -112,11 +112,10 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
     }
   };
   for (const TaskSpec& t : spec.tasks) {
-    if (t.kind == "copy") {
+    if (t.kind != "kernel") {  // copies and control flow (switch, slice_copy...) read plain bytes
       block_all(t);
       continue;
     }
-    if (t.kind != "kernel") continue;
     const int64_t in0 = t.inputs.empty() ? -1 : t.inputs[0];
     const int64_t out0 = t.outputs.empty() ? -1 : t.outputs[0];
     switch (layout_rule(t.op)) {
