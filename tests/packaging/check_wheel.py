@@ -1,13 +1,17 @@
 """The check of an installed graphengine, as a user has it (tests/packaging/wheel_check.sh
-runs it in a fresh venv, from outside the source tree, after `pip install WHEEL
-"tritonclient[grpc,http]"`).
+runs it in a fresh venv, from outside the source tree).
+
+    check_wheel.py              after `pip install WHEEL "tritonclient[grpc,http]"`
+    check_wheel.py --minimums   after `pip install WHEEL` with protobuf, grpcio and the
+                                health and reflection packages at their declared minimums
 
 In one process: tritonclient's KServe stubs imported first, then graphengine's (the other
 order runs in a subprocess); a server started in process from a model repository; the
 unmodified tritonclient.grpc client calling it (live, ready, metadata, infer compared with
 numpy); server reflection answering for every service it lists. Also: oneDNN's library is
-the one inside the package, and the version agrees everywhere. One line per check; the
-first failure raises.
+the one beside the runtime, and the version agrees everywhere. With --minimums there is no
+tritonclient (its grpc extra needs a newer grpcio): graphengine's own KServe stubs call the
+server. One line per check; the first failure raises.
 """
 
 from __future__ import annotations
@@ -20,13 +24,16 @@ import tempfile
 import time
 
 import numpy as np
-import tritonclient.grpc as tc  # first: its `inference.*` messages go to the default pool
-import tritonclient.http  # noqa: F401  (installs and imports beside the gRPC client)
 
-import graphengine
-from graphengine.kserve.v2 import grpc_service_pb2
-from graphengine.server.config import ServerConfig
-from graphengine.server.rpc.app import build_server, start_background
+MINIMUMS = "--minimums" in sys.argv[1:]
+if not MINIMUMS:
+    import tritonclient.grpc  # first: its `inference.*` messages go to the default pool
+    import tritonclient.http  # installs and imports beside the gRPC client
+
+import graphengine  # noqa: E402
+from graphengine.kserve.v2 import grpc_service_pb2  # noqa: E402
+from graphengine.server.config import ServerConfig  # noqa: E402
+from graphengine.server.rpc.app import build_server, start_background  # noqa: E402
 
 REVERSE_ORDER = """
 import graphengine.kserve.v2.grpc_service_pb2 as ours
@@ -72,13 +79,16 @@ def check_versions() -> None:
     out = subprocess.run([sys.executable, "-m", "graphengine.cli", "--version"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == f"graphengine {meta}", out
+    others = [f"{name} {importlib.metadata.version(name)}" for name in
+              ("grpcio-health-checking", "grpcio-reflection") + (() if MINIMUMS else
+                                                                  ("tritonclient",))]
     say(f"{out}; python {sys.version.split()[0]}, protobuf {google.protobuf.__version__}, "
-        f"grpcio {grpc.__version__}, tritonclient {importlib.metadata.version('tritonclient')}")
+        f"grpcio {grpc.__version__}, {', '.join(others)}")
 
 
 def check_pools() -> None:
-    import tritonclient.grpc.service_pb2 as theirs
     from google.protobuf import descriptor_pool
+    from tritonclient.grpc import service_pb2 as theirs
 
     default = descriptor_pool.Default().FindMessageTypeByName("inference.ModelInferRequest")
     assert default.file.name != grpc_service_pb2.DESCRIPTOR.name, default.file.name
@@ -123,6 +133,41 @@ def check_reflection(address: str) -> None:
     say(f"reflection resolves {len(names)} services: {', '.join(names)}")
 
 
+def infer_tritonclient(address: str, x: np.ndarray) -> np.ndarray:
+    tc = tritonclient.grpc
+    client = tc.InferenceServerClient(address)
+    assert client.is_server_live() and client.is_server_ready()
+    deadline = time.monotonic() + 120
+    while not client.is_model_ready("mlp"):
+        assert time.monotonic() < deadline, client.get_model_repository_index(as_json=True)
+        time.sleep(0.05)
+    meta = client.get_model_metadata("mlp", as_json=True)
+    assert [t["name"] for t in meta["inputs"]] == ["x"], meta
+    inp = tc.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)
+    return client.infer("mlp", [inp]).as_numpy("y")
+
+
+def infer_own_stubs(address: str, x: np.ndarray) -> np.ndarray:
+    import grpc
+
+    from graphengine.kserve.v2 import grpc_service_pb2_grpc
+
+    pb = grpc_service_pb2
+    with grpc.insecure_channel(address) as channel:
+        stub = grpc_service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        assert stub.ServerLive(pb.ServerLiveRequest()).live
+        deadline = time.monotonic() + 120
+        while not stub.ModelReady(pb.ModelReadyRequest(name="mlp")).ready:
+            assert time.monotonic() < deadline, "model mlp not ready"
+            time.sleep(0.05)
+        request = pb.ModelInferRequest(model_name="mlp", raw_input_contents=[x.tobytes()])
+        request.inputs.add(name="x", datatype="FP32", shape=list(x.shape))
+        answer = stub.ModelInfer(request)
+        shape = tuple(answer.outputs[0].shape)
+        return np.frombuffer(answer.raw_output_contents[0], np.float32).reshape(shape)
+
+
 def check_server(repository: pathlib.Path, params: np.ndarray) -> None:
     parts = build_server(ServerConfig(host="127.0.0.1", port=0,
                                       model_repository=str(repository)))
@@ -130,22 +175,13 @@ def check_server(repository: pathlib.Path, params: np.ndarray) -> None:
     parts.server.start()
     address = f"127.0.0.1:{parts.port}"
     try:
-        client = tc.InferenceServerClient(address)
-        assert client.is_server_live() and client.is_server_ready()
-        deadline = time.monotonic() + 120
-        while not client.is_model_ready("mlp"):
-            assert time.monotonic() < deadline, client.get_model_repository_index(as_json=True)
-            time.sleep(0.05)
-        meta = client.get_model_metadata("mlp", as_json=True)
-        assert [t["name"] for t in meta["inputs"]] == ["x"], meta
         x = np.arange(6, dtype=np.float32).reshape(2, 3) / 5 - 0.5
-        inp = tc.InferInput("x", list(x.shape), "FP32")
-        inp.set_data_from_numpy(x)
-        y = client.infer("mlp", [inp]).as_numpy("y")
-        expected = np.maximum(x @ params[:3] + params[3], 0)
-        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
-        say(f"in-process server on {address} answered tritonclient.grpc: infer "
-            f"{list(y.shape)} matches numpy")
+        y = (infer_own_stubs if MINIMUMS else infer_tritonclient)(address, x)
+        np.testing.assert_allclose(y, np.maximum(x @ params[:3] + params[3], 0),
+                                   rtol=1e-5, atol=1e-6)
+        client = "graphengine's KServe stubs" if MINIMUMS else "tritonclient.grpc"
+        say(f"in-process server on {address} answered {client}: infer {list(y.shape)} "
+            f"matches numpy")
         check_reflection(address)
     finally:  # as `graphengine serve` stops: nothing left for the interpreter's exit
         parts.server.stop(None).wait()
@@ -156,7 +192,8 @@ def check_server(repository: pathlib.Path, params: np.ndarray) -> None:
 
 def main() -> int:
     check_versions()
-    check_pools()
+    if not MINIMUMS:
+        check_pools()
     check_onednn()
     with tempfile.TemporaryDirectory(prefix="ge-wheel-check-") as tmp:
         repository = pathlib.Path(tmp) / "models"

@@ -4,7 +4,9 @@
 #  2. a fresh venv: `pip install WHEEL "tritonclient[grpc,http]"` from PyPI, `pip check`,
 #     then tests/packaging/check_wheel.py (both imported in one process, an in-process server
 #     called with tritonclient.grpc, reflection, the bundled oneDNN);
-#  3. `pip install --target DIR WHEEL`, imported by the bare interpreter from PYTHONPATH=DIR,
+#  3. a fresh venv with protobuf, grpcio and grpcio's health and reflection packages at the
+#     minimums the wheel declares: the same check, graphengine's own stubs as the client;
+#  4. `pip install --target DIR WHEEL`, imported by the bare interpreter from PYTHONPATH=DIR,
 #     and one graph run there.
 # Nothing from the source tree is importable during the checks (they run from OUT), and
 # LD_LIBRARY_PATH is cleared: the wheel must find its own libraries.
@@ -37,7 +39,24 @@ cd "$OUT"
 "$V/graphengine" --version
 "$V/python" "$SRC/tests/packaging/check_wheel.py"
 
-# 3. --target: a folder on PYTHONPATH, no venv, no data files outside it.
+# 3. The declared minimums of the packages the generated stubs check (protobuf, grpcio) and
+#    of grpcio's health and reflection packages, read from the wheel's own metadata.
+MINIMUMS=$("$V/python" -c '
+import importlib.metadata, re
+for req in importlib.metadata.requires("graphengine"):
+    m = re.fullmatch(r"(protobuf|grpcio(?:-health-checking|-reflection)?)\b([^;]*)", req)
+    low = m and re.search(r">=\s*([\d.]+)", m[2])
+    if low:
+        print(f"{m[1]}=={low[1]}")
+')
+echo "== declared minimums: $(echo $MINIMUMS)"
+"$PYTHON" -m venv "$OUT/venv-min"
+"$OUT/venv-min/bin/python" -m pip install -q --upgrade pip
+"$OUT/venv-min/bin/python" -m pip install -q "$WHEEL" $MINIMUMS
+"$OUT/venv-min/bin/python" -m pip check
+"$OUT/venv-min/bin/python" "$SRC/tests/packaging/check_wheel.py" --minimums
+
+# 4. --target: a folder on PYTHONPATH, no venv, no data files outside it.
 # (with the build venv's pip: the check venv's would compare the folder with its own packages)
 "$OUT/tools/bin/python" -m pip install -q --target "$OUT/target" "$WHEEL"
 PYTHONPATH="$OUT/target" "$PYTHON" -s -c '
