@@ -28,7 +28,6 @@ import numpy as np
 MINIMUMS = "--minimums" in sys.argv[1:]
 if not MINIMUMS:
     import tritonclient.grpc  # first: its `inference.*` messages go to the default pool
-    import tritonclient.http  # installs and imports beside the gRPC client
 
 import graphengine  # noqa: E402
 from graphengine.kserve.v2 import grpc_service_pb2  # noqa: E402
@@ -191,6 +190,8 @@ def check_server(repository: pathlib.Path, params: np.ndarray) -> None:
 
 
 def main() -> int:
+    if not MINIMUMS:
+        import tritonclient.http  # noqa: F401  (installs and imports beside the gRPC client)
     check_versions()
     if not MINIMUMS:
         check_pools()
