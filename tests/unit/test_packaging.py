@@ -147,3 +147,63 @@ def test_runtime_loads_the_onednn_beside_it() -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0 and "loaded from beside the runtime" in done.stdout, \
         done.stdout + done.stderr
+
+
+def _nested(levels: int) -> bytes:
+    """DescriptorProto bytes with `levels` nested_type (field 3) levels around a name."""
+    def field(number: int, payload: bytes) -> bytes:
+        return bytes([number << 3 | 2]) + _varint(len(payload)) + payload
+
+    data = field(1, b"leaf")
+    for _ in range(levels):
+        data = field(3, data)
+    return data
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out) + bytes([value])
+
+
+@pytest.mark.parametrize("levels", [99, 100, 101, 102])
+def test_nesting_measure_agrees_with_protobufs_limit(levels: int) -> None:
+    """Under protobuf 6 (what tritonclient[grpc] brings) a too-deep message fails with no
+    word of depth; the importers then measure the bytes, and the measure must agree with
+    where the installed protobuf stops."""
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+
+    from graphengine.engine.errors import decode_problem, nested_deeper_than
+
+    data = _nested(levels)
+    try:
+        descriptor_pb2.DescriptorProto.FromString(data)
+        parses = True
+    except DecodeError as exc:
+        parses = False
+        assert decode_problem("not a message", "the thing", exc, data).startswith(
+            "the thing is nested too deep")
+    assert parses == (levels <= 100)
+    assert nested_deeper_than(data, 100) == (levels > 100)
+
+
+def test_nesting_measure_on_other_bytes() -> None:
+    from graphengine.engine import errors
+
+    assert not errors.nested_deeper_than(b"\xff\xff\xff", 0)  # not a message at all
+    # A payload that does not read as a message (a field without its length) is no level.
+    assert not errors.nested_deeper_than(b"\x1a\x03\x1a\x01\x0a", 1)
+    assert errors.nested_deeper_than(b"\x1a\x04\x1a\x02\x08\x01", 1)
+    assert errors.nested_deeper_than(_nested(3), 2) and not errors.nested_deeper_than(
+        _nested(3), 3)
+    # Past the budget of bytes descended into, the answer is "unknown": False.
+    big = _nested(200)
+    assert errors.nested_deeper_than(big, 100)
+    saved, errors._DEPTH_BUDGET = errors._DEPTH_BUDGET, 1000
+    try:
+        assert not errors.nested_deeper_than(big, 100)
+    finally:
+        errors._DEPTH_BUDGET = saved
