@@ -76,10 +76,11 @@ test-torch: $(TORCH_DEPS)
 bench-torch: $(TORCH_DEPS)
 	$(PY) benchmarks/bench_torch.py $(BENCH_TORCH_ARGS)
 
-# The wheel as a user gets it (tests/packaging/wheel_check.sh, ~15 min): `pip wheel .` (build
-# isolation, a clean build), then a fresh venv with it and tritonclient[grpc,http] from PyPI:
-# pip check, both imported in one process, an in-process server called by tritonclient.grpc;
-# then `pip install --target` and a run from there. WHEEL_PYTHON=python3.10 for another Python.
+# The wheel as a user gets it (tests/packaging/wheel_check.sh; 3-5 min here, most of it the
+# build): `pip wheel .` (build isolation, a clean build), then a fresh venv with it and
+# tritonclient[grpc,http] from PyPI: pip check, both imported in one process, an in-process
+# server called by tritonclient.grpc; the same at the declared protobuf/grpcio minimums; then
+# `pip install --target` and a run from there. WHEEL_PYTHON=python3.10 for another Python.
 WHEEL_PYTHON ?= $(PYTHON)
 test-wheel:
 	tests/packaging/wheel_check.sh $(WHEEL_PYTHON) build/wheel-$$($(WHEEL_PYTHON) -c "import sys; print('%d.%d' % sys.version_info[:2])")
