@@ -8,7 +8,7 @@ DEPLOY_VENV ?= .venv-deploy
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch bench-decoder lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch bench-decoder test-wheel lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -16,9 +16,11 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# Build requirements are read from pyproject.toml so that the list lives in one place.
+# Build requirements are read from pyproject.toml so that the list lives in one place
+# (tomllib is Python 3.11+; on 3.10 tomli, from PyPI, reads it).
 $(VENV)/.deps: $(PY) pyproject.toml
-	$(PY) -m pip install -q $$($(PY) -c "import tomllib; print(' '.join(tomllib.load(open('pyproject.toml','rb'))['build-system']['requires']))")
+	$(PY) -c "import tomllib" 2>/dev/null || $(PY) -m pip install -q tomli
+	$(PY) -m pip install -q $$($(PY) -c "import sys; toml = __import__('tomllib' if sys.version_info >= (3, 11) else 'tomli'); print(' '.join(toml.load(open('pyproject.toml','rb'))['build-system']['requires']))")
 	touch $@
 
 # Editable install: Python sources are used in place; the native runtime and the proto
@@ -121,6 +123,15 @@ bench-decoder: $(TORCH_DEPS)
 .PHONY: docs
 docs: install
 	$(PY) docs/gen_api.py
+
+# The wheel as a user gets it (tests/packaging/wheel_check.sh; 3-5 min here, most of it the
+# build): `pip wheel .` (build isolation, a clean build), then a fresh venv with it and
+# tritonclient[grpc,http] from PyPI: pip check, both imported in one process, an in-process
+# server called by tritonclient.grpc; the same at the declared protobuf/grpcio minimums; then
+# `pip install --target` and a run from there. WHEEL_PYTHON=python3.10 for another Python.
+WHEEL_PYTHON ?= $(PYTHON)
+test-wheel:
+	tests/packaging/wheel_check.sh $(WHEEL_PYTHON) build/wheel-$$($(WHEEL_PYTHON) -c "import sys; print('%d.%d' % sys.version_info[:2])")
 
 lint: install
 	$(PY) -m ruff check .

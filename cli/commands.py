@@ -5,6 +5,7 @@
                       [--metrics-port N] [--http-port N] [--grace-seconds S] [--log-level L]
                       [--plugin FILE] ...
     graphengine run --server HOST:PORT MODEL.onnx --input IN.npz --output OUT.npz [--report]
+    graphengine --version
 
 One `add_<name>_parser` + `cmd_<name>` pair per subcommand, registered in COMMANDS; a new
 subcommand (compile, inspect, dump-graph) is one more pair and one more row.
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+import graphengine
 from graphengine.cli import compile as cli_compile
 from graphengine.cli import dump_graph as cli_dump_graph
 from graphengine.clients.errors import ClientError
@@ -209,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="graphengine",
                                      description="GraphEngine: graph compiler and inference "
                                                  "service.")
+    parser.add_argument("--version", action="version",
+                        version=f"graphengine {graphengine.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, add_parser, handler in COMMANDS:
         add_parser(sub)

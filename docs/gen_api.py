@@ -389,9 +389,9 @@ def page_cli(ref: Reference) -> None:
     lines += [f"| [`{name}`](#graphengine-{name}) | {helps.get(name, '')} |"
               for name in sub.choices]
     own = option_rows(parser)
-    if len(own) > 3:  # more than the table's head
-        lines += ["", "Options of `graphengine` itself:", "", *own]
     lines.append("")
+    if len(own) > 3:  # more than the table's head
+        lines += ["Options of `graphengine` itself:", "", *own]
     for name, child in sub.choices.items():
         lines += [f"## `graphengine {name}`", "", child.description or helps.get(name, ""), "",
                   *option_rows(child)]

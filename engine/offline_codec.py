@@ -402,7 +402,9 @@ def _kind(value: Any) -> str:
 
 
 def _hint_name(hint: Any) -> str:
-    text = getattr(hint, "__name__", None) if isinstance(hint, type) else None
+    # A plain class by its name; list[int] as written (on Python 3.10 it passes for a type).
+    plain = isinstance(hint, type) and typing.get_origin(hint) is None
+    text = getattr(hint, "__name__", None) if plain else None
     return bounded_text(text or str(hint).replace("typing.", ""), 200)
 
 

@@ -1,7 +1,8 @@
 """Structured logs: one line per event, as `key=value` pairs or as one JSON object.
 
 Every event goes through `log_event(logger, level, event, **fields)`; the fields travel on
-the log record, so the `kv` and `json` formats show the same data.
+the log record, so the `kv` and `json` formats show the same data. Timestamps are UTC in
+ISO 8601 with milliseconds (`2026-11-27T00:22:01.123Z`), whatever the host's time zone.
 """
 
 from __future__ import annotations
@@ -9,18 +10,26 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from typing import Any, TextIO
 
 _KV_FORMAT = "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
-_DATE = "%Y-%m-%dT%H:%M:%S"
 
 
-class JsonFormatter(logging.Formatter):
+class UtcFormatter(logging.Formatter):
+    """`%(asctime)s` is the record's time in UTC: `YYYY-MM-DDTHH:MM:SS.mmmZ`."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        return f"{seconds}.{int(record.msecs):03d}Z"
+
+
+class JsonFormatter(UtcFormatter):
     """{"ts", "level", "logger", "event", <fields>...}; a traceback goes in "exc"."""
 
     def format(self, record: logging.LogRecord) -> str:
         fields = getattr(record, "ge_fields", None)
-        out: dict[str, Any] = {"ts": self.formatTime(record, _DATE), "level": record.levelname,
+        out: dict[str, Any] = {"ts": self.formatTime(record), "level": record.levelname,
                                "logger": record.name}
         if fields is None:
             out["message"] = record.getMessage()
@@ -39,8 +48,7 @@ def configure(level: str, stream: TextIO | None = None, fmt: str = "kv") -> None
     own logging setup does not change how that process logs.
     """
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json"
-                         else logging.Formatter(_KV_FORMAT, datefmt=_DATE))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else UtcFormatter(_KV_FORMAT))
     root = logging.getLogger("graphengine")
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -45,6 +45,11 @@ size bound, and `graphengine_compile_cache_bytes` is the folder's size as last s
 Each server owns a registry, so several servers in one process (tests) do not collide.
 The port answers `/metrics` only (404 elsewhere), so a readiness probe aimed at it fails
 instead of passing on any path; health is on the KServe HTTP port.
+
+The registry leaves out the `*_created` series prometheus-client adds to every counter and
+histogram child (a timestamp per label set, doubling the series for no use here); it does
+so itself rather than by prometheus-client's process-wide switch, which would change the
+metrics of a program that embeds the server.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer, generate_latest, make_wsgi_app
 
 from .timing import StageTimes
@@ -97,9 +102,39 @@ _COUNTERS = {
 }
 
 
+_CREATED_TYPES = frozenset({"counter", "histogram", "summary"})
+
+
+def _without_created(metrics: Iterable[Metric]) -> Iterable[Metric]:
+    for metric in metrics:
+        if metric.type in _CREATED_TYPES:
+            created = metric.name + "_created"
+            metric.samples = [s for s in metric.samples if s.name != created]
+        yield metric
+
+
+class _Filtered:
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def collect(self) -> Iterable[Metric]:
+        return _without_created(self._inner.collect())
+
+
+class NoCreatedRegistry(CollectorRegistry):
+    """A registry whose exposition has no `*_created` series (also for `?name[]=` queries,
+    which the HTTP endpoint answers from `restricted_registry`)."""
+
+    def collect(self) -> Iterable[Metric]:
+        return _without_created(super().collect())
+
+    def restricted_registry(self, names: Iterable[str]) -> Any:
+        return _Filtered(super().restricted_registry(names))
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
+        self.registry = registry or NoCreatedRegistry()
         r = self.registry
         self.latency = Histogram("graphengine_request_duration_seconds",
                                  "request latency by stage", ["api", "model", "stage"],

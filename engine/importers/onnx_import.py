@@ -87,7 +87,7 @@ def load_proto(model: ModelLike) -> tuple[onnx.ModelProto, str | None]:
             proto.ParseFromString(bytes(model))
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise InvalidModel(decode_problem("bytes are not an ONNX model", "the model",
-                                              exc)) from None
+                                              exc, model)) from None
         if not proto.HasField("graph") or not proto.ir_version:
             raise InvalidModel("bytes are not an ONNX model: no graph or IR version found")
         return proto, None

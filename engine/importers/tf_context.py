@@ -94,7 +94,7 @@ def load_graphdef(model: Any) -> tfpb.GraphDef:
         raise InvalidModel(decode_problem(f"{what} are not a TensorFlow GraphDef"
                                           if what == "bytes" else
                                           f"{what} is not a TensorFlow GraphDef",
-                                          "the graph", exc)) from None
+                                          "the graph", exc, model)) from None
     return gd
 
 

@@ -47,6 +47,7 @@ from .errors import ErrorInterceptor
 from .interceptors import AuthInterceptor, RequestInterceptor
 from .kserve_servicer import SERVICE_NAME as KSERVE_SERVICE
 from .kserve_servicer import InferenceServicer
+from .reflection_pool import reflection_pool
 from .servicer import SERVICE_NAME, GraphEngineServicer
 
 _log = logging.getLogger("graphengine.server")
@@ -229,7 +230,8 @@ def build_server(config: ServerConfig, session_manager: Any = None) -> ServerPar
     parts.inference = InferenceServicer(repository, ready=parts.ready, **common)
     grpc_service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(parts.inference, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        (SERVICE_NAME, KSERVE_SERVICE, health.SERVICE_NAME, reflection.SERVICE_NAME), server,
+        pool=reflection_pool())
     _register_gauges(parts)
     if cache is not None:
         _register_cache_stats(metrics, cache)

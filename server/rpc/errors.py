@@ -167,7 +167,7 @@ def _decoder(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
         except (DecodeError, ValueError, TypeError) as exc:
             raise InvalidInput(decode_problem(f"malformed request: {len(data)} bytes that are "
                                               f"not a valid {what} message", f"the {what} "
-                                              f"request", exc)) from None
+                                              f"request", exc, data)) from None
     return decode
 
 

@@ -6,9 +6,9 @@
 The second form runs N inferences and prints the model's statistics as gRPC reports them
 (the HTTP test compares them with what the HTTP port reports).
 
-tritonclient registers the KServe messages (package `inference`) in protobuf's default
-descriptor pool, as GraphEngine's own KServe stubs do; one process can hold only one of
-the two, so the tests run tritonclient here and check what it saw.
+The client runs in a process of its own, as a user's would, and the test checks what it
+saw. (Both sets of KServe stubs also import into one process: tests/unit/test_packaging.py,
+tests/integration/test_tritonclient_in_process.py.)
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 (tritonclient) compiled it: every method and every field we declare has the protocol's
 number, type and label.
 
-tritonclient's descriptors are read from its generated modules' source, not imported: both
-files define `inference.*` symbols, and one process's default descriptor pool can hold only
-one of them.
+tritonclient's descriptors are read from its generated modules' source, so that this
+comparison does not depend on importing them (that both import into one process is
+tests/unit/test_packaging.py's subject).
 """
 
 from __future__ import annotations
