@@ -11,7 +11,8 @@ unmodified tritonclient.grpc client calling it (live, ready, metadata, infer com
 numpy), then tritonclient.http on its KServe HTTP/REST port; server reflection answering
 for every service it lists. Also: oneDNN's library is the one beside the runtime, and the
 version agrees everywhere. With --minimums there is no tritonclient (its grpc extra needs a
-newer grpcio): graphengine's own KServe stubs call the server. One line per check; the first failure raises.
+newer grpcio): graphengine's own KServe stubs call the server. One line per check; the
+first failure raises.
 """
 
 from __future__ import annotations
