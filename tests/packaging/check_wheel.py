@@ -8,10 +8,11 @@ runs it in a fresh venv, from outside the source tree).
 In one process: tritonclient's KServe stubs imported first, then graphengine's (the other
 order runs in a subprocess); a server started in process from a model repository; the
 unmodified tritonclient.grpc client calling it (live, ready, metadata, infer compared with
-numpy); server reflection answering for every service it lists. Also: oneDNN's library is
-the one beside the runtime, and the version agrees everywhere. With --minimums there is no
-tritonclient (its grpc extra needs a newer grpcio): graphengine's own KServe stubs call the
-server. One line per check; the first failure raises.
+numpy), then tritonclient.http on its KServe HTTP/REST port; server reflection answering
+for every service it lists. Also: oneDNN's library is the one beside the runtime, and the
+version agrees everywhere. With --minimums there is no tritonclient (its grpc extra needs a
+newer grpcio): graphengine's own KServe stubs call the server. One line per check; the
+first failure raises.
 """
 
 from __future__ import annotations
@@ -167,22 +168,43 @@ def infer_own_stubs(address: str, x: np.ndarray) -> np.ndarray:
         return np.frombuffer(answer.raw_output_contents[0], np.float32).reshape(shape)
 
 
+def infer_tritonclient_http(address: str, x: np.ndarray) -> np.ndarray:
+    import tritonclient.http as th
+
+    client = th.InferenceServerClient(address)
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("mlp")
+    inp = th.InferInput("x", list(x.shape), "FP32")
+    inp.set_data_from_numpy(x)  # binary by default: the Inference-Header-Content-Length form
+    return client.infer("mlp", [inp]).as_numpy("y")
+
+
 def check_server(repository: pathlib.Path, params: np.ndarray) -> None:
-    parts = build_server(ServerConfig(host="127.0.0.1", port=0,
+    from graphengine.server.rest import serve_http
+
+    parts = build_server(ServerConfig(host="127.0.0.1", port=0, http_port=0,
                                       model_repository=str(repository)))
     start_background(parts)
     parts.server.start()
     address = f"127.0.0.1:{parts.port}"
     try:
         x = np.arange(6, dtype=np.float32).reshape(2, 3) / 5 - 0.5
+        want = np.maximum(x @ params[:3] + params[3], 0)
         y = (infer_own_stubs if MINIMUMS else infer_tritonclient)(address, x)
-        np.testing.assert_allclose(y, np.maximum(x @ params[:3] + params[3], 0),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
         client = "graphengine's KServe stubs" if MINIMUMS else "tritonclient.grpc"
         say(f"in-process server on {address} answered {client}: infer {list(y.shape)} "
             f"matches numpy")
         check_reflection(address)
+        if not MINIMUMS:
+            parts.http = serve_http(parts)
+            http_address = f"127.0.0.1:{parts.http.port}"
+            y = infer_tritonclient_http(http_address, x)
+            np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+            say(f"its KServe HTTP/REST port {http_address} answered tritonclient.http: infer "
+                f"{list(y.shape)} matches numpy")
     finally:  # as `graphengine serve` stops: nothing left for the interpreter's exit
+        if parts.http is not None:
+            parts.http.stop()
         parts.server.stop(None).wait()
         parts.stream_executor.shutdown(wait=True)
         parts.repository.close()
