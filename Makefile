@@ -61,7 +61,8 @@ $(NODE_DEPS): clients/node/package-lock.json
 
 test: install graphviz $(DEPLOY_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
+	GE_DEPLOY_VENV=$(abspath $(DEPLOY_VENV)) \
+		$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
 # Kubernetes manifests (deploy/): every Kustomize overlay rendered by kubectl's kustomize and
 # validated (deploy/check.py: strict Kubernetes schemas, the custom resources' schemas, the

@@ -51,9 +51,6 @@ class Provenance:
     cpu_features: tuple[str, ...] = ()
     backend: str = "host"
 
-    def as_dict(self) -> dict:
-        return {**dataclasses.asdict(self), "cpu_features": list(self.cpu_features)}
-
 
 def producer_of(info: dict | None) -> Producer:
     info = info or {}

@@ -263,7 +263,7 @@ class Model {
   // Which kernel set a launch alone runs. An OpenMP team's barrier waits for its slowest
   // thread: when other processes hold the cores, a descheduled helper costs each parallel
   // region a timeslice (hf_mobilenet_v2 at batch 1 with two busy processes: p50 0.6 ms, p90
-  // 7-13 ms, p99 270 ms on the team of two; p90 0.85 ms single-threaded). So both sets'
+  // 7-13 ms, p99 13-270 ms on the team of two; p90 0.85 ms single-threaded). So both sets'
   // times per iteration (alone launches) are kept as moving averages and the faster one
   // runs; every probe_every_ launches the other set runs once to refresh its time (the
   // interval doubles, up to kProbeMax, while the choice holds, and drops back when it

@@ -433,7 +433,11 @@ class Session(Admission, StatefulSession):
         shared: dict[str, np.ndarray] = {}
         sliced: dict[str, np.ndarray] = {}
         for key, value in inputs.items():
-            x = np.asarray(value)
+            try:
+                x = np.asarray(value)
+            except (ValueError, TypeError) as exc:  # a ragged list, an object numpy refuses
+                raise InvalidInput(f"input '{key}' is not an array: {exc}", graph=name,
+                                   tensor=key) from None
             v = entry.graph.values.get(key)
             rank = len(v.meta.shape) if v is not None and v.meta is not None and \
                 v.meta.shape is not None else None

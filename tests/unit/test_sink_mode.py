@@ -100,6 +100,9 @@ def test_a_leading_axis_of_the_wrong_length_names_the_input() -> None:
                               "bias": np.zeros(3, np.float32)}, iterations=4)
         with pytest.raises(InvalidInput, match="missing input 'bias'"):
             s.run_graph(gid, {"x": np.zeros((4, 2, 4), np.float32)}, iterations=4)
+        with pytest.raises(InvalidInput, match="input 'x' is not an array"):
+            s.run_graph(gid, {"x": [[1.0], [1.0, 2.0]], "bias": np.zeros(3, np.float32)},
+                        iterations=2)
         with pytest.raises(NotFound, match="graph 99"):
             s.run_graph(99, {}, iterations=2)
 
