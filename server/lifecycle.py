@@ -24,6 +24,10 @@ class Lifecycle:
         return self._draining.is_set()
 
     def begin_drain(self) -> None:
+        # The quiet period counts from the drain's start, not from the epoch: a drain that
+        # begins before any call was refused still lingers long enough for callers queued
+        # behind busy workers (and health probes) to be answered NOT_SERVING / UNAVAILABLE.
+        self.last_refused = time.monotonic()
         self._draining.set()
         with self._idle:
             self._idle.notify_all()

@@ -29,6 +29,18 @@ def test_lifecycle_counts_and_refuses() -> None:
     assert life.draining and not life.enter()
 
 
+def test_quiet_period_counts_from_the_drain_start() -> None:
+    # Before any refusal the drain must not count as quiet already: otherwise a SIGTERM
+    # that arrives while every worker is busy closes the port at once, and callers (and
+    # health probes) queued behind the busy workers never see NOT_SERVING.
+    life = Lifecycle()
+    time.sleep(0.02)
+    life.begin_drain()
+    assert not life.quiet_for(0.01)
+    time.sleep(0.03)
+    assert life.quiet_for(0.01)
+
+
 @pytest.fixture
 def served():
     core = FakeSessionManager()
