@@ -34,7 +34,6 @@ from . import (
     conv_bn,
     conv_dw,
     conv_head,
-    conv_split,
     eltwise,
     erf_gelu,
     layernorm,
@@ -78,8 +77,6 @@ FUSIONS: list[Fusion] = [
     dataclasses.replace(conv_dw.ROW, after=("activation",)),
     dataclasses.replace(conv_block.ROW, after=("conv_dw",)),
     dataclasses.replace(conv_head.ROW, after=("activation", "conv_block")),
-    dataclasses.replace(conv_split.ROW, after=("conv_bn", "activation", "conv_block",
-                                               "conv_head")),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "rope", "conv_dw", "conv_block",
                                             "conv_head")),
