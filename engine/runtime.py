@@ -493,8 +493,9 @@ class LoadedModel:
             if arr is None:
                 continue
             k = seen.get(src)
-            if k is None:
-                k = seen[src] = int(np.asarray(counts[src]).reshape(-1)[0])
+            if k is None:  # one int64 the program wrote (a file's other shapes count as 0)
+                flat = np.asarray(counts[src]).reshape(-1)
+                k = seen[src] = int(flat[0]) if flat.size and flat.dtype.kind in "iu" else 0
             result[name] = arr[:max(0, min(k, len(arr)))]
         if drop:
             for src in self._count_keys:

@@ -7,6 +7,8 @@ Every answer is held to onnxruntime's, including runs that select no box."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -15,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graphengine import _runtime
 from graphengine.engine import offline
+from graphengine.engine.errors import InvalidGraph
 from graphengine.engine.importers import load_model
 from graphengine.engine.ops.detection import nms_reference, padded_nms
 from graphengine.engine.pipeline import compile_graph
@@ -181,6 +184,12 @@ def test_a_saved_model_trims_its_rows_after_loading() -> None:
     assert again.row_counts == compiled.row_counts
     feeds = _images(2)
     _same(LoadedModel(again, DEVICE).run(feeds), _ort(model, feeds), OUTS)
+    # a file whose row count names a tensor nothing makes, or an output it does not have,
+    # is refused at load, naming it
+    for bad in ({"selected": "nowhere"}, {"not_an_output": compiled.row_counts["selected"]}):
+        broken = dataclasses.replace(compiled, row_counts=bad)
+        with pytest.raises(InvalidGraph, match="nowhere|not_an_output"):
+            LoadedModel(broken, DEVICE)
 
 
 @pytest.mark.parametrize("tail", ["sum", "wrap"])
