@@ -213,6 +213,11 @@ class CompiledModel:
     # None in offline files written before it was recorded
     provenance: Provenance | None = None
     variables: list[VariableSig] = dataclasses.field(default_factory=list)
+    # Outputs whose rows the data decides (a NonMaxSuppression's selection and what reads
+    # it, computed in the rows of its bound: prepare/bounded_rows.py): output name -> the
+    # value holding how many of its leading rows are the answer (one int64), which the
+    # programs make beside the outputs.
+    row_counts: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def device_bytes(self) -> int:
@@ -257,5 +262,11 @@ def check_dataflow(compiled: CompiledModel) -> None:
     if len(compiled.output_sources) != len(compiled.outputs):
         raise InvalidGraph(f"{len(compiled.outputs)} outputs but {len(compiled.output_sources)} "
                            f"output sources", graph=compiled.name, stage="load")
+    public = {s.name for s in compiled.outputs}
+    for name, src in compiled.row_counts.items():
+        if name not in public:
+            raise InvalidGraph(f"row_counts names '{bounded_text(name, 200)}', which is not an "
+                               f"output", graph=compiled.name, stage="load")
+        need(src, f"the row count of output '{bounded_text(name, 200)}'")
     for name in compiled.output_sources:
         need(name, "the model's outputs")

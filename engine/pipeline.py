@@ -29,6 +29,8 @@ from .optimize.subnormals import flush_subnormal_weights
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
+    bound_selections,
+    bounded_outputs,
     canonicalize,
     check_variables,
     deduplicate_constants,
@@ -147,7 +149,8 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
     # subnormal weights: before fusion folds them into normal-sized but still negligible
     # ones (again after it, for those the folding makes)
     passes += [flush_subnormal_weights, deduplicate_constants,
-               eliminate_common_subexpressions, eliminate_dead_nodes]
+               eliminate_common_subexpressions, eliminate_dead_nodes,
+               functools.partial(bound_selections, target=target)]
     return Stage("prepare", passes, repeat_until_stable=True)
 
 
@@ -346,13 +349,16 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     for v in g.outputs:
         if v.meta is None:
             raise InvalidGraph(f"output '{v.name}' has no inferred type", graph=g.name)
+    row_counts = bounded_outputs(g, output_names)
+    public = g.outputs[:len(output_names)]  # the rest: row counts (prepare/bounded_rows.py)
     compiled = CompiledModel(
         name=graph.name,
         inputs=[TensorSig(v.name, v.meta.dtype, tuple(v.meta.shape)) for v in g.inputs],
-        outputs=[TensorSig(n, v.meta.dtype, tuple(v.meta.shape) if v.meta.shape else ())
-                 for n, v in zip(output_names, g.outputs)],
-        output_sources=[v.name for v in g.outputs], programs=programs, constants=constants,
-        report=report, backend=target.backend,
+        outputs=[TensorSig(n, v.meta.dtype, _declared_rows(graph, k, v.meta.shape)
+                           if n in row_counts else tuple(v.meta.shape) if v.meta.shape else ())
+                 for k, (n, v) in enumerate(zip(output_names, public))],
+        output_sources=[v.name for v in public], programs=programs, constants=constants,
+        report=report, backend=target.backend, row_counts=row_counts,
         provenance=provenance.record(
             graph.producer, (t.op for p in programs if isinstance(p, DeviceProgram)
                              for t in p.tasks if t.kind == "kernel"),
@@ -360,6 +366,15 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         variables=variable_sigs(g))
     report.total_seconds = time.perf_counter() - start
     return compiled
+
+
+def _declared_rows(graph: Graph, k: int, shape: tuple) -> tuple:
+    """Output k's shape as the data decides it: the bound's rows are the graph's declared
+    leading dim (a symbol) again."""
+    meta = graph.outputs[k].meta
+    first = meta.shape[0] if meta is not None and meta.shape else None
+    return (first if isinstance(first, str) else f"{graph.outputs[k].name}_rows",
+            *shape[1:])
 
 
 def variable_sigs(graph: Graph) -> list[VariableSig]:

@@ -14,7 +14,6 @@ in `stats().bytes_copied`.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import dataclasses
 import itertools
 import threading
@@ -26,9 +25,9 @@ import numpy as np
 from graphengine import _runtime
 from graphengine.errors import Cancelled, DeadlineExceeded
 
-from . import ops
 from .bounds import MemoryBudget, physical_memory_bytes
-from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput, ResourceExhausted
+from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
+from .host_plan import HostPlan
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 from .provenance import check_cpu
 
@@ -125,7 +124,7 @@ def _body_runner(model: LoadedModel, outer_names: Sequence[str]) -> BodyRun:
     formal = {s.name: k for k, s in enumerate(s for s in c.inputs if s.name not in outer_set)}
     names = [s.name for s in c.outputs]
     only = c.programs[0] if len(c.programs) == 1 else None
-    if not isinstance(only, DeviceProgram):
+    if not isinstance(only, DeviceProgram) or c.row_counts:  # run() trims rows
         def run_model(formals: Sequence[np.ndarray], outer: dict[str, np.ndarray]
                       ) -> list[np.ndarray]:
             feed = {name: formals[k] for name, k in formal.items()}
@@ -217,11 +216,20 @@ class LoadedModel:
                         self._step_attrs[prog.index, i] = {
                             **step.attrs, "_bodies": {key: _body_runner(m, outer)
                                                       for key, m in loaded.items()}}
+        self._host_plans = {
+            prog.index: HostPlan(prog, compiled.name,
+                                 {i: attrs for (p, i), attrs in self._step_attrs.items()
+                                  if p == prog.index})
+            for prog in compiled.programs if isinstance(prog, HostProgram)}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._runs = 0
         self._iterations = 0
         self._seconds = 0.0
+        # outputs whose rows the data decides: trimmed to their counts (values the programs
+        # hand out beside the outputs, dropped from what a run returns)
+        self._row_counts = dict(compiled.row_counts)
+        self._count_keys = tuple(sorted(set(self._row_counts.values())))
         self._fast = self._fast_plan()
         # A model that is one device program fed by the graph's inputs runs a request in one
         # native call that takes and returns the dicts: run_named(inputs) -> outputs (folded
@@ -234,6 +242,13 @@ class LoadedModel:
                               [(name, i) for name, i, _ in outs if i >= 0],
                               {name: const for name, i, const in outs if i < 0})
             self.direct = native.run_named
+        # A model of several programs whose first is a device program fed by exactly the
+        # graph's inputs (a detector: the network, then a host tail after its
+        # NonMaxSuppression): that program runs by the same one-call check, its outputs
+        # come back as the dict the later programs read (`head`).
+        self.head = None
+        if self.direct is None:
+            self.head = self._head_call()
 
     def _fast_plan(self):
         """For a model that is one device program fed by the graph's inputs: what a call
@@ -252,7 +267,23 @@ class LoadedModel:
                 outs.append((name, -1, c.constants[src]))
             else:
                 outs.append((name, prog.output_names.index(src), None))
+        for src in self._count_keys:
+            if src not in prog.output_names:
+                return None
+            outs.append((src, prog.output_names.index(src), None))
         return self.natives[prog.index], feed, len(c.inputs), outs
+
+    def _head_call(self):
+        c = self.compiled
+        first = c.programs[0] if len(c.programs) > 1 else None
+        if not isinstance(first, DeviceProgram) or first.variables or \
+                any(isinstance(d, str) for s in c.inputs for d in s.shape) or \
+                sorted(first.input_names) != sorted(s.name for s in c.inputs):
+            return None
+        native = self.natives[first.index]
+        native.bind_names(list(first.input_names),
+                          [(name, i) for i, name in enumerate(first.output_names)], None)
+        return native.run_named
 
     @property
     def device_bytes(self) -> int:
@@ -334,7 +365,7 @@ class LoadedModel:
         if executor is not None:
             executor.shutdown(wait=True)
         self.natives = {}
-        self._fast = self.direct = None  # they hold a native model too
+        self._fast = self.direct = self.head = None  # they hold a native model too
         for loaded in self.bodies.values():
             for m in loaded.values():
                 m.close()
@@ -358,7 +389,22 @@ class LoadedModel:
             except _runtime.Error as exc:
                 raise native_error(exc, self.compiled.name) from None
             if type(result) is dict:
+                if self._count_keys:
+                    result = self._trim_rows(result, result, drop=True)
                 return result if output_names is None else self._select(result, output_names)
+            return self._execute_general(inputs, output_names, None)
+        head = self.head
+        if head is not None and control is None and times is None:
+            start = time.perf_counter()
+            try:
+                env = head(inputs)
+            except _runtime.Error as exc:
+                raise native_error(exc, self.compiled.name) from None
+            if type(env) is dict:
+                env.update(inputs)  # exactly the graph's inputs: run_named checked them
+                result = self._run_rest(env, output_names)
+                self._count(1, start)
+                return result
             return self._execute_general(inputs, output_names, None)
         limits = {"queue": 0.0, "deadline": getattr(control, "deadline", None),
                   "token": getattr(control, "token", None)}
@@ -367,6 +413,8 @@ class LoadedModel:
             if direct is not None:
                 result = self._call(None, inputs, limits)
                 if type(result) is dict:
+                    if self._count_keys:
+                        result = self._trim_rows(result, result, drop=True)
                     return result if output_names is None else self._select(result,
                                                                             output_names)
             return self._execute_general(inputs, output_names, limits)
@@ -399,6 +447,16 @@ class LoadedModel:
                 self._run_host(prog, env)
         return self._pick_outputs(env, output_names)
 
+    def _run_rest(self, env: dict[str, np.ndarray], output_names: Sequence[str] | None
+                  ) -> dict[str, np.ndarray]:
+        """The programs after the head, then the outputs."""
+        for prog in self.compiled.programs[1:]:
+            if isinstance(prog, DeviceProgram):
+                self._run_device(prog, env)
+            else:
+                self._host_plans[prog.index].run(env, self.host_budget())
+        return self._pick_outputs(env, output_names)
+
     def _select(self, result: dict[str, np.ndarray], output_names: Sequence[str]
                 ) -> dict[str, np.ndarray]:
         """The named outputs of a direct run's result (every one for an empty list)."""
@@ -423,6 +481,25 @@ class LoadedModel:
                                    graph=c.name, tensor=name)
             src = c.output_sources[names.index(name)]
             result[name] = c.constants[src].copy() if src in c.constants else env[src]
+        return self._trim_rows(result, env) if self._count_keys else result
+
+    def _trim_rows(self, result: dict[str, np.ndarray], counts: Mapping[str, np.ndarray],
+                   drop: bool = False) -> dict[str, np.ndarray]:
+        """The outputs whose rows the data decides, cut to their first `count` rows (read
+        from `counts`; `drop`: the count values are removed from `result`)."""
+        seen: dict[str, int] = {}
+        for name, src in self._row_counts.items():
+            arr = result.get(name)
+            if arr is None:
+                continue
+            k = seen.get(src)
+            if k is None:  # one int64 the program wrote (a file's other shapes count as 0)
+                flat = np.asarray(counts[src]).reshape(-1)
+                k = seen[src] = int(flat[0]) if flat.size and flat.dtype.kind in "iu" else 0
+            result[name] = arr[:max(0, min(k, len(arr)))]
+        if drop:
+            for src in self._count_keys:
+                result.pop(src, None)
         return result
 
     def _sink_program(self) -> DeviceProgram | None:
@@ -482,33 +559,7 @@ class LoadedModel:
         env.update(zip(prog.output_names, outs))
 
     def _run_host(self, prog: HostProgram, env: dict[str, np.ndarray]) -> None:
-        budget = self.host_budget()
-        # The arrays the run allocates count against the budget; ones it was given (inputs,
-        # constants, device outputs) are already held by someone else.
-        guard = _runtime.HostBudget(budget.bytes) if budget is not None else None
-        for i, step in enumerate(prog.steps):
-            args = [None if n is None else env[n] if n in env else prog.constants[n]
-                    for n in step.inputs]
-            attrs = self._step_attrs.get((prog.index, i), step.attrs)
-            try:
-                # IEEE results (inf, nan) are the answer
-                with np.errstate(all="ignore"), guard or contextlib.nullcontext():
-                    outs = ops.get(step.op_type).compute(args, attrs)
-            except GraphEngineError:
-                raise
-            except MemoryError as exc:
-                if guard is None or not guard.refused:
-                    raise ops.kernel_error(step.name, step.op_type, exc, args,
-                                           self.compiled.name) from None
-                raise ResourceExhausted(
-                    f"node '{step.name}' ({step.op_type}) needs more memory than the run may "
-                    f"hold: host program {prog.index} would hold {guard.refused} bytes at "
-                    f"once (the node's inputs: {ops.describe_args(args)}); {budget.reason}",
-                    graph=self.compiled.name, node=step.name, stage="execute") from None
-            except Exception as exc:
-                raise ops.kernel_error(step.name, step.op_type, exc, args,
-                                       self.compiled.name) from None
-            env.update(zip(step.outputs, (np.asarray(o) for o in outs)))
+        self._host_plans[prog.index].run(env, self.host_budget())
 
     # ---- statistics ---------------------------------------------------------------------
     def stats(self) -> RuntimeStats:

@@ -129,6 +129,8 @@ def plan_control(node: Node, compiled: dict[str, CompiledModel]) -> ControlPlan:
             raise NotOnDevice(f"body '{key}' runs on {prog.num_streams} streams")
         if prog is not None and prog.variables:
             raise NotOnDevice(f"body '{key}' reads or writes session variables")
+        if model.row_counts:
+            raise NotOnDevice(f"body '{key}' has outputs whose rows the data decides")
         graph = node.attrs[key]
         formals = [v.name for v in graph.inputs if v.name not in names]
         body = _Body(key, model, prog, formals,

@@ -12,8 +12,9 @@ from graphengine import _runtime
 from ..dtypes import DType
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, optional_index, reject
 from .kernel_utils import opt
-from .registry import OpSchema, register
+from .registry import DeviceKernel, OpSchema, register
 from .shape_helpers import FLOATS, check_dtype, out, shape_in, sym
 
 
@@ -123,16 +124,16 @@ def _ious(b: np.ndarray, i: int, rest: np.ndarray) -> np.ndarray:
 def _nms_args(ins: list[Any]) -> tuple[int, float, float | None] | None:
     """(limit, IoU threshold, score threshold or None) from the optional inputs; None when
     max_output_boxes_per_class is absent (nothing is selected)."""
-    def get(i: int) -> Any:
-        return opt(ins, i, nonempty=True)
+    def first(i: int) -> Any:
+        value = opt(ins, i, nonempty=True)
+        return None if value is None else np.asarray(value).reshape(-1)[0]
 
-    limit = get(2)
+    limit = first(2)
     if limit is None:
         return None
-    iou_t = float(np.asarray(get(3)).reshape(-1)[0]) if get(3) is not None else 0.0
-    score_t = get(4)
-    score_t = None if score_t is None else float(np.asarray(score_t).reshape(-1)[0])
-    return int(np.asarray(limit).reshape(-1)[0]), iou_t, score_t
+    iou_t, score_t = first(3), first(4)
+    return int(limit), 0.0 if iou_t is None else float(iou_t), \
+        None if score_t is None else float(score_t)
 
 
 def nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
@@ -187,3 +188,51 @@ def nms_reference(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
 register(OpSchema("NonMaxSuppression", 2, 5,
                   lambda node, a: [out(DType.INT64, (sym(node, 0), 3))], nms,
                   attrs={"center_point_box": A.i(0)}))
+
+
+# ---- PaddedNonMaxSuppression (graphengine domain) --------------------------------------------
+PADDED_NMS = "graphengine.PaddedNonMaxSuppression"
+
+
+def padded_rows(boxes: tuple, scores: tuple, limit: int) -> int:
+    """How many rows a NonMaxSuppression of boxes [B, N, 4] and scores [B, C, N] may select:
+    B x C x min(limit, N)."""
+    return 0 if limit <= 0 else boxes[0] * scores[1] * min(limit, boxes[1])
+
+
+def _padded_nms_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
+    check_dtype(node, 0, FLOATS, "boxes")
+    return [out(DType.INT64, (int(a["rows"]), 3)), out(DType.INT64, (1,))]
+
+
+def padded_nms(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    """NonMaxSuppression's selection in `rows` rows, zero rows after the selected ones, and
+    how many were selected (the device kernel's contract, kernels_nms.cc)."""
+    rows = int(a["rows"])
+    picked = nms(ins, a)[0]
+    if len(picked) > rows:
+        raise ValueError(f"{len(picked)} boxes selected, more than the {rows} rows the "
+                         f"selection was bounded to")
+    y = np.zeros((rows, 3), np.int64)
+    y[:len(picked)] = picked
+    return [y, np.array([len(picked)], np.int64)]
+
+
+def _padded_nms_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    why = reject(node)
+    if why:
+        return why
+    if any(node.input(i) is not None and node.input(i).meta.numel != 1 for i in (2, 3, 4)):
+        return "the limit and thresholds must be one element each"
+    return kernel("PaddedNonMaxSuppression", {"center_point_box": int(a["center_point_box"])},
+                  (0, 1, *(optional_index(node, i) for i in (2, 3, 4))))
+
+
+register(OpSchema(PADDED_NMS, 2, 5, _padded_nms_infer, padded_nms, min_outputs=2,
+                  max_outputs=2, foldable=False,  # its count trims the graph's outputs
+                  attrs={"center_point_box": A.i(0), "rows": A.i(A.REQUIRED)},
+                  device=_padded_nms_device,
+                  doc="NonMaxSuppression's selected (batch, class, box) rows in a fixed number "
+                      "of rows (`rows`), zero rows after them, and the selected count",
+                  input_names=("boxes", "scores", "max_output_boxes_per_class",
+                               "iou_threshold", "score_threshold")))

@@ -61,8 +61,16 @@ def _gather_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     return _gathers(node, {"axis": norm_axis(node, a["axis"], rank)})
 
 
-register(OpSchema("Gather", 2, 2, _gather_infer, lambda ins, a: [
-    np.take(ins[0], _norm_index(ins[1], ins[0].shape[a["axis"]]), axis=a["axis"])],
+def _gather(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
+    idx = ins[1]
+    if type(idx) is not np.ndarray or idx.dtype.kind not in "iu":
+        idx = _norm_index(idx, ins[0].shape[a["axis"]])
+    # np.take reads an index in [-dim, 0) from the end, as ONNX does, and raises an
+    # IndexError naming any other out of range one
+    return [np.take(ins[0], idx, axis=a["axis"])]
+
+
+register(OpSchema("Gather", 2, 2, _gather_infer, _gather,
     attrs={"axis": A.i(0)}, device=_gather_device))
 
 
@@ -80,9 +88,14 @@ def _gather_nd_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _gather_nd(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    data, idx = ins[0], np.asarray(ins[1]).astype(np.int64)
+    data, idx = ins[0], np.asarray(ins[1]).astype(np.int64, copy=False)
     b = a["batch_dims"]
     k = idx.shape[-1]
+    if b == 0 and 0 < k <= data.ndim:
+        # numpy's own indexing by the k index columns: negative ones count from the end,
+        # out of range ones raise an IndexError (one call, where the general form below
+        # stacks one lookup per batch)
+        return [np.asarray(data[tuple([idx[..., j] for j in range(k)])])]
     batch_shape = data.shape[:b]
     nb = int(np.prod(batch_shape, dtype=np.int64))
     d = data.reshape((nb,) + data.shape[b:])

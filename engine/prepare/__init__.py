@@ -1,5 +1,6 @@
 """Stage 1, prepare & whole-graph optimize: validate, infer, fold, simplify."""
 
+from .bounded_rows import bound_selections, bounded_outputs
 from .canonicalize import canonicalize
 from .cse import deduplicate_constants, eliminate_common_subexpressions
 from .fold_constants import fold_constants
@@ -11,6 +12,8 @@ from .variables import check_variables, order_variable_access
 from .widen import widen_float16
 
 __all__ = [
+    "bound_selections",
+    "bounded_outputs",
     "canonicalize",
     "check_variables",
     "deduplicate_constants",

@@ -256,3 +256,14 @@ def test_int_inputs_given_as_0d_tensors_run_as_one_entry(op, x, arg, attrs, want
     (got,) = run_graph(g, {"x": x})
     np.testing.assert_allclose(got, want(x), rtol=1e-6)
     assert_matches_meta(g.outputs[0].meta, got)
+
+
+def hostile_detections(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Boxes [2, n, 4] and scores [2, 3, n] for NonMaxSuppression with what a detector does
+    not give: NaN coordinates and scores, -inf scores, ties (scores rounded to 0.1)."""
+    boxes = rng.uniform(0, 20, (2, n, 4)).astype(np.float32)
+    scores = np.round(rng.uniform(-1, 1, (2, 3, n)), 1).astype(np.float32)
+    boxes.reshape(-1)[rng.integers(0, boxes.size, 3)] = np.nan
+    scores.reshape(-1)[rng.integers(0, scores.size, 4)] = np.nan
+    scores.reshape(-1)[rng.integers(0, scores.size, 2)] = -np.inf
+    return boxes, scores

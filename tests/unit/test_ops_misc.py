@@ -9,7 +9,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import import_onnx
-from tests.unit.test_ops_common import check, infer_graph, rand, reference, run_graph
+from tests.unit.test_ops_common import (
+    check,
+    hostile_detections,
+    infer_graph,
+    rand,
+    reference,
+    run_graph,
+)
 
 
 def i64(*values: int) -> np.ndarray:
@@ -216,12 +223,7 @@ def test_native_nms_keeps_what_the_numpy_reference_keeps(seed: int) -> None:
     from graphengine.engine.ops.detection import nms, nms_reference
 
     rng = np.random.default_rng(seed)
-    n = int(rng.integers(1, 120))
-    boxes = rng.uniform(0, 20, (2, n, 4)).astype(np.float32)
-    scores = np.round(rng.uniform(-1, 1, (2, 3, n)), 1).astype(np.float32)
-    boxes.reshape(-1)[rng.integers(0, boxes.size, 3)] = np.nan
-    scores.reshape(-1)[rng.integers(0, scores.size, 4)] = np.nan
-    scores.reshape(-1)[rng.integers(0, scores.size, 2)] = -np.inf
+    boxes, scores = hostile_detections(rng, int(rng.integers(1, 120)))
     for limit in (0, 1, 7, 1000):
         for iou in (0.0, 0.3, 1.0):
             for score_t in (None, np.array([0.2], np.float32)):

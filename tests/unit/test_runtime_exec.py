@@ -599,6 +599,7 @@ def test_kernel_info_knows_every_device_op():
                    "AssignSlice": [[1, 2, 8, 4], [1, 2, 1, 4], [1]]})
     dtypes["AssignSlice"] = ["float32", "float32", "int64"]
     attrs["AssignSlice"] = {"axis": 2}
+    shapes["PaddedNonMaxSuppression"] = [[1, 6, 4], [1, 2, 6]]  # boxes, scores
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

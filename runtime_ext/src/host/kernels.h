@@ -62,6 +62,8 @@ void check_attention(const KernelArgs& a);
 // kernels_gather.cc
 std::unique_ptr<Kernel> make_gather(const KernelArgs& a);
 std::unique_ptr<Kernel> make_gather_nd(const KernelArgs& a);
+// kernels_nms.cc: PaddedNonMaxSuppression (the selection padded to its bound, and its count)
+std::unique_ptr<Kernel> make_padded_nms(const KernelArgs& a);
 // kernels_quant.cc
 std::unique_ptr<Kernel> make_dynamic_quantize(const KernelArgs& a);  // DynamicQuantizeLinear
 // kernels_int8.cc

@@ -101,6 +101,7 @@ const std::vector<OpRow>& op_table() {
       {"ArgMax", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"GatherND", make_gather_nd, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_gather},
+      {"PaddedNonMaxSuppression", make_padded_nms, L::kPlainOnly, 2, 5, T::kF32, 3, 3, nullptr},
       {"Resize", make_resize, L::kPlainOnly, 1, 4, T::kAny, 4, 4, check_resize},
       {"TreeEnsembleClassifier", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
       {"TreeEnsembleRegressor", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
