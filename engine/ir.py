@@ -265,6 +265,8 @@ class Graph:
     def toposort(self) -> None:
         """Order nodes so every producer precedes its users (stable); raise on a cycle."""
         index = {n: i for i, n in enumerate(self.nodes)}
+        if self._in_order(index):  # the stable sort of a sorted list is that list: the
+            return  # usual case (the pass manager sorts after every pass that changed)
         pending = {n: len({v.producer for v in n.inputs
                            if v is not None and v.producer is not None}) for n in self.nodes}
         ready = [n for n in self.nodes if pending[n] == 0]
@@ -286,6 +288,17 @@ class Graph:
             raise InvalidGraph("the graph has a cycle: " + " -> ".join(cycle),
                                graph=self.name, node=cycle[0])
         self.nodes = order
+
+    def _in_order(self, index: dict[Node, int]) -> bool:
+        """Whether every node's producers (all of them in the graph) come before it."""
+        if len(index) != len(self.nodes):
+            return False
+        for i, n in enumerate(self.nodes):
+            for v in n.inputs:
+                if v is not None and v.producer is not None and \
+                        index.get(v.producer, len(index)) >= i:
+                    return False
+        return True
 
     def _find_cycle(self, stuck: list[Node]) -> list[str]:
         stuck_set = set(stuck)
