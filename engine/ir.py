@@ -77,6 +77,22 @@ class NodeMeta:
     # expanded into its device program when it is placed there (codegen/control.py), else
     # run per branch or iteration by its host step
     bodies: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # what shape inference last read and gave (prepare/infer_shapes.py), to skip a node
+    # that is as it was when inference runs again
+    inferred: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def plain_attrs(attrs: dict) -> bool:
+    """Whether every attribute is a number, string, None or a flat list of them: what a
+    key made of the attributes' repr stands for exactly (an array's repr elides)."""
+    for value in attrs.values():
+        leaves = value if isinstance(value, (list, tuple)) else (value,)
+        if not all(isinstance(x, _PLAIN) for x in leaves):
+            return False
+    return True
 
 
 class Value:

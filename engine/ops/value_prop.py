@@ -23,8 +23,14 @@ _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Cast", "Equal", "Where", "Max", "Min
                "Abs", "Range", "ConstantOfShape", "ReduceProd", "ReduceSum", "Mod"}
 
 
+# How often known_value has looked past a value to its producer: shape inference's memo
+# (prepare/infer_shapes.py) keeps only what was inferred from the node's own inputs.
+looked_upstream = 0
+
+
 def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     """The value of `v` when inference can know it (constant, or derived from shapes)."""
+    global looked_upstream
     if v is None:
         return None
     if v.const is not None:
@@ -32,6 +38,7 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     node = v.producer
     if node is None or depth > _MAX_DEPTH:
         return None
+    looked_upstream += 1
     # small tensors of any rank: torch's exporter computes Pad's pads through a [n, 2]
     # Reshape and a Transpose
     if v.meta is not None and (v.meta.shape is None or not v.meta.is_static

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from .. import ops
 from ..errors import InvalidGraph
-from ..ir import Engine, Graph, Node
+from ..ir import Engine, Graph, Node, plain_attrs
 from ..passes import PassResult
 from ..target import Target
 from ..target import get as get_target
@@ -63,19 +63,14 @@ def device_accepts(node: Node, target: Target | None = None,
     return None
 
 
-_PLAIN = (str, int, float, bool, type(None))
-
-
 def _question(op: str, dtypes: list, shapes: list, attrs) -> tuple | None:
     """A kernel info question as a key, or None when its attributes hold anything but
-    numbers, strings and lists of them (an array's repr elides, so it is not asked twice
-    from memory). Floats by repr: -0.0 and nan stay themselves."""
-    items = sorted((attrs or {}).items())
-    for _, value in items:
-        leaves = value if isinstance(value, (list, tuple)) else (value,)
-        if not all(isinstance(x, _PLAIN) for x in leaves):
-            return None
-    return op, tuple(dtypes), tuple(tuple(s) for s in shapes), repr(items)
+    numbers, strings and lists of them (then it is asked every time). Floats by repr:
+    -0.0 and nan stay themselves."""
+    attrs = attrs or {}
+    if not plain_attrs(attrs):
+        return None
+    return op, tuple(dtypes), tuple(tuple(s) for s in shapes), repr(sorted(attrs.items()))
 
 
 def host_accepts(node: Node) -> str | None:

@@ -1,0 +1,70 @@
+"""Shape inference run again (the prepare stage repeats it after folding and merging): a
+node is inferred again only when what its inference read has changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphengine.engine import ops
+from graphengine.engine.dtypes import DType
+from graphengine.engine.ir import Graph, TensorMeta
+from graphengine.engine.prepare import infer_shapes
+
+F32 = DType.FLOAT32
+
+
+@pytest.fixture
+def inferred(monkeypatch):
+    """The names of the nodes infer_node was called for."""
+    names: list[str] = []
+    real = ops.infer_node
+
+    def counting(node):
+        names.append(node.name)
+        return real(node)
+
+    monkeypatch.setattr(ops, "infer_node", counting)
+    return names
+
+
+def _graph() -> Graph:
+    """x -> Add(w) -> Relu -> Reshape(Shape(x)) -> y"""
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    w = g.add_constant("w", np.ones((2, 3), np.float32))
+    a = g.add_node("Add", [x, w], outputs=["a"], name="add")
+    r = g.add_node("Relu", [a.outputs[0]], outputs=["r"], name="relu")
+    s = g.add_node("Shape", [x], outputs=["s"], name="shape")
+    y = g.add_node("Reshape", [r.outputs[0], s.outputs[0]], outputs=["y"], name="reshape")
+    g.outputs = [y.outputs[0]]
+    return g
+
+
+def test_a_node_as_it_was_is_not_inferred_again(inferred):
+    g = _graph()
+    assert infer_shapes(g).changed
+    assert inferred == ["add", "relu", "shape", "reshape"]
+    inferred.clear()
+    assert not infer_shapes(g).changed
+    # the Reshape's target came from the Shape node, further up than its own inputs
+    assert inferred == ["reshape"]
+    assert g.values["y"].meta == TensorMeta(F32, (2, 3))
+
+
+def test_a_new_constant_input_or_a_changed_attribute_is_inferred_again(inferred):
+    g = _graph()
+    infer_shapes(g)
+    inferred.clear()
+    # what folding does: the same values, a new constant
+    add = g.node("add")
+    add.replace_input(add.input(1), g.add_constant(None, np.full((2, 3), 2, np.float32)))
+    g.node("relu").attrs["_tag"] = 1
+    infer_shapes(g)
+    assert inferred == ["add", "relu", "reshape"]
+    inferred.clear()
+    g.values["x"].meta = TensorMeta(F32, (3, 2))  # an input's type: all of its readers
+    add.replace_input(add.input(1), g.add_constant(None, np.ones((3, 2), np.float32)))
+    infer_shapes(g)
+    assert inferred == ["add", "relu", "shape", "reshape"]
+    assert g.values["y"].meta == TensorMeta(F32, (3, 2))
