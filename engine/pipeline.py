@@ -25,6 +25,7 @@ from .ops.variables import VARIABLE, WRITES, declared_meta, variable_of
 from .optimize import assign_layouts, fuse, reshape_round_trips
 from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
+from .optimize.subnormals import flush_subnormal_weights
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
@@ -143,7 +144,10 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
                eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)
-    passes += [deduplicate_constants, eliminate_common_subexpressions, eliminate_dead_nodes]
+    # subnormal weights: before fusion folds them into normal-sized but still negligible
+    # ones (again after it, for those the folding makes)
+    passes += [flush_subnormal_weights, deduplicate_constants,
+               eliminate_common_subexpressions, eliminate_dead_nodes]
     return Stage("prepare", passes, repeat_until_stable=True)
 
 
@@ -164,7 +168,8 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None,
                             partition_graph]),
         Stage("optimize", [reshape_round_trips]
               + ([functools.partial(fuse, target=target)] if options.fuse else [])
-              + [functools.partial(split_batch, enabled=options.batch_split,
+              + [flush_subnormal_weights,
+                 functools.partial(split_batch, enabled=options.batch_split,
                                    parallel=options.data_parallel),
                  functools.partial(assign_layouts, enabled=options.layouts,
                                    fmt=options.layout_format, target=target)]),
