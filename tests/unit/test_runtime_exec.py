@@ -142,7 +142,7 @@ def test_instances_share_weights_and_run_concurrently():
     assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
     assert s3["weight_bytes"] == s1["weight_bytes"] and s3["instances"] == 3
     # With instances, concurrent launches may run single-threaded kernels: a second kernel
-    # set, which shares the first one's reordered weights.
+    # set, which shares the first one's reordered weights (built when first wanted).
     assert s3["prepared_bytes"] == s1["prepared_bytes"] > 0
     errors: list[BaseException] = []
 
@@ -164,6 +164,8 @@ def test_instances_share_weights_and_run_concurrently():
     s = three.stats()
     assert s["runs"] == 240 and s["failures"] == 0
     assert s["peak_waiting"] <= 8
+    # built by the first launch that wanted it, while others ran the wide set
+    assert s["narrow_built"] and not one.stats()["narrow_built"]
 
 
 def test_queued_launches_start_on_the_lane_that_frees_the_instance():
