@@ -79,7 +79,8 @@ class NodeMeta:
     bodies: dict[str, Any] = dataclasses.field(default_factory=dict)
     # what shape inference last read and gave (prepare/infer_shapes.py), to skip a node
     # that is as it was when inference runs again
-    inferred: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+    inferred: tuple | None = dataclasses.field(default=None, compare=False, repr=False,
+                                               metadata={"offline": False})
 
 
 _PLAIN = (str, int, float, bool, type(None))
