@@ -21,6 +21,12 @@ def infer_shapes(graph: Graph) -> PassResult:
     outputs' types are what they were (NodeMeta.inferred): inference is a function of
     exactly them.
     """
+    with value_prop.sweep(graph):
+        changed = _sweep(graph)
+    return PassResult(graph, changed > 0, f"{changed} values updated")
+
+
+def _sweep(graph: Graph) -> int:
     changed = 0
     for node in graph.nodes:
         for v in node.inputs:
@@ -45,7 +51,7 @@ def infer_shapes(graph: Graph) -> PassResult:
                 changed += 1
         node.meta.inferred = None if key is None or value_prop.looked_upstream != upstream \
             else (key, tuple(o.meta for o in node.outputs))
-    return PassResult(graph, changed > 0, f"{changed} values updated")
+    return changed
 
 
 def _key(node: Node) -> tuple | None:

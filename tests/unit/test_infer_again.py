@@ -84,3 +84,32 @@ def test_what_inference_kept_is_not_written_to_an_offline_model():
     assert [n.name for n in back.nodes] == [n.name for n in g.nodes]
     assert back.node("add").meta.inferred is None
     assert back.values["y"].meta == TensorMeta(F32, (2, 3))
+
+
+def test_a_derived_shape_read_by_several_nodes_is_derived_once_per_sweep(monkeypatch):
+    # Every layer's Reshape reads the same Shape -> Cast chain: within one sweep the chain
+    # is evaluated once (value_prop.sweep), and each reader still gets the right shape.
+    from graphengine.engine.ops import api
+
+    evaluated: list[str] = []
+    real = api.run_node
+
+    def counting(node, inputs):
+        evaluated.append(node.name)
+        return real(node, inputs)
+
+    monkeypatch.setattr(api, "run_node", counting)
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    s = g.add_node("Shape", [x], outputs=["s"], name="shape")
+    c = g.add_node("Cast", [s.outputs[0]], outputs=["c"], name="cast", attrs={"to": 7})
+    outs = []
+    for i in range(3):
+        r = g.add_node("Relu", [x], outputs=[f"r{i}"], name=f"relu{i}")
+        y = g.add_node("Reshape", [r.outputs[0], c.outputs[0]], outputs=[f"y{i}"],
+                       name=f"reshape{i}")
+        outs.append(y.outputs[0])
+    g.outputs = outs
+    infer_shapes(g)
+    assert evaluated.count("cast") == 1
+    assert all(v.meta == TensorMeta(F32, (2, 3)) for v in outs)
