@@ -58,12 +58,21 @@ class DType(enum.Enum):
     @classmethod
     def from_numpy(cls, dtype) -> DType:
         dt = np.dtype(dtype)
+        known = _FROM_NUMPY.get(dt)
+        if known is not None:  # numpy's dtype.name is slow, and every value's type asks
+            return known
         if dt == np.dtype(object) or dt.kind in "US":
             return cls.STRING
         try:
-            return cls(dt.name)
+            found = cls(dt.name)
         except ValueError:
             raise TypeError(f"unsupported numpy dtype {dt}") from None
+        if len(_FROM_NUMPY) < 256:  # a dtype is hashable by value; a few dozen exist
+            _FROM_NUMPY[dt] = found
+        return found
+
+
+_FROM_NUMPY: dict[np.dtype, DType] = {}
 
 
 LOW_PRECISION_FLOATS = frozenset({

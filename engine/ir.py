@@ -77,6 +77,23 @@ class NodeMeta:
     # expanded into its device program when it is placed there (codegen/control.py), else
     # run per branch or iteration by its host step
     bodies: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # what shape inference last read and gave (prepare/infer_shapes.py), to skip a node
+    # that is as it was when inference runs again
+    inferred: tuple | None = dataclasses.field(default=None, compare=False, repr=False,
+                                               metadata={"offline": False})
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def plain_attrs(attrs: dict) -> bool:
+    """Whether every attribute is a number, string, None or a flat list of them: what a
+    key made of the attributes' repr stands for exactly (an array's repr elides)."""
+    for value in attrs.values():
+        leaves = value if isinstance(value, (list, tuple)) else (value,)
+        if not all(isinstance(x, _PLAIN) for x in leaves):
+            return False
+    return True
 
 
 class Value:
@@ -265,6 +282,8 @@ class Graph:
     def toposort(self) -> None:
         """Order nodes so every producer precedes its users (stable); raise on a cycle."""
         index = {n: i for i, n in enumerate(self.nodes)}
+        if self._in_order(index):  # the stable sort of a sorted list is that list: the
+            return  # usual case (the pass manager sorts after every pass that changed)
         pending = {n: len({v.producer for v in n.inputs
                            if v is not None and v.producer is not None}) for n in self.nodes}
         ready = [n for n in self.nodes if pending[n] == 0]
@@ -286,6 +305,17 @@ class Graph:
             raise InvalidGraph("the graph has a cycle: " + " -> ".join(cycle),
                                graph=self.name, node=cycle[0])
         self.nodes = order
+
+    def _in_order(self, index: dict[Node, int]) -> bool:
+        """Whether every node's producers (all of them in the graph) come before it."""
+        if len(index) != len(self.nodes):
+            return False
+        for i, n in enumerate(self.nodes):
+            for v in n.inputs:
+                if v is not None and v.producer is not None and \
+                        index.get(v.producer, len(index)) >= i:
+                    return False
+        return True
 
     def _find_cycle(self, stuck: list[Node]) -> list[str]:
         stuck_set = set(stuck)

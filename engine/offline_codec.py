@@ -104,7 +104,8 @@ class Writer:
         if dataclasses.is_dataclass(x) and not isinstance(x, type):
             out = {"$": _type_name(type(x))}
             for f in dataclasses.fields(x):
-                out[f.name] = self.encode(getattr(x, f.name), f"{where}.{f.name}")
+                if f.metadata.get("offline", True):  # a compile's own memo is not stored
+                    out[f.name] = self.encode(getattr(x, f.name), f"{where}.{f.name}")
             return out
         if isinstance(x, tuple):
             return {"$": "tuple", "items": [self.encode(v, where) for v in x]}

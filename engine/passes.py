@@ -54,14 +54,23 @@ class PassManager:
             self.on_pass(record.stage, record)
 
     def run_stage(self, stage: Stage, graph: Graph) -> Graph:
+        """Runs the stage's passes in order; a repeating stage goes round again and stops
+        as soon as the last len(passes) passes changed nothing (at most max_rounds rounds).
+
+        Then the graph is a fixed point of every pass: each last ran on this very graph and
+        left it so. Waiting for a whole round without a change, from the first pass, gave
+        the same graph and ran most passes once more for nothing: a first round whose only
+        change is shape inference filling in the types (every compile's) ran the whole
+        list again."""
         if self.on_pass:
             self.on_pass(stage.name, None)
-        for _ in range(stage.max_rounds if stage.repeat_until_stable else 1):
-            changed_any = False
-            for p in stage.passes:
-                graph, changed = self.run_pass(stage.name, p, graph)
-                changed_any |= changed
-            if not changed_any:
+        passes = list(stage.passes)
+        rounds = stage.max_rounds if stage.repeat_until_stable else 1
+        unchanged = 0  # passes run since the last change
+        for step in range(rounds * len(passes)):
+            graph, changed = self.run_pass(stage.name, passes[step % len(passes)], graph)
+            unchanged = 0 if changed else unchanged + 1
+            if unchanged >= len(passes):
                 break
         return graph
 

@@ -23,31 +23,54 @@ _FREE_TEXT = {"doc_string", "producer_version", "value"}  # metadata_props value
 def check_text(msg, where: str) -> None:
     """Every text field of `msg` and of the messages in it is UTF-8 and, but for free text,
     at most MAX_NAME_CHARS long; InvalidModel names the field and where it is."""
+    _check(msg, (where,))
+
+
+def _where(path: tuple) -> str:
+    """`path` as the messages say it: where the walk began, then each named message."""
+    return "".join((path[0], *(f" > {bounded_text(label, 60)}" for label in path[1:])))
+
+
+def _is_map(field) -> bool:
+    known = _MAP_FIELDS.get(field)
+    if known is None:
+        known = _MAP_FIELDS[field] = bool(field.message_type.GetOptions().map_entry)
+    return known
+
+
+# Field descriptor -> whether it is a map. Descriptors live as long as their message types.
+_MAP_FIELDS: dict = {}
+
+
+def _check(msg, path: tuple) -> None:
+    # Every message of a model is walked (each node, attribute and initializer): the
+    # description of where it is is made only for an error.
+    inner = None
     for field, value in msg.ListFields():
         if field.type == _STRING:
             for text in (value if field.is_repeated else (value,)):
                 if isinstance(text, bytes):
-                    raise InvalidModel(f"{where}: field '{field.name}' is not UTF-8 text "
-                                       f"({text[:40]!r})")
+                    raise InvalidModel(f"{_where(path)}: field '{field.name}' is not UTF-8 "
+                                       f"text ({text[:40]!r})")
                 if len(text) > MAX_NAME_CHARS and field.name not in _FREE_TEXT:
-                    raise InvalidModel(f"{where}: field '{field.name}' has {len(text)} "
+                    raise InvalidModel(f"{_where(path)}: field '{field.name}' has {len(text)} "
                                        f"characters, more than the {MAX_NAME_CHARS} a name "
                                        f"may have ('{bounded_text(text, 60)}')")
         elif field.type == _MESSAGE:
-            label = getattr(msg, "name", "")
-            inner = (f"{where} > {bounded_text(label, 60)}" if isinstance(label, str) and label
-                     else where)
-            if field.message_type.GetOptions().map_entry:  # a map: its keys, its messages
-                _check_name(field.name, list(value.keys()), where)
+            if inner is None:
+                label = getattr(msg, "name", "")
+                inner = path + (label,) if isinstance(label, str) and label else path
+            if _is_map(field):  # a map: its keys, its messages
+                _check_name(field.name, list(value.keys()), path)
                 items = [v for v in value.values() if hasattr(v, "ListFields")]
             else:
                 items = value if field.is_repeated else (value,)
             for item in items:
-                check_text(item, inner)
+                _check(item, inner)
 
 
-def _check_name(field: str, texts: list, where: str) -> None:
+def _check_name(field: str, texts: list, path: tuple) -> None:
     for text in texts:
         if isinstance(text, str) and len(text) > MAX_NAME_CHARS:
-            raise InvalidModel(f"{where}: a key of '{field}' has {len(text)} characters, more "
-                               f"than the {MAX_NAME_CHARS} a name may have")
+            raise InvalidModel(f"{_where(path)}: a key of '{field}' has {len(text)} "
+                               f"characters, more than the {MAX_NAME_CHARS} a name may have")

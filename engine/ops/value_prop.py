@@ -7,6 +7,7 @@ strings (object dtype), e.g. Shape of float32[batch,128] is ["batch", 128].
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -23,8 +24,34 @@ _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Cast", "Equal", "Where", "Max", "Min
                "Abs", "Range", "ConstantOfShape", "ReduceProd", "ReduceSum", "Mod"}
 
 
+# How often known_value has looked past a value to its producer: shape inference's memo
+# (prepare/infer_shapes.py) keeps only what was inferred from the node's own inputs.
+looked_upstream = 0
+
+# During one shape inference sweep over a graph (`sweep`), the values derived so far from
+# that graph's nodes, by value: (depth, value or None). A sweep goes in topological order,
+# so what a value is derived from is final when it is first asked for; several readers
+# (the Reshapes of every layer) ask for the same Shape -> Gather -> Concat chain. A value
+# found with depth to spare is found again with more; one not found is not found with less.
+_derived: dict[Value, tuple[int, np.ndarray | None]] | None = None
+_swept = None  # the graph of that sweep: a control-flow body's values are not kept
+
+
+@contextlib.contextmanager
+def sweep(graph):
+    """Keeps derived values for the nodes of `graph` while shape inference runs over it."""
+    global _derived, _swept
+    outer = _derived, _swept
+    _derived, _swept = {}, graph
+    try:
+        yield
+    finally:
+        _derived, _swept = outer
+
+
 def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     """The value of `v` when inference can know it (constant, or derived from shapes)."""
+    global looked_upstream
     if v is None:
         return None
     if v.const is not None:
@@ -32,6 +59,19 @@ def known_value(v: Value | None, depth: int = 0) -> np.ndarray | None:
     node = v.producer
     if node is None or depth > _MAX_DEPTH:
         return None
+    looked_upstream += 1
+    kept = _derived is not None and node.graph is _swept
+    if kept:
+        seen = _derived.get(v)
+        if seen is not None and (depth <= seen[0] if seen[1] is not None else depth >= seen[0]):
+            return None if seen[1] is None else seen[1].copy()  # each reader its own array
+    val = _derive(v, node, depth)
+    if kept:
+        _derived[v] = (depth, None if val is None else val.copy())
+    return val
+
+
+def _derive(v: Value, node, depth: int) -> np.ndarray | None:
     # small tensors of any rank: torch's exporter computes Pad's pads through a [n, 2]
     # Reshape and a Transpose
     if v.meta is not None and (v.meta.shape is None or not v.meta.is_static

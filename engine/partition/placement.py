@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from .. import ops
 from ..errors import InvalidGraph
-from ..ir import Engine, Graph, Node
+from ..ir import Engine, Graph, Node, plain_attrs
 from ..passes import PassResult
 from ..target import Target
 from ..target import get as get_target
@@ -22,7 +22,11 @@ from ..target import get as get_target
 Predicate = Callable[[Node], "str | None"]
 
 
-def device_accepts(node: Node, target: Target | None = None) -> str | None:
+def device_accepts(node: Node, target: Target | None = None,
+                   answers: dict | None = None) -> str | None:
+    """`answers`: the kernel info store's answers so far, by question (place_nodes keeps
+    one per compile: a network repeats its layers, and each question costs a native call,
+    for a convolution the creation of a oneDNN primitive descriptor)."""
     schema = ops.get(node.op_type, node)
     if schema.device is None:
         return f"no device kernel for {node.op_type}"
@@ -45,13 +49,28 @@ def device_accepts(node: Node, target: Target | None = None) -> str | None:
         v = node.inputs[i] if 0 <= i < len(node.inputs) else None
         dtypes.append(v.meta.dtype.value if v is not None else "")
         shapes.append(list(v.meta.shape) if v is not None else [])
-    try:
-        info = target.kernel_info(verdict.op, dtypes, shapes, verdict.attrs)
-    except Exception as exc:  # attrs the runtime cannot even read: it declines the node
-        return f"runtime kernel info for '{verdict.op}' failed: {exc}"
+    key = _question(verdict.op, dtypes, shapes, verdict.attrs) if answers is not None else None
+    info = answers.get(key) if key is not None else None
+    if info is None:
+        try:
+            info = target.kernel_info(verdict.op, dtypes, shapes, verdict.attrs)
+        except Exception as exc:  # attrs the runtime cannot even read: it declines the node
+            return f"runtime kernel info for '{verdict.op}' failed: {exc}"
+        if key is not None:
+            answers[key] = info
     if not info["supported"]:
         return f"runtime kernel '{verdict.op}': {info['reason']}"
     return None
+
+
+def _question(op: str, dtypes: list, shapes: list, attrs) -> tuple | None:
+    """A kernel info question as a key, or None when its attributes hold anything but
+    numbers, strings and lists of them (then it is asked every time). Floats by repr:
+    -0.0 and nan stay themselves."""
+    attrs = attrs or {}
+    if not plain_attrs(attrs):
+        return None
+    return op, tuple(dtypes), tuple(tuple(s) for s in shapes), repr(sorted(attrs.items()))
 
 
 def host_accepts(node: Node) -> str | None:
@@ -73,10 +92,12 @@ def place_nodes(graph: Graph, engines: list[tuple[Engine, Predicate]] | None = N
     """`control`: the device predicate of If, Loop and Scan (the pipeline's: their bodies
     compiled for the device, codegen/control.py); without it they stay on the host."""
     if engines is None:
+        answers: dict = {}
+
         def device(node: Node) -> str | None:
             if control is not None and node.op_type in ops.control.BODY_ATTRS:
                 return control(node)
-            return device_accepts(node, target)
+            return device_accepts(node, target, answers)
 
         engines = [(Engine.DEVICE, device) if e is Engine.DEVICE and accepts is device_accepts
                    else (e, accepts) for e, accepts in ENGINES]

@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
+import weakref
+
 from .. import ops
 from ..errors import GraphEngineError, ShapeError
-from ..ir import Graph
+from ..ir import Graph, Node, plain_attrs
+from ..ops import registry, value_prop
 from ..passes import PassResult
 
 
 def infer_shapes(graph: Graph) -> PassResult:
+    """Every node's output types from its inputs', in order.
+
+    A repeating stage runs this again after the passes that changed the graph (folding,
+    merging), which leave most nodes as they were. A node whose inference read only its
+    own inputs (their types and constant arrays, and plain attributes; not a value derived
+    further up, see value_prop.looked_upstream) is not inferred again while those and its
+    outputs' types are what they were (NodeMeta.inferred): inference is a function of
+    exactly them.
+    """
+    with value_prop.sweep(graph):
+        changed = _sweep(graph)
+    return PassResult(graph, changed > 0, f"{changed} values updated")
+
+
+def _sweep(graph: Graph) -> int:
     changed = 0
     for node in graph.nodes:
         for v in node.inputs:
             if v is not None and v.meta is None:
                 raise ShapeError(f"node '{node.name}' ({node.op_type}): input '{v.name}' has "
                                  f"no known type", node=node.name, tensor=v.name)
+        key = _key(node)
+        seen = node.meta.inferred
+        if key is not None and seen is not None and _same(seen[0], key) and \
+                all(o.meta is m for o, m in zip(node.outputs, seen[1])):
+            continue
+        upstream = value_prop.looked_upstream
         try:
             metas = ops.infer_node(node)
         except GraphEngineError:
@@ -25,4 +49,35 @@ def infer_shapes(graph: Graph) -> PassResult:
             if out.meta != meta:
                 out.meta = meta
                 changed += 1
-    return PassResult(graph, changed > 0, f"{changed} values updated")
+        node.meta.inferred = None if key is None or value_prop.looked_upstream != upstream \
+            else (key, tuple(o.meta for o in node.outputs))
+    return changed
+
+
+def _key(node: Node) -> tuple | None:
+    """What the node's inference reads, or None when that cannot be kept: attributes
+    holding more than plain numbers and strings (a body graph, an array), a constant that
+    is not an array. Constants by weak reference: an array is never changed, and one
+    dropped is not kept alive by this."""
+    if not plain_attrs(node.attrs):
+        return None
+    consts = []
+    for v in node.inputs:
+        if v is None or v.const is None:
+            consts.append(None)
+            continue
+        try:
+            consts.append(weakref.ref(v.const))
+        except TypeError:
+            return None
+    return (registry.get(node.op_type, node), len(node.outputs),
+            repr(sorted(node.attrs.items())),
+            tuple(None if v is None else v.meta for v in node.inputs), tuple(consts))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Keys equal: the schema and each constant array by identity, the rest by value."""
+    return a[0] is b[0] and a[1] == b[1] and a[2] == b[2] and a[3] == b[3] and \
+        len(a[4]) == len(b[4]) and all(
+            (x is None) == (y is None) and (x is None or x() is not None and x() is y())
+            for x, y in zip(a[4], b[4]))

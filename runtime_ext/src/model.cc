@@ -48,6 +48,53 @@ Model::~Model() {
   pool_cv_.wait(lock, [&] { return free_.size() == instances_.size(); });
 }
 
+void Model::set_kernel_instances(Kernel& k, const Task& t, int instances) const {
+  try {
+    k.set_instances(instances);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    Status st;
+    if (!device_->library_error(e, "prepare the instances of this node", &st)) throw;
+    throw Error(st.prefixed(node_prefix(t.name, t.op)));
+  }
+}
+
+void Model::ensure_narrow() {
+  if (narrow_ready_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(narrow_mu_);
+  if (narrow_ready_.load(std::memory_order_relaxed) || narrow_failed_) return;
+  // No launch reads Task::narrow or workspace_bytes_ until narrow_ready_ is set, so they
+  // are written here while launches of the wide set run.
+  std::vector<size_t> ws = workspace_bytes_;
+  try {
+    build_kernels(&narrow_args_, 1, true);
+    for (const Task& t : tasks_) {
+      if (!t.narrow) continue;
+      size_t& w = ws[static_cast<size_t>(t.stream)];
+      w = std::max(w, t.narrow->workspace_bytes());
+      set_kernel_instances(*t.narrow, t, static_cast<int>(instances_.size()));
+    }
+  } catch (const std::exception&) {
+    // Load built the wide set from the same arguments, so this is rare (memory): the model
+    // keeps running its wide kernels, as a model of width 1 does.
+    for (Task& t : tasks_) t.narrow.reset();
+    narrow_failed_ = true;
+    return;
+  }
+  workspace_bytes_ = ws;
+  narrow_args_.clear();
+  narrow_attrs_.clear();
+  {
+    std::lock_guard<std::mutex> sl(stats_mu_);
+    stats_.prepared_bytes = prepared_->bytes();
+    stats_.workspace_bytes = 0;
+    for (size_t w : workspace_bytes_) stats_.workspace_bytes += w * instances_.size();
+    stats_.narrow_built = true;
+  }
+  narrow_ready_.store(true, std::memory_order_release);
+}
+
 void Model::load_impl(const ModelSpec& spec, int instances) {
   name_ = spec.name;
   if (spec.num_streams < 1 || spec.num_streams > kMaxStreams) {
@@ -124,31 +171,29 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
     tensors_[i].slot_offset = io_.slot_offset[i];
   }
   build_kernels(&args, width_, false);
-  // The narrow set shares the prepared weights; building it (measured as instances=2 vs 1)
-  // added 0-6 ms to loads of 3-62 ms (hf_bert, hf_mobilenet_v2, efficientnet_b0,
-  // hf_mobilevit, resnet50).
+  // The narrow set shares the prepared weights and is built when a launch first wants it
+  // (ensure_narrow): the arguments are kept for it, with their own copy of the attributes.
   has_narrow_ = width_ > 1;
   probe_every_ = kProbeMin;
-  if (has_narrow_) build_kernels(&args, 1, true);
+  if (has_narrow_) {
+    narrow_attrs_.resize(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].attrs) continue;  // not a kernel task
+      narrow_attrs_[i] = *args[i].attrs;
+      args[i].attrs = &narrow_attrs_[i];
+    }
+    narrow_args_ = std::move(args);
+  }
 
   stream_tasks_.assign(static_cast<size_t>(num_streams_), {});
   workspace_bytes_.assign(static_cast<size_t>(num_streams_), 0);
   for (size_t i = 0; i < tasks_.size(); ++i) {
     Task& t = tasks_[i];
     stream_tasks_[static_cast<size_t>(t.stream)].push_back(static_cast<uint32_t>(i));
-    for (Kernel* k : {t.kernel.get(), t.narrow.get()}) {
-      if (!k) continue;
+    if (Kernel* k = t.kernel.get()) {
       size_t& ws = workspace_bytes_[static_cast<size_t>(t.stream)];
       ws = std::max(ws, k->workspace_bytes());
-      try {
-        k->set_instances(instances);
-      } catch (const Error&) {
-        throw;
-      } catch (const std::exception& e) {
-        Status st;
-        if (!device_->library_error(e, "prepare the instances of this node", &st)) throw;
-        throw Error(st.prefixed(node_prefix(t.name, t.op)));
-      }
+      set_kernel_instances(*k, t, instances);
     }
   }
   stream_ns_.reset(new std::atomic<uint64_t>[static_cast<size_t>(num_streams_)]);

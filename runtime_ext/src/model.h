@@ -97,6 +97,9 @@ struct ModelStats {
   // successful launches that ran the single-threaded kernel set: beside another launch, or
   // alone because it was the faster set lately (contention; pick_narrow)
   uint64_t narrow_runs = 0;
+  // whether that set has been built: on the first launch that wants it (the second launch
+  // alone, or one beside another), not at load (Model::ensure_narrow)
+  bool narrow_built = false;
 };
 
 class Model {
@@ -185,6 +188,11 @@ class Model {
   // Builds every kernel on a lane of `width` into Task::kernel (or Task::narrow) (blocks).
   // Throws the first failure in program order.
   void build_kernels(std::vector<KernelArgs>* kernel_args, int width, bool narrow);
+  // Caller side (never on a lane: it waits for the lanes of width 1): builds the narrow
+  // kernel set once, when a launch first wants it. A failure leaves the model without one.
+  void ensure_narrow();
+  // Kernel::set_instances, its library errors named by the task. Throws.
+  void set_kernel_instances(Kernel& k, const Task& t, int instances) const;
   // Control-flow tasks (model_control.cc). load_control_task fills `t` from a label, goto,
   // switch, increment or slice_copy spec and returns true (false: not one of those kinds);
   // link_control_flow then resolves labels in each stream and checks the jumps. Throw.
@@ -223,6 +231,17 @@ class Model {
   // alone runs them when they have been the faster set lately (contention, see
   // pick_narrow()).
   bool has_narrow_ = false;
+  // That set is built lazily (ensure_narrow): at load it would double the kernel
+  // preparation (oneDNN primitive creation, its JIT) that compile+load pays, for a set the
+  // first launch never runs. The kernel arguments are kept for it, their attributes copied
+  // (the spec is borrowed for the load only). narrow_ready_ is stored (release) once every
+  // Task::narrow and workspace_bytes_ hold the set: a launch reads them only if it saw it
+  // set when it started (Launch::narrow_ok).
+  std::vector<KernelArgs> narrow_args_;
+  std::vector<Attrs> narrow_attrs_;
+  std::mutex narrow_mu_;  // one build at a time
+  std::atomic<bool> narrow_ready_{false};
+  bool narrow_failed_ = false;  // guarded by narrow_mu_
   bool explicit_formats_ = false;
   size_t arena_bytes_ = 0;
   // The weight region's segments: start in the region, base address, size; owned copies

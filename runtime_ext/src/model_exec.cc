@@ -66,12 +66,13 @@ void Model::StreamRun::run(LaneContext& lane) {
         // core rather than wait for the whole width.
         Kernel* k = t.kernel.get();
         int width = m.width_;
-        if (t.narrow && (launch.narrow || !sched.try_acquire(width))) {
-          k = t.narrow.get();
+        Kernel* narrow = launch.narrow_ok ? t.narrow.get() : nullptr;
+        if (narrow && (launch.narrow || !sched.try_acquire(width))) {
+          k = narrow;
           width = 1;
           sched.acquire(1);
           if (lane.width > 1) omp_set_num_threads(1);  // our own loops follow the ICV
-        } else if (!t.narrow) {
+        } else if (!narrow) {
           sched.acquire(width);
         }
         Status st;
@@ -310,6 +311,12 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   launch.request = &req;
   launch.results = &results;
 
+  // The narrow set is built when a launch first wants it: the second one (its first
+  // probe, pick_narrow) or one beside another launch; never on the first launch's path.
+  if (has_narrow_ && !narrow_ready_.load(std::memory_order_acquire) &&
+      (launch_ns_.load(std::memory_order_relaxed) != 0 || in_flight_.load(std::memory_order_relaxed) > 0)) {
+    ensure_narrow();
+  }
   Instance* in = nullptr;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
@@ -417,9 +424,17 @@ void Model::record_mode(const Launch& l, uint64_t took) {
 Status Model::start(Launch& l, Instance& in) {
   const ExecRequest& req = *l.request;
   const size_t n_iter = static_cast<size_t>(l.iterations);
+  l.narrow_ok = has_narrow_ && narrow_ready_.load(std::memory_order_acquire);
   try {  // the only allocations: before anything is shared
     const std::vector<uint8_t*> base_template(static_cast<size_t>(io_.num_slots), nullptr);
     for (auto& bases : l.bases) bases = base_template;
+    // The narrow set, built after this instance was, may need larger workspaces; the
+    // instance is this launch's alone until it completes.
+    for (size_t s = 0; l.narrow_ok && s < in.workspaces.size(); ++s) {
+      if (in.workspaces[s].size() < workspace_bytes_[s]) {
+        in.workspaces[s] = device_->allocate(workspace_bytes_[s], /*zero=*/false);
+      }
+    }
   } catch (const std::bad_alloc&) {
     return Status::Internal("out of memory binding the launch");
   }
@@ -452,7 +467,7 @@ Status Model::start(Launch& l, Instance& in) {
   }
   l.zero_copy = zero_copy;
   l.others = in_flight_.fetch_add(1, std::memory_order_relaxed);
-  l.narrow = has_narrow_ && (l.others > 0 || pick_narrow(l));
+  l.narrow = l.narrow_ok && (l.others > 0 || pick_narrow(l));
   l.first_generation = in.generation + 1;
   in.generation += n_iter;
   in.launch = &l;
@@ -466,7 +481,8 @@ Status Model::start(Launch& l, Instance& in) {
   for (auto& r : in.runs) r->reset();
   Scheduler& sched = device_->scheduler();
   const int lane_width = l.narrow ? 1 : width_;
-  // Does not throw: the lanes of both widths were started when the model was loaded.
+  // Does not throw: the lanes of width_ were started by the load, those of width 1 by
+  // ensure_narrow() before narrow_ok could be set.
   for (auto& r : in.runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
   return Status::Ok();
 }

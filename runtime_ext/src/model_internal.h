@@ -30,6 +30,9 @@ struct Model::Launch {
   bool return_all = false;
   bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
   bool probe = false;   // alone, on the kernel set not currently preferred (pick_narrow)
+  // the narrow set was built when it started: its kernels may run a task (and the
+  // instance's workspaces fit them)
+  bool narrow_ok = false;
   int others = 0;       // launches in flight when this one started
   uint64_t first_generation = 0;
   std::vector<std::vector<uint8_t*>> bases;  // per iteration: base of each binding slot

@@ -58,6 +58,18 @@ def test_toposort_orders_and_detects_cycles():
         g.toposort()
 
 
+def test_toposort_leaves_an_ordered_graph_as_it_is():
+    # The pass manager sorts after every pass that changed the graph, which is nearly
+    # always in order already: then the list is kept (no heap sort over every node).
+    g = small_graph()
+    nodes = g.nodes
+    g.toposort()
+    assert g.nodes is nodes and [n.name for n in nodes] == ["mm", "relu"]
+    g.nodes = [nodes[1], nodes[0]]  # out of order: sorted into a new list
+    g.toposort()
+    assert [n.name for n in g.nodes] == ["mm", "relu"]
+
+
 def test_duplicate_tensor_and_node_names_are_rejected():
     g = small_graph()
     with pytest.raises(InvalidGraph, match="defined more than once"):

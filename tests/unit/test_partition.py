@@ -87,3 +87,33 @@ def test_placement_takes_the_first_engine_that_accepts_and_keeps_the_reasons():
         (DEV, ()), (HOST, ("device: not n0",))]
     with pytest.raises(InvalidGraph, match=r"no engine runs node 'n0' \(Relu\): device: never"):
         place_nodes(_chain("d"), [(DEV, lambda n: "never")])
+
+
+def test_placement_asks_the_kernel_info_store_each_question_once():
+    # A network repeats its layers: the same kernel on the same dtypes, shapes and
+    # attributes is asked of the runtime once per compile (each answer is a native call, a
+    # oneDNN primitive descriptor for a convolution); a different shape is a new question.
+    import dataclasses
+
+    from graphengine.engine.target import get as get_target
+
+    target = get_target("host")
+    asked = []
+
+    def counting(op, dtypes, shapes, attrs):
+        asked.append((op, [tuple(s) for s in shapes]))
+        return target.kernel_info(op, dtypes, shapes, attrs)
+
+    g = Graph("repeats")
+    v = g.add_input("x", TensorMeta(DType.FLOAT32, (2, 8)))
+    for i in range(5):
+        node = g.add_node("LeakyRelu", [v], outputs=[f"v{i}"], name=f"n{i}",
+                          attrs={"alpha": 0.1})
+        node.outputs[0].meta = TensorMeta(DType.FLOAT32, (2, 8))
+        v = node.outputs[0]
+    odd = g.add_node("LeakyRelu", [v], outputs=["odd"], name="odd", attrs={"alpha": -0.0})
+    odd.outputs[0].meta = TensorMeta(DType.FLOAT32, (2, 8))
+    g.outputs = [odd.outputs[0]]
+    place_nodes(g, target=dataclasses.replace(target, kernel_info=counting))
+    assert all(n.meta.engine is DEV for n in g.nodes)
+    assert len(asked) == 2  # alpha 0.1 once for five nodes; alpha -0.0 is another question

@@ -87,6 +87,38 @@ def test_a_stage_repeats_while_a_pass_changes_the_graph_and_stops_at_its_bound()
     assert len(forever.records) == 5  # bounded, never endless
 
 
+def test_a_stage_stops_once_every_pass_has_run_on_the_graph_without_changing_it():
+    # Shape inference fills in the types (a change) at the head of the prepare stage on
+    # every compile: the passes after it have already run on that very graph, so only it
+    # runs again to confirm, not the whole list.
+    def fills_types(g: Graph) -> PassResult:
+        return PassResult(g, not any(r.name == "fills_types" for r in pm.records))
+
+    def reads(g: Graph) -> PassResult:
+        return PassResult(g, False)
+
+    def looks(g: Graph) -> PassResult:
+        return PassResult(g, False)
+
+    pm = PassManager()
+    pm.run_stage(Stage("prepare", [fills_types, reads, looks], repeat_until_stable=True),
+                 _graph())
+    assert [(r.name, r.changed) for r in pm.records] == [
+        ("fills_types", True), ("reads", False), ("looks", False), ("fills_types", False)]
+    # a change in the middle of the list: the passes before it run again, then it
+    calls = []
+
+    def folds_once(g: Graph) -> PassResult:
+        calls.append(1)
+        return PassResult(g, len(calls) == 1)
+
+    pm = PassManager()
+    pm.run_stage(Stage("prepare", [reads, folds_once, looks], repeat_until_stable=True),
+                 _graph())
+    assert [r.name for r in pm.records] == ["reads", "folds_once", "looks", "reads",
+                                            "folds_once"]
+
+
 def test_a_crashing_pass_is_an_internal_error_naming_the_pass_and_stage():
     def buggy(g: Graph) -> PassResult:
         raise KeyError("oops")

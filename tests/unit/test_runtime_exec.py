@@ -63,6 +63,27 @@ def test_a_model_alone_tries_its_single_threaded_kernels_and_keeps_the_faster_se
     assert 1 <= stats["narrow_runs"] <= runs
 
 
+def test_the_narrow_set_is_built_when_a_launch_first_wants_it_not_at_load():
+    # Building the single-threaded set at load doubled the kernel preparation compile+load
+    # pays (oneDNN primitive creation and its JIT) for a set the first launch never runs:
+    # the second launch (its first probe) builds it, and runs it, with the same outputs.
+    dev = rt.Device(threads=2)
+    m = _chain(n=6, shape=(64, 256)).load(dev)
+    assert m.threads_per_stream == 2
+    assert m.stats()["narrow_built"] is False
+    x = randn(64, 256)
+    want = _chain_ref(x, 6)
+    close(m.execute([x])[0], want)
+    stats = m.stats()
+    assert stats["runs"] == 1 and stats["narrow_runs"] == 0 and not stats["narrow_built"]
+    close(m.execute([x])[0], want)
+    stats = m.stats()
+    assert stats["narrow_built"] and stats["runs"] == 2 and stats["narrow_runs"] == 1
+    for _ in range(20):
+        close(m.execute([x])[0], want)
+    assert m.stats()["runs"] == 22
+
+
 def test_a_width_one_model_has_no_narrow_set():
     dev = rt.Device(threads=1)
     m = _chain().load(dev)
@@ -78,16 +99,18 @@ def test_device_lanes_are_shared_and_sized_to_the_budget():
     assert dev.lanes_started == 0  # lanes start on first use
     m1 = _chain().load(dev)  # one stream: kernels get the whole budget
     assert m1.threads_per_stream == 2
-    # its lane of width 2, and the two of width 1 its single-threaded kernel set was built on
-    assert dev.lanes_started == 1 + 2
+    # its lane of width 2 (its single-threaded set waits for a launch that wants it)
+    assert dev.lanes_started == 1
     m2 = _chain(name="other").load(dev)  # same width: no new threads
+    assert dev.lanes_started == 1
     m3 = _chain(n=4, streams=2).load(dev)  # 2 streams share the budget: 1 thread each
     assert m2.threads_per_stream == 2 and m3.threads_per_stream == 1
     assert dev.lanes_started == 1 + 2
     x = randn(8, 16)
-    for m in (m1, m2):
+    for m in (m1, m2, m1, m2):  # the second launches build the single-threaded sets
         close(m.execute([x])[0], _chain_ref(x))
     close(m3.execute([x])[0], _chain_ref(x, 4))
+    assert dev.lanes_started == 1 + 2  # on the lanes of width 1 there are
 
 
 def test_threads_per_stream_override_is_clamped_to_the_budget():
@@ -119,7 +142,7 @@ def test_instances_share_weights_and_run_concurrently():
     assert s3["arena_bytes"] == 3 * s1["arena_bytes"]
     assert s3["weight_bytes"] == s1["weight_bytes"] and s3["instances"] == 3
     # With instances, concurrent launches may run single-threaded kernels: a second kernel
-    # set, which shares the first one's reordered weights.
+    # set, which shares the first one's reordered weights (built when first wanted).
     assert s3["prepared_bytes"] == s1["prepared_bytes"] > 0
     errors: list[BaseException] = []
 
@@ -141,6 +164,8 @@ def test_instances_share_weights_and_run_concurrently():
     s = three.stats()
     assert s["runs"] == 240 and s["failures"] == 0
     assert s["peak_waiting"] <= 8
+    # built by the first launch that wanted it, while others ran the wide set
+    assert s["narrow_built"] and not one.stats()["narrow_built"]
 
 
 def test_queued_launches_start_on_the_lane_that_frees_the_instance():

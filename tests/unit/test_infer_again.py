@@ -1,0 +1,115 @@
+"""Shape inference run again (the prepare stage repeats it after folding and merging): a
+node is inferred again only when what its inference read has changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphengine.engine import ops
+from graphengine.engine.dtypes import DType
+from graphengine.engine.ir import Graph, TensorMeta
+from graphengine.engine.prepare import infer_shapes
+
+F32 = DType.FLOAT32
+
+
+@pytest.fixture
+def inferred(monkeypatch):
+    """The names of the nodes infer_node was called for."""
+    names: list[str] = []
+    real = ops.infer_node
+
+    def counting(node):
+        names.append(node.name)
+        return real(node)
+
+    monkeypatch.setattr(ops, "infer_node", counting)
+    return names
+
+
+def _graph() -> Graph:
+    """x -> Add(w) -> Relu -> Reshape(Shape(x)) -> y"""
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    w = g.add_constant("w", np.ones((2, 3), np.float32))
+    a = g.add_node("Add", [x, w], outputs=["a"], name="add")
+    r = g.add_node("Relu", [a.outputs[0]], outputs=["r"], name="relu")
+    s = g.add_node("Shape", [x], outputs=["s"], name="shape")
+    y = g.add_node("Reshape", [r.outputs[0], s.outputs[0]], outputs=["y"], name="reshape")
+    g.outputs = [y.outputs[0]]
+    return g
+
+
+def test_a_node_as_it_was_is_not_inferred_again(inferred):
+    g = _graph()
+    assert infer_shapes(g).changed
+    assert inferred == ["add", "relu", "shape", "reshape"]
+    inferred.clear()
+    assert not infer_shapes(g).changed
+    # the Reshape's target came from the Shape node, further up than its own inputs
+    assert inferred == ["reshape"]
+    assert g.values["y"].meta == TensorMeta(F32, (2, 3))
+
+
+def test_a_new_constant_input_or_a_changed_attribute_is_inferred_again(inferred):
+    g = _graph()
+    infer_shapes(g)
+    inferred.clear()
+    # what folding does: the same values, a new constant
+    add = g.node("add")
+    add.replace_input(add.input(1), g.add_constant(None, np.full((2, 3), 2, np.float32)))
+    g.node("relu").attrs["_tag"] = 1
+    infer_shapes(g)
+    assert inferred == ["add", "relu", "reshape"]
+    inferred.clear()
+    g.values["x"].meta = TensorMeta(F32, (3, 2))  # an input's type: all of its readers
+    add.replace_input(add.input(1), g.add_constant(None, np.ones((3, 2), np.float32)))
+    infer_shapes(g)
+    assert inferred == ["add", "relu", "shape", "reshape"]
+    assert g.values["y"].meta == TensorMeta(F32, (3, 2))
+
+
+def test_what_inference_kept_is_not_written_to_an_offline_model():
+    # A body graph in an offline model is stored with its nodes' metas: the memo (a
+    # schema, weak references) is the compile's own and is left out.
+    from graphengine.engine.offline_codec import Reader, Writer
+
+    g = _graph()
+    infer_shapes(g)
+    assert g.node("add").meta.inferred is not None
+    writer = Writer()
+    doc = writer.encode(g, "g")
+    back = Reader(np.frombuffer(b"".join(bytes(c) for c in writer.chunks), np.uint8)).decode(doc)
+    assert [n.name for n in back.nodes] == [n.name for n in g.nodes]
+    assert back.node("add").meta.inferred is None
+    assert back.values["y"].meta == TensorMeta(F32, (2, 3))
+
+
+def test_a_derived_shape_read_by_several_nodes_is_derived_once_per_sweep(monkeypatch):
+    # Every layer's Reshape reads the same Shape -> Cast chain: within one sweep the chain
+    # is evaluated once (value_prop.sweep), and each reader still gets the right shape.
+    from graphengine.engine.ops import api
+
+    evaluated: list[str] = []
+    real = api.run_node
+
+    def counting(node, inputs):
+        evaluated.append(node.name)
+        return real(node, inputs)
+
+    monkeypatch.setattr(api, "run_node", counting)
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    s = g.add_node("Shape", [x], outputs=["s"], name="shape")
+    c = g.add_node("Cast", [s.outputs[0]], outputs=["c"], name="cast", attrs={"to": 7})
+    outs = []
+    for i in range(3):
+        r = g.add_node("Relu", [x], outputs=[f"r{i}"], name=f"relu{i}")
+        y = g.add_node("Reshape", [r.outputs[0], c.outputs[0]], outputs=[f"y{i}"],
+                       name=f"reshape{i}")
+        outs.append(y.outputs[0])
+    g.outputs = outs
+    infer_shapes(g)
+    assert evaluated.count("cast") == 1
+    assert all(v.meta == TensorMeta(F32, (2, 3)) for v in outs)
