@@ -199,3 +199,45 @@ def test_conv_transpose_reads_and_writes_the_region(kernel, out_pad, group, fmt,
     to_plain = [t.name for t in prog.tasks if t.op == "TransData" and {"", "nchw"} & {
         prog.tensors[t.inputs[0]].format, prog.tensors[t.outputs[0]].format}]
     assert len(to_plain) <= 2, to_plain
+
+
+def _csp(sizes, batch: int, part_output: bool, opset: int = 17):
+    """conv -> Split along C (sizes) -> conv on the last part -> Concat of every part and the
+    conv's -> conv: a CSP / C2f block; optionally the first part is also a graph output."""
+    c = sum(sizes)
+    inits = [numpy_helper.from_array(RNG.normal(0, 0.3, s).astype(np.float32), n)
+             for n, s in (("w1", (c, 3, 3, 3)), ("w2", (sizes[-1], sizes[-1], 3, 3)),
+                          ("w3", (4, c + sizes[-1], 1, 1)))]
+    inits.append(numpy_helper.from_array(np.asarray(sizes, np.int64), "sizes"))
+    parts = [f"s{i}" for i in range(len(sizes))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Split", ["ar", "sizes"], parts, axis=1),
+             helper.make_node("Conv", [parts[-1], "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", [*parts, "b"], ["cat"], axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"])]
+    outputs = ["y", parts[0]] if part_output else ["y"]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 12])
+    graph = helper.make_graph(nodes, "csp", [x], [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+@pytest.mark.parametrize("fmt,sizes", [("nhwc", [5, 7]), ("nhwc", [3, 4, 6]),
+                                       ("nChw8c", [8, 16]), ("nChw16c", [16, 16]),
+                                       ("nChw8c", [6, 10])])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("part_output", [False, True])
+def test_a_channel_split_stays_in_the_region(fmt, sizes, batch, part_output):
+    """The Split reads and writes the region's format (blocked when every part fills whole
+    blocks, else NHWC): conversions to or from NCHW only at the input and the outputs; a
+    part that is also a graph output leaves NCHW; values equal onnxruntime's."""
+    prog = _compile_and_check(_csp(sizes, batch, part_output), fmt, batch, hw=(8, 12))
+    (task,) = [t for t in prog.tasks if t.op == "Split"]
+    formats = {prog.tensors[i].format for i in (*task.inputs[:1], *task.outputs)}
+    assert len(formats) == 1 and not formats & {"", "nchw"}, formats
+    to_plain = [t.name for t in prog.tasks if t.op == "TransData" and {"", "nchw"} & {
+        prog.tensors[t.inputs[0]].format, prog.tensors[t.outputs[0]].format}]
+    assert len(to_plain) <= 2 + part_output, to_plain
+    for i in prog.outputs:
+        assert prog.tensors[i].format in ("", "nchw"), prog.tensors[i]

@@ -240,9 +240,9 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
       return plain_except({}, "this op takes nchw (plain) operands only");
     case LayoutRule::kConvert:
       return "";
-    case LayoutRule::kConcat: {
+    case LayoutRule::kConcat: {  // Concat's inputs, Split's outputs
       std::vector<int64_t> data(t.inputs.begin(), t.inputs.end());
-      data.push_back(out0);
+      data.insert(data.end(), t.outputs.begin(), t.outputs.end());
       return same_format(data);
     }
     case LayoutRule::kAnyData: {

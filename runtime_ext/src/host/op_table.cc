@@ -93,7 +93,7 @@ const std::vector<OpRow>& op_table() {
       {"Or", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
       {"Xor", make_compare, L::kElementwise, 2, 2, T::kBool, 0, kAnyRank, check_broadcast2},
       {"Not", make_not, L::kUniform, 1, 1, T::kBool, 0, kAnyRank, nullptr},
-      {"Split", make_split, L::kPlainOnly, 1, 2, T::kAny, 1, kAnyRank, nullptr},
+      {"Split", make_split, L::kConcat, 1, 2, T::kAny, 1, kAnyRank, nullptr},
       {"ConvTranspose", make_conv_transpose, L::kAnyData, 2, 3, T::kF32, 3, 4, check_deconv},
       {"DynamicQuantizeLinear", make_dynamic_quantize, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"MatMulInteger", make_matmul_integer, L::kPlainOnly, 2, 4, T::kInt8, 1, kAnyRank, check_matmul_integer},
