@@ -288,3 +288,25 @@ def test_a_conv_transpose_takes_its_batch_norm_or_scale(group, then):
     model = make(nodes, [("x", [1, cin, 5, 5])], [("y", [1, cout, 10, 10])], inits)
     fusions, ops = check(model, {"x": RNG.normal(size=(1, cin, 5, 5)).astype(np.float32)})
     assert ops == ["ConvTranspose"], (ops, fusions)
+
+
+@pytest.mark.parametrize("then,fused", [("Relu", True), ("Sigmoid", False)])
+@pytest.mark.parametrize("batch,c", [(1, 5), (3, 16)])
+def test_a_pre_activation_batch_norm_takes_its_relu(then, fused, batch, c):
+    """DenseNet's layer: Concat -> BatchNormalization -> Relu -> Conv. The Relu runs inside
+    the normalization's pass (oneDNN's fuse_norm_relu); other activations stay apart."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["a", "x"], ["cat"], axis=1),
+        helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"]),
+        helper.make_node(then, ["bn"], ["act"]),
+        helper.make_node("Conv", ["act", "w2"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    k = 2 * c
+    model = make(nodes, [("x", [batch, c, 6, 7])], [("y", None)],
+                 {"w1": RNG.normal(size=(c, c, 3, 3)), "w2": RNG.normal(size=(4, k, 3, 3)),
+                  "s": RNG.uniform(0.5, 1.5, k), "b": RNG.normal(size=k),
+                  "m": RNG.normal(size=k), "v": RNG.uniform(0.5, 2.0, k)})
+    fusions, ops = check(model, {"x": RNG.normal(size=(batch, c, 6, 7)).astype(np.float32)})
+    assert ("BatchNormalization+Relu" in [f.split(":")[0] for f in fusions]) == fused, fusions
+    assert (then in ops) != fused, ops

@@ -310,6 +310,14 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
+  // A fused Relu (the compiler's `activation` epilogue: a pre-activation network's
+  // BatchNormalization -> Relu, DenseNet's after every Concat) in the same pass over the data.
+  const std::string act = a.attr_str("activation", "");
+  if (act == "Relu") {
+    flags |= dnnl::normalization_flags::fuse_norm_relu;
+  } else if (!act.empty()) {
+    invalid("BatchNormalization fuses only a Relu, got activation '", act, "'");
+  }
   dnnl::batch_normalization_forward::primitive_desc pd(host_engine(*a.device), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
   k->prim_ = Prim(pd);
