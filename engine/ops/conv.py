@@ -187,7 +187,8 @@ def _convt_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 
 register(OpSchema("ConvTranspose", 2, 3, _convt_infer, _convt, attrs={
-    **CONV_ATTRS, "output_padding": A.ints(), "output_shape": A.ints()}, device=_convt_device))
+    **CONV_ATTRS, "output_padding": A.ints(), "output_shape": A.ints()}, device=_convt_device,
+    layout=Layout.CONV))  # any format: the kernel converts where oneDNN chose another
 
 
 # ---- integer / quantized convolutions -------------------------------------------------------

@@ -12,7 +12,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
 from .kernel_utils import ints
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
     check_dtype,
@@ -328,7 +328,7 @@ def _pad_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 _PAD_MODES = ("constant", "reflect", "edge", "wrap")
 register(OpSchema("Pad", 2, 4, _pad_infer, _pad, attrs={"mode": A.s("constant", _PAD_MODES)},
-                  device=_pad_device))
+                  device=_pad_device, layout=Layout.SPATIAL))
 
 
 # ---- data-dependent shapes -------------------------------------------------------------------

@@ -61,6 +61,8 @@ class Layout(enum.Enum):
     #                      read plain (a squeeze-excitation scale), in any format
     CHAIN = "chain"  # ELEMENTWISE that also takes constant scalars (EltwiseChain)
     CONCAT = "concat"  # every input and the output share one format
+    SPATIAL = "spatial"  # UNIFORM when the device kernel's "pads" leave N and C alone (a Pad
+    #                      of H and W), else PLAIN
     CONVERT = "convert"  # a format conversion (TransData, FormatView)
 
 

@@ -14,7 +14,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject_rank
 from .kernel_utils import opt
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, shape_value, sym
 
 ATTRS = {
@@ -247,7 +247,8 @@ _DEVICE_COORDS = ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corne
 
 
 def _resize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    """Nearest or linear on the H and W axes of an NCHW tensor, scales resolved here."""
+    """Nearest or linear on the H and W axes of a 4-D tensor (NCHW or the layout region's
+    format: N and C are kept, Layout.UNIFORM), scales resolved here."""
     why = reject_rank(node, 4, "4-D (NCHW) only")
     if why:
         return why
@@ -275,4 +276,5 @@ def _resize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
                              "nearest_mode": a["nearest_mode"], "scales": hw}, (0,))
 
 
-register(OpSchema("Resize", 1, 4, _resize_infer, _resize, attrs=ATTRS, device=_resize_device))
+register(OpSchema("Resize", 1, 4, _resize_infer, _resize, attrs=ATTRS, device=_resize_device,
+                  layout=Layout.UNIFORM))

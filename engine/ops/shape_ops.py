@@ -337,7 +337,8 @@ def _split_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
 
 
 register(OpSchema("Split", 1, 2, _split_infer, _split, attrs={
-    "axis": A.i(0), "num_outputs": A.i()}, max_outputs=1 << 16, device=_split_device))
+    "axis": A.i(0), "num_outputs": A.i()}, max_outputs=1 << 16, device=_split_device,
+    layout=Layout.CONCAT))  # cuts the bytes as stored, in the format its parts share
 
 
 # ---- Expand / Tile ---------------------------------------------------------------------------

@@ -35,6 +35,17 @@ def layout_of(node: Node) -> Layout:
     return ops.get(node.op_type, node).layout
 
 
+def spatial_only(node: Node) -> bool:
+    """Whether a SPATIAL node's device kernel leaves N and C alone: its "pads" attribute
+    ([begin x4, end x4] of a 4-D input) is zero on axes 0 and 1, so it runs in any format
+    (runtime_ext/src/host/layout.h, spatial_pads)."""
+    schema = ops.get(node.op_type, node)
+    kernel = schema.device(node, schema.attrs_of(node)) if schema.device else None
+    pads = getattr(kernel, "attrs", {}).get("pads") if kernel is not None else None
+    return (pads is not None and len(pads) == 8
+            and not any(pads[i] for i in (0, 1, 4, 5)))
+
+
 def is_conversion(node: Node) -> bool:
     return layout_of(node) is Layout.CONVERT
 
@@ -57,7 +68,7 @@ def per_channel(v: Value, out: Value) -> bool:
 
 def reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
-    if layout_of(node) in (Layout.CONV, Layout.UNIFORM):
+    if layout_of(node) in (Layout.CONV, Layout.UNIFORM, Layout.SPATIAL):
         return index == 0 or index == residual(node)
     if layout_of(node) is Layout.CHANNEL:
         v = node.inputs[index]

@@ -27,7 +27,9 @@ format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py 
 convolutions (CONV), pools, BatchNormalization and unary elementwise ops (UNIFORM), binary
 elementwise ops whose inputs are activations of one shape or scalar constants
 (ELEMENTWISE), elementwise chains (CHAIN) and Concat of 4-D activations (CONCAT: the kernel
-joins the bytes as stored; blocked only when no operand's channels would be padded). Every
+joins or, for a Split, cuts the bytes as stored; blocked only when no operand's channels
+would be padded) and a Pad
+of H and W only (SPATIAL: a U-Net's reflect pads between convolutions). Every
 other device op (PLAIN) reads and writes plain NCHW: the pass converts its region inputs
 back to NCHW.
 In a blocked region, a value whose channels are not a multiple of the block is stored
@@ -56,6 +58,7 @@ from .formats import (
     per_channel,
     reads_own_layout,
     same_bytes,
+    spatial_only,
 )
 from .layout_views import drop_reshape_round_trips, into_region_views, transpose_views
 
@@ -101,11 +104,16 @@ def _agnostic(node: Node) -> bool:
     if _is_head(node):
         return is_act4d(node.input(0))
     out = node.outputs[0]
+    kind = layout_of(node)
+    if kind is Layout.CONCAT:  # joins (Concat) or cuts (Split) the bytes as stored
+        data = _data_inputs(node)
+        return bool(data) and all(is_act4d(v) for v in [*data, *node.outputs])
     if not is_act4d(out) or len(node.outputs) != 1:
         return False
-    kind = layout_of(node)
     if kind in (Layout.CONV, Layout.UNIFORM):
         return is_act4d(node.input(0))
+    if kind is Layout.SPATIAL:  # a Pad of H and W: the stored axes padded in any format
+        return is_act4d(node.input(0)) and spatial_only(node)
     if kind in (Layout.ELEMENTWISE, Layout.CHANNEL):
         # a scalar operand broadcasts alike in every format; a per-channel one is read plain,
         # and by oneDNN only as the second operand of a Sub or Div (c - x stays plain)
@@ -119,9 +127,14 @@ def _agnostic(node: Node) -> bool:
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)
-    if kind is Layout.CONCAT:  # joins the bytes as stored, in any one format
-        return bool(node.inputs) and all(is_act4d(v) for v in node.inputs)
     return False
+
+
+def _data_inputs(node: Node) -> list[Value]:
+    """A CONCAT node's activation inputs: all but a Split's sizes (a 1-D constant the
+    compiler resolves into the kernel's attribute)."""
+    return [v for v in node.inputs
+            if v is not None and not (v.is_constant and v.meta is not None and v.meta.rank <= 1)]
 
 
 def _reached_from_convolutions(candidates: list[Node]) -> list[Node]:
@@ -201,12 +214,20 @@ def _conv_reads_only(v: Value) -> bool:
         for u in v.users)
 
 
-def _output_format(node: Node, region: str, graph_outputs: set[Value]) -> str:
+def _output_format(node: Node, region: str, graph_outputs: set[Value],
+                   own: dict[Node, str]) -> str:
     if region == NHWC:
         return NHWC
     out = node.outputs[0]
+    source = node.input(0).producer
+    if layout_of(node) in (Layout.UNIFORM, Layout.SPATIAL) and source in own \
+            and not _is_head(source):
+        # as its input is stored (NHWC after a Concat of partial blocks: a U-Net's Pad of the
+        # joined maps), so no conversion runs between them
+        return own[source]
     if layout_of(node) is Layout.CONCAT:  # blocked only if no operand would be padded
-        whole = all(v.meta.shape[1] % BLOCKS[region] == 0 for v in [*node.inputs, out])
+        whole = all(v.meta.shape[1] % BLOCKS[region] == 0
+                    for v in [*_data_inputs(node), *node.outputs])
         return region if whole else NHWC
     if out.meta.shape[1] % BLOCKS[region] == 0:
         return region
@@ -230,10 +251,13 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, round_trips > 0, "no convolution: layouts stay plain")
     region = region_format(graph, fmt, target)
-    own = {n: region if _is_head(n) else _output_format(n, region, outputs) for n in region_nodes}
+    own: dict[Node, str] = {}
+    for n in region_nodes:  # in graph order: a producer's format is known before its readers'
+        own[n] = region if _is_head(n) else _output_format(n, region, outputs, own)
     for node, f in own.items():
         if not _is_head(node):
-            node.outputs[0].format = f
+            for out in node.outputs:  # a Split's every part
+                out.format = f
     views = transpose_views(graph, own) + into_region_views(graph, own, outputs)
     inserted = _plain_partition_outputs(graph)
     # (value, format, partition of the reader) -> the converted value; per partition, since

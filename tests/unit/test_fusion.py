@@ -288,3 +288,54 @@ def test_a_conv_transpose_takes_its_batch_norm_or_scale(group, then):
     model = make(nodes, [("x", [1, cin, 5, 5])], [("y", [1, cout, 10, 10])], inits)
     fusions, ops = check(model, {"x": RNG.normal(size=(1, cin, 5, 5)).astype(np.float32)})
     assert ops == ["ConvTranspose"], (ops, fusions)
+
+
+@pytest.mark.parametrize("then,fused", [("Relu", True), ("Sigmoid", False)])
+@pytest.mark.parametrize("batch,c", [(1, 5), (3, 16)])
+def test_a_pre_activation_batch_norm_takes_its_relu(then, fused, batch, c):
+    """DenseNet's layer: Concat -> BatchNormalization -> Relu -> Conv. The Relu runs inside
+    the normalization's pass (oneDNN's fuse_norm_relu); other activations stay apart."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["a", "x"], ["cat"], axis=1),
+        helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"]),
+        helper.make_node(then, ["bn"], ["act"]),
+        helper.make_node("Conv", ["act", "w2"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    k = 2 * c
+    model = make(nodes, [("x", [batch, c, 6, 7])], [("y", None)],
+                 {"w1": RNG.normal(size=(c, c, 3, 3)), "w2": RNG.normal(size=(4, k, 3, 3)),
+                  "s": RNG.uniform(0.5, 1.5, k), "b": RNG.normal(size=k),
+                  "m": RNG.normal(size=k), "v": RNG.uniform(0.5, 2.0, k)})
+    fusions, ops = check(model, {"x": RNG.normal(size=(batch, c, 6, 7)).astype(np.float32)})
+    assert ("BatchNormalization+Relu" in [f.split(":")[0] for f in fusions]) == fused, fusions
+    assert (then in ops) != fused, ops
+
+
+@pytest.mark.parametrize("fmt,c", [("nhwc", 5), ("nChw8c", 8), ("nChw16c", 16), ("nhwc", 20)])
+@pytest.mark.parametrize("relu", [True, False])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_batch_norm_of_constants_runs_as_a_channel_affine_loop(fmt, c, relu, batch):
+    """A standalone inference BatchNormalization (constant parameters) is y = x * a[c] + b[c]
+    folded at load, run by the runtime's own loop in every format (oneDNN's took AVX2/SSE4.1
+    code on NHWC with channels off 16); its outputs equal onnxruntime's."""
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Concat", ["a", "x"], ["cat"], axis=1),
+             helper.make_node("BatchNormalization", ["cat", "s", "b", "m", "v"], ["bn"],
+                              epsilon=1e-3)]
+    nodes += [helper.make_node("Relu", ["bn"], ["act"])] if relu else []
+    nodes += [helper.make_node("Conv", ["act" if relu else "bn", "w2"], ["y"])]
+    k = 2 * c
+    model = make(nodes, [("x", [batch, c, 5, 6])], [("y", None)],
+                 {"w1": RNG.normal(size=(c, c, 3, 3)), "w2": RNG.normal(size=(3, k, 1, 1)),
+                  "s": RNG.uniform(0.5, 1.5, k), "b": RNG.normal(size=k),
+                  "m": RNG.normal(size=k), "v": RNG.uniform(0.5, 2.0, k)})
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, layout_format=fmt))
+    loaded = load(compiled)
+    impls = {t["name"]: t["impl"] for n in loaded.natives.values() for t in n.profile()}
+    (bn,) = [name for name in impls if "batchnormalization" in name.lower()]
+    assert impls[bn] == "channel affine loop", impls
+    x = RNG.normal(size=(batch, c, 5, 6)).astype(np.float32)
+    got = loaded.execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -1,5 +1,6 @@
-"""An activation as the epilogue of the Conv, ConvTranspose, MatMul or Gemm before it,
-directly or through a view of its output (an elementwise function commutes with a Reshape)."""
+"""An activation as the epilogue of the Conv, ConvTranspose, MatMul or Gemm before it (or a
+Relu of a BatchNormalization's), directly or through a view of its output (an elementwise
+function commutes with a Reshape)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ def _match_activation(graph: Graph, act: Node):
     if act.op_type not in _ACTIVATIONS:
         return None
     found = producer_through_view(graph, act.input(0), {"Conv", "ConvTranspose", "Gemm",
-                                                        "MatMul"})
+                                                        "MatMul", "BatchNormalization"})
     if found is None:
         return None
     prod, view = found
+    # oneDNN's batch normalization fuses a Relu only (fuse_norm_relu): a pre-activation
+    # network's BatchNormalization -> Relu before each Conv (DenseNet's after every Concat)
+    if prod.op_type == "BatchNormalization" and act.op_type != "Relu":
+        return None
     if prod.op_type == "ConvTranspose" and act.op_type not in _PIECEWISE_LINEAR:
         return None
     if not on_device(prod, act) or prod.attrs.get("_activation"):

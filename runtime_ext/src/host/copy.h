@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "tensor.h"
 
@@ -37,5 +38,10 @@ void for_rows(int64_t n, int64_t bytes, F body) {
 
 // Fills `n` elements of `elem` bytes at dst with the element at `value`.
 void fill_elements(uint8_t* dst, int64_t n, const void* value, size_t elem);
+
+// The dims of a tensor's bytes as stored (plain as they are; nhwc with C last; nChw<b>c as
+// [N, C/b, H, W, b]) and, in *axis_of, the stored axis of each logical one: Concat and
+// Split join and cut the bytes as stored (kernels_layout.cc).
+Shape physical_dims(const TensorInfo& t, std::vector<int>* axis_of);
 
 }  // namespace ge

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <variant>
 
 #include "broadcast.h"
+#include "layout.h"
 #include "op_table.h"
 
 namespace ge {
@@ -88,6 +90,15 @@ KernelInfo host_kernel_info(const Device& device, const std::string& op, const s
       r.formats = formats_for(s0);
       r.preferred_format = "any";
       break;
+    case LayoutRule::kSpatial: {
+      auto pads = attrs.find("pads");
+      const bool spatial = s0.size() == 4 && pads != attrs.end() &&
+                           std::holds_alternative<std::vector<int64_t>>(pads->second) &&
+                           spatial_pads(std::get<std::vector<int64_t>>(pads->second));
+      r.formats = spatial ? formats_for(s0) : std::vector<std::string>{"nchw"};
+      r.preferred_format = spatial ? "any" : "nchw";
+      break;
+    }
     case LayoutRule::kElementwise:
     case LayoutRule::kChannel: {
       Shape out = s0;

@@ -35,7 +35,7 @@ DeconvPlan plan_deconv(const KernelArgs& a) {
   const TensorInfo* b = a.opt_in(2);
   for (const TensorInfo* t : {&x, &w, b}) {
     if (t) a.expect_dtype(*t, DType::kFloat32, "every operand");
-    if (t && !t->plain()) invalid("tensor '", t->name, "' must be stored nchw");
+    if (t && t != &x && !t->plain()) invalid("tensor '", t->name, "' must be stored nchw");
   }
   const int rank = x.rank();
   if (rank < 3 || rank > 4) invalid("input X must be N,C,L or N,C,H,W, got ", shape_str(x.shape));
@@ -111,11 +111,11 @@ class DeconvKernel : public PrimitiveKernel {
     const DeconvPlan p = plan_deconv(a);
     const TensorInfo& y = a.out(0);
     a.expect_dtype(y, DType::kFloat32, "output Y");
-    if (y.shape != p.out || !y.plain()) {
-      invalid("output ", type_str(y.dtype, y.shape), " must be ", shape_str(p.out), " stored nchw");
-    }
+    if (y.shape != p.out) invalid("output ", type_str(y.dtype, y.shape), " must be ", shape_str(p.out));
+    // X and Y as stored (any format, LayoutRule::kAnyData: a U-Net's upsampling between NHWC
+    // convolutions): converted only where oneDNN's choice differs.
     const dnnl::engine& eng = host_engine(dev_);
-    const dnnl::memory::desc x_md = plain_md(a.in(0).shape), y_md = plain_md(y.shape);
+    const dnnl::memory::desc x_md = tensor_md(a.in(0)), y_md = tensor_md(y);
     prim_ = Prim(p.pd);
     Ref src = Ref::of(a.in(0)), dst = Ref::of(y);
     if (p.pd.src_desc() != x_md) {

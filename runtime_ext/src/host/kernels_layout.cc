@@ -19,6 +19,8 @@ void same_dtype(const TensorInfo& x, const TensorInfo& y) {
 
 // ---- Concat -----------------------------------------------------------------------------
 
+}  // namespace
+
 // The dims of a tensor's bytes as stored, and where each logical axis went: plain keeps
 // them; nhwc moves C last; blocked nChw<b>c splits C into C/b (axis 1) and b (last).
 Shape physical_dims(const TensorInfo& t, std::vector<int>* axis_of) {
@@ -37,6 +39,8 @@ Shape physical_dims(const TensorInfo& t, std::vector<int>* axis_of) {
   const int64_t b = t.format == Format::kNChw8c ? 8 : 16;
   return {t.shape[0], t.shape[1] / b, t.shape[2], t.shape[3], b};
 }
+
+namespace {
 
 class ConcatKernel : public Kernel {
  public:

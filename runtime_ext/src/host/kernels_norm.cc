@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "copy.h"
 #include "dnnl_util.h"
 #include "kernels.h"
 #include "softmax.h"
@@ -277,6 +278,86 @@ std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a) {
   return k;
 }
 
+namespace {
+
+// Inference BatchNormalization with constant parameters: y = x * a[c] + b[c] (then the fused
+// Relu), a and b folded at load. oneDNN's batch normalization costs a call's setup and, on
+// NHWC with channels not a multiple of 16, runs its AVX2 or SSE4.1 code: DenseNet's
+// normalizations of 20-44 channels after each Concat took 250-490 us each at batch 8 under
+// load, ~4 ns per element; this loop is one multiply-add per element, vectorized along the
+// stored channels (NHWC, blocked) or along the plane (NCHW).
+class ChannelAffineKernel : public Kernel {
+ public:
+  ChannelAffineKernel(const TensorInfo& x, const TensorInfo& y, std::vector<float> scale, std::vector<float> shift,
+                      bool relu)
+      : x_(&x), y_(&y), a_(std::move(scale)), b_(std::move(shift)), relu_(relu) {
+    const int64_t C = x.shape[1];
+    int64_t spatial = 1;
+    for (int i = 2; i < x.rank(); ++i) spatial *= x.shape[i];
+    switch (x.format) {
+      case Format::kPlain:  // rows: (n, c) planes of `spatial`
+        rows_ = x.shape[0] * C, len_ = spatial, block_ = 1;
+        break;
+      case Format::kNhwc:  // rows: pixels of C
+        rows_ = x.shape[0] * spatial, len_ = C, block_ = C;
+        break;
+      case Format::kNChw8c:
+      case Format::kNChw16c: {  // rows: (n, channel block) of spatial * b
+        const int64_t b = x.format == Format::kNChw8c ? 8 : 16;
+        rows_ = x.shape[0] * (C / b), len_ = spatial * b, block_ = b;
+        break;
+      }
+    }
+  }
+
+  Status run(ExecContext& ctx) override {
+    const float* x = ctx.ptr<const float>(*x_);
+    float* y = ctx.ptr<float>(*y_);
+    const int64_t C = x_->shape[1];
+    for_rows(rows_, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
+      const float* in = x + r * len_;
+      float* out = y + r * len_;
+      if (block_ == 1) {  // one channel per row
+        const int64_t c = r % C;
+        row(in, out, len_, a_[c], b_[c]);
+      } else {  // rows of whole channel groups: channel = first + (i % block)
+        const int64_t first = x_->format == Format::kNhwc ? 0 : (r % (C / block_)) * block_;
+        for (int64_t i = 0; i < len_; i += block_) pixels(in + i, out + i, a_.data() + first, b_.data() + first);
+      }
+    });
+    return Status::Ok();
+  }
+  std::string impl() const override { return "channel affine loop"; }
+
+ private:
+  void row(const float* in, float* out, int64_t n, float a, float b) const {
+    if (relu_) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = std::max(in[i] * a + b, 0.f);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) out[i] = in[i] * a + b;
+    }
+  }
+  void pixels(const float* in, float* out, const float* a, const float* b) const {
+    if (relu_) {
+#pragma omp simd
+      for (int64_t j = 0; j < block_; ++j) out[j] = std::max(in[j] * a[j] + b[j], 0.f);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < block_; ++j) out[j] = in[j] * a[j] + b[j];
+    }
+  }
+
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  std::vector<float> a_, b_;
+  bool relu_;
+  int64_t rows_ = 0, len_ = 0, block_ = 1;
+};
+
+}  // namespace
+
 std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
   a.expect_inputs(5, 5);
   a.expect_outputs(1, 3);
@@ -296,6 +377,21 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
     if (t.shape != Shape{C}) invalid(names[i], " shape ", shape_str(t.shape), " must be [", C, "]");
   }
   const float eps = static_cast<float>(a.attr_float("epsilon", 1e-5));
+  const std::string act = a.attr_str("activation", "");
+  if (!act.empty() && act != "Relu") invalid("BatchNormalization fuses only a Relu, got activation '", act, "'");
+  if (a.in(1).constant() && a.in(2).constant() && a.in(3).constant() && a.in(4).constant() &&
+      x.format == y.format && !x.padded()) {
+    std::vector<float> scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+    const auto* s = reinterpret_cast<const float*>(a.in(1).data);
+    const auto* b = reinterpret_cast<const float*>(a.in(2).data);
+    const auto* m = reinterpret_cast<const float*>(a.in(3).data);
+    const auto* v = reinterpret_cast<const float*>(a.in(4).data);
+    for (int64_t c = 0; c < C; ++c) {  // in float, as oneDNN computes it
+      scale[c] = s[c] / std::sqrt(v[c] + eps);
+      shift[c] = b[c] - m[c] * scale[c];
+    }
+    return std::make_unique<ChannelAffineKernel>(x, y, std::move(scale), std::move(shift), act == "Relu");
+  }
   int64_t spatial = 1;
   for (int i = 2; i < x.rank(); ++i) spatial *= x.shape[i];
   // N, C, collapsed spatial: the same bytes as any NC... layout.
@@ -310,6 +406,9 @@ std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a) {
   auto k = std::make_unique<PrimitiveKernel>(*a.device);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
+  // A fused Relu (the compiler's `activation` epilogue: a pre-activation network's
+  // BatchNormalization -> Relu, DenseNet's after every Concat) in the same pass over the data.
+  if (act == "Relu") flags |= dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::primitive_desc pd(host_engine(*a.device), dnnl::prop_kind::forward_inference,
                                                        md, md, eps, flags, make_attr());
   k->prim_ = Prim(pd);

@@ -1,24 +1,30 @@
 // Pad, any dtype: constant (the fill value, then the input copied into the middle; negative
 // pads crop), reflect and edge (every output element read from an input element: the
 // source index of each output position is computed per axis at load, so run() reads only
-// inside the input).
+// inside the input). A Pad of H and W only runs in the layout region's format too (NHWC or
+// blocked, LayoutRule::kSpatial): the kernels work on the stored order of the axes (NHWC:
+// [N, H, W, C]; nChw<b>c: [N, C/b, H, W, b]) with the pads moved along, so a U-Net's reflect
+// pads between NHWC convolutions need no conversion on either side.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "copy.h"
 #include "kernels.h"
+#include "layout.h"
 
 namespace ge {
 
 namespace {
 
 // What every Pad kernel reads: X, Y and the begin / end pads of each axis (from the pads
-// input of opset 11+ or the attribute, and axes), checked against Y's shape.
+// input of opset 11+ or the attribute, and axes), checked against Y's shape; then the same
+// in the order the format stores the axes (shape_, begin_, end_ below are that order).
 struct PadArgs {
   const TensorInfo* x_;
   const TensorInfo* y_;
   std::vector<int64_t> begin_, end_;
+  Shape x_shape_, y_shape_;  // the stored order of the axes
 
   explicit PadArgs(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {
     a.expect_inputs(1, 4);
@@ -46,7 +52,30 @@ struct PadArgs {
       if (out[d] < 0) invalid("pads ", shape_str(pads), " remove more than the input has on axis ", d);
     }
     if (y_->shape != out) invalid("output shape ", shape_str(y_->shape), " does not match computed ", shape_str(out));
+    x_shape_ = x_->shape;
+    y_shape_ = y_->shape;
+    if (x_->plain() && y_->plain()) return;
+    // The layout pass only keeps a Pad of H and W in the region (format_violation has checked
+    // that X and Y share the format and that neither is padded).
+    if (x_->format != y_->format || rank != 4 ||
+        !spatial_pads({begin_[0], begin_[1], begin_[2], begin_[3], end_[0], end_[1], end_[2], end_[3]})) {
+      invalid("a Pad stored ", format_name(x_->format), " pads H and W only, in one format; got pads ",
+              shape_str(pads), " from ", format_name(x_->format), " to ", format_name(y_->format));
+    }
+    auto stored = [&](const Shape& s) -> Shape {
+      if (x_->format == Format::kNhwc) return {s[0], s[2], s[3], s[1]};
+      const int64_t b = x_->format == Format::kNChw8c ? 8 : 16;
+      return {s[0], s[1] / b, s[2], s[3], b};
+    };
+    x_shape_ = stored(x_->shape);
+    y_shape_ = stored(y_->shape);
+    const int64_t h0 = begin_[2], w0 = begin_[3], h1 = end_[2], w1 = end_[3];
+    const bool nhwc = x_->format == Format::kNhwc;
+    begin_ = nhwc ? std::vector<int64_t>{0, h0, w0, 0} : std::vector<int64_t>{0, 0, h0, w0, 0};
+    end_ = nhwc ? std::vector<int64_t>{0, h1, w1, 0} : std::vector<int64_t>{0, 0, h1, w1, 0};
   }
+
+  int rank() const { return static_cast<int>(x_shape_.size()); }
 };
 
 class PadKernel : public Kernel, PadArgs {
@@ -82,7 +111,7 @@ void store_value(double v, uint8_t* out) {
 }
 
 PadKernel::PadKernel(const KernelArgs& a) : PadArgs(a) {
-  const int rank = x_->rank();
+  const int rank = this->rank();
   const std::vector<int64_t>& begin = begin_;
   const std::vector<int64_t>& end = end_;
   double value = a.attr_float("value", 0.0);
@@ -109,11 +138,11 @@ PadKernel::PadKernel(const KernelArgs& a) : PadArgs(a) {
       case DType::kBool: value_[0] = value != 0.0; break;
     }
   }
-  const Shape xs = dense_strides(x_->shape), ys = dense_strides(y_->shape);
+  const Shape xs = dense_strides(x_shape_), ys = dense_strides(y_shape_);
   copy_numel_ = 1;
   for (int d = 0; d < rank; ++d) {
     // Negative pads crop: skip that much of the input and start the output at 0.
-    const int64_t n = add_checked(add_checked(x_->shape[d], std::min<int64_t>(begin[d], 0)),
+    const int64_t n = add_checked(add_checked(x_shape_[d], std::min<int64_t>(begin[d], 0)),
                                   std::min<int64_t>(end[d], 0));
     if (n <= 0) {  // nothing of the input survives: the output is all padding
       copy_numel_ = 0;
@@ -132,20 +161,22 @@ PadKernel::PadKernel(const KernelArgs& a) : PadArgs(a) {
 }
 
 
-// Reflect and edge: each output element is one input element (a gather through per-axis
-// source index tables).
+// Reflect and edge: each output element is one input element. The axes after the last
+// padded one form contiguous blocks of `inner_` elements (NHWC: the channels of a pixel);
+// an output row (every index of the axes before it) is its begin blocks, the input's row
+// copied whole, and its end blocks, each read through a per-axis table of source indices.
 class IndexPadKernel : public Kernel, PadArgs {
  public:
   IndexPadKernel(const KernelArgs& a, bool reflect) : PadArgs(a) {
-    const int rank = x_->rank();
+    const int rank = this->rank();
     if (rank == 0) invalid("cannot pad a scalar");
     for (int d = 0; d < rank; ++d) {
       if (begin_[d] < 0 || end_[d] < 0) invalid(reflect ? "reflect" : "edge", " Pad takes no negative pads");
-      const int64_t n = x_->shape[d];
-      if (n == 0 && y_->shape[d] > 0) invalid("cannot ", reflect ? "reflect" : "extend", " an empty axis ", d);
-      std::vector<int64_t> src(static_cast<size_t>(y_->shape[d]));
+      const int64_t n = x_shape_[d];
+      if (n == 0 && y_shape_[d] > 0) invalid("cannot ", reflect ? "reflect" : "extend", " an empty axis ", d);
+      std::vector<int64_t> src(static_cast<size_t>(y_shape_[d]));
       const int64_t period = 2 * (n - 1);
-      for (int64_t i = 0; i < y_->shape[d]; ++i) {
+      for (int64_t i = 0; i < y_shape_[d]; ++i) {
         int64_t j = i - begin_[d];
         if (!reflect || n == 1) {
           j = std::clamp<int64_t>(j, 0, n - 1);
@@ -156,46 +187,55 @@ class IndexPadKernel : public Kernel, PadArgs {
         src[static_cast<size_t>(i)] = j;
       }
       src_.push_back(std::move(src));
+      if (begin_[d] != 0 || end_[d] != 0) last_ = d;
     }
-    x_strides_ = dense_strides(x_->shape);
+    x_strides_ = dense_strides(x_shape_);
+    for (int d = last_ + 1; d < rank; ++d) inner_ *= x_shape_[d];
+    rows_ = 1;
+    for (int d = 0; d < last_; ++d) rows_ *= y_shape_[d];
   }
 
   Status run(ExecContext& ctx) override {
-    const int rank = x_->rank();
-    const int64_t w = y_->shape[rank - 1];
     if (y_->numel == 0) return Status::Ok();
-    const int64_t rows = y_->numel / w;
-    const size_t es = dtype_size(x_->dtype);
+    const int64_t es = static_cast<int64_t>(dtype_size(x_->dtype));
     const uint8_t* x = ctx.ptr(*x_);
     uint8_t* y = ctx.ptr(*y_);
-    const std::vector<int64_t>& last = src_[static_cast<size_t>(rank - 1)];
-    for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
-      int64_t off = 0, rem = r;  // the source row of output row r
-      for (int d = rank - 2; d >= 0; --d) {
-        const int64_t i = rem % y_->shape[d];
-        rem /= y_->shape[d];
+    if (last_ < 0) {  // nothing padded
+      std::memcpy(y, x, static_cast<size_t>(y_->nbytes));
+      return Status::Ok();
+    }
+    const size_t k = static_cast<size_t>(last_);
+    const int64_t block = inner_ * es;                     // bytes of one index of the last padded axis
+    const int64_t x_row = x_shape_[k] * block, y_row = y_shape_[k] * block;
+    const int64_t b = begin_[k], e = end_[k];
+    const std::vector<int64_t>& last = src_[k];
+    for_rows(rows_, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
+      int64_t off = 0, rem = r;  // the source row of output row r (in elements)
+      for (int d = last_ - 1; d >= 0; --d) {
+        const int64_t i = rem % y_shape_[d];
+        rem /= y_shape_[d];
         off += src_[static_cast<size_t>(d)][static_cast<size_t>(i)] * x_strides_[d];
       }
-      uint8_t* out = y + r * w * static_cast<int64_t>(es);
-      const uint8_t* in = x + off * static_cast<int64_t>(es);
-      switch (es) {
-        case 1: gather(out, in, last); break;
-        case 2: gather(reinterpret_cast<uint16_t*>(out), reinterpret_cast<const uint16_t*>(in), last); break;
-        case 4: gather(reinterpret_cast<uint32_t*>(out), reinterpret_cast<const uint32_t*>(in), last); break;
-        default: gather(reinterpret_cast<uint64_t*>(out), reinterpret_cast<const uint64_t*>(in), last);
-      }
+      const uint8_t* in = x + off * es;
+      uint8_t* out = y + r * y_row;
+      auto blocks = [&](int64_t from, int64_t to) {
+        for (int64_t i = from; i < to; ++i) {
+          std::memcpy(out + i * block, in + last[static_cast<size_t>(i)] * block, static_cast<size_t>(block));
+        }
+      };
+      blocks(0, b);
+      std::memcpy(out + b * block, in, static_cast<size_t>(x_row));
+      blocks(b + x_shape_[k], b + x_shape_[k] + e);
     });
     return Status::Ok();
   }
 
  private:
-  template <class T>
-  static void gather(T* out, const T* in, const std::vector<int64_t>& idx) {
-    for (size_t i = 0; i < idx.size(); ++i) out[i] = in[idx[i]];
-  }
-
   std::vector<std::vector<int64_t>> src_;  // per axis: the input index of each output index
   Shape x_strides_;
+  int last_ = -1;        // the last padded axis (stored order); -1: none
+  int64_t inner_ = 1;    // elements of the axes after it
+  int64_t rows_ = 1;     // output rows: indices of the axes before it
 };
 
 }  // namespace

@@ -1,5 +1,9 @@
-// Resize of the two spatial axes of an NCHW tensor: nearest (any dtype, the element is
-// copied) and linear (float32, bilinear). Attributes are the compiler's resolved form:
+// Resize of the two spatial axes of a 4-D tensor: nearest (any dtype, the element is
+// copied) and linear (float32, bilinear). Plain NCHW or in the layout region's format
+// (LayoutRule::kUniform: N and C are kept, so input and output share one format): the loops
+// see the stored order as planes of [H, W, inner] — NCHW: N*C planes, inner 1; NHWC: N
+// planes, inner C; nChw<b>c: N*C/b planes, inner b — so a feature pyramid's upsampling
+// between NHWC convolutions needs no conversion, and its inner loop runs along channels. Attributes are the compiler's resolved form:
 // "scales" = [scale_h, scale_w] (the ONNX scale of each axis, from the scales input or
 // sizes / input size), "mode", "coordinate_transformation_mode" (asymmetric, half_pixel,
 // pytorch_half_pixel, align_corners) and "nearest_mode" (floor, ceil, round_prefer_floor,
@@ -74,6 +78,14 @@ void nearest_plane(T* y, const T* x, const Taps& h, const Taps& w, int64_t win, 
   for (int64_t ow = 0; ow < wout; ++ow) y[ow] = row[w.i0[ow]];
 }
 
+// Nearest over pixels of `block` bytes (the channels stored together).
+void nearest_pixels(uint8_t* y, const uint8_t* x, const Taps& h, const Taps& w, int64_t win, int64_t oh,
+                    int64_t block) {
+  const uint8_t* row = x + h.i0[oh] * win * block;
+  const int64_t wout = static_cast<int64_t>(w.i0.size());
+  for (int64_t ow = 0; ow < wout; ++ow) std::memcpy(y + ow * block, row + w.i0[ow] * block, static_cast<size_t>(block));
+}
+
 class ResizeKernel : public Kernel {
  public:
   explicit ResizeKernel(const KernelArgs& a) {
@@ -109,20 +121,43 @@ class ResizeKernel : public Kernel {
       h_ = axis_taps(mode_, coord, nearest, hin, y_->shape[2], scales[0]);
       w_ = axis_taps(mode_, coord, nearest, win, y_->shape[3], scales[1]);
     }
+    if (x_->format != y_->format) {
+      invalid("input and output must share one format, got ", format_name(x_->format), " and ",
+              format_name(y_->format));
+    }
+    const int64_t c = x_->shape[1];
+    switch (x_->format) {
+      case Format::kPlain: planes_ = x_->shape[0] * c; break;
+      case Format::kNhwc: planes_ = x_->shape[0], inner_ = c; break;
+      case Format::kNChw8c:
+      case Format::kNChw16c:  // unpadded (format_violation): whole blocks
+        inner_ = x_->format == Format::kNChw8c ? 8 : 16;
+        planes_ = x_->shape[0] * (c / inner_);
+        break;
+    }
   }
 
   Status run(ExecContext& ctx) override {
     const int64_t hin = x_->shape[2], win = x_->shape[3], hout = y_->shape[2], wout = y_->shape[3];
-    const int64_t rows = x_->shape[0] * x_->shape[1] * hout;  // output rows of every plane
+    const int64_t rows = planes_ * hout;  // output rows of every plane
     const uint8_t* x = ctx.ptr(*x_);
     uint8_t* y = ctx.ptr(*y_);
     const size_t es = dtype_size(x_->dtype);
+    const int64_t px = inner_ * static_cast<int64_t>(es);  // bytes of a stored pixel
     for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
       const int64_t plane = r / hout, oh = r % hout;
-      const uint8_t* xp = x + plane * hin * win * static_cast<int64_t>(es);
-      uint8_t* yr = y + r * wout * static_cast<int64_t>(es);
+      const uint8_t* xp = x + plane * hin * win * px;
+      uint8_t* yr = y + r * wout * px;
       if (linear_) {
-        linear_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+        if (inner_ == 1) {
+          linear_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+        } else {
+          linear_pixels(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+        }
+        return;
+      }
+      if (inner_ != 1) {
+        nearest_pixels(yr, xp, h_, w_, win, oh, px);
         return;
       }
       switch (es) {
@@ -149,8 +184,31 @@ class ResizeKernel : public Kernel {
     }
   }
 
+  // linear_row over pixels of inner_ channels (stored together): the channel loop is the
+  // inner one, so it vectorizes.
+  void linear_pixels(float* y, const float* x, int64_t win, int64_t oh) const {
+    const int64_t n = inner_;
+    const float* r0 = x + h_.i0[oh] * win * n;
+    const float* r1 = x + h_.i1[oh] * win * n;
+    const float a = h_.w0[oh], b = h_.w1[oh];
+    const int64_t wout = static_cast<int64_t>(w_.i0.size());
+    for (int64_t ow = 0; ow < wout; ++ow) {
+      const float* p00 = r0 + w_.i0[ow] * n;
+      const float* p01 = r0 + w_.i1[ow] * n;
+      const float* p10 = r1 + w_.i0[ow] * n;
+      const float* p11 = r1 + w_.i1[ow] * n;
+      const float u = w_.w0[ow], v = w_.w1[ow];
+      float* out = y + ow * n;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) {
+        out[c] = a * (u * p00[c] + v * p01[c]) + b * (u * p10[c] + v * p11[c]);
+      }
+    }
+  }
+
   const TensorInfo* x_;
   const TensorInfo* y_;
+  int64_t planes_ = 0, inner_ = 1;
   std::string mode_;
   bool linear_ = false;
   Taps h_, w_;

@@ -1,7 +1,9 @@
 // Split: one input cut along an axis into the node's outputs, any dtype. The sizes come
 // from the attribute "split" (the compiler resolves the opset 13 input and opset 18's
 // num_outputs into it) or, when absent, the ONNX rule for equal parts: ceil(dim / n)
-// each, the last one smaller.
+// each, the last one smaller. Like Concat it cuts the bytes as stored, in any format every
+// operand shares (LayoutRule::kConcat: a CSP block's channel Split between NHWC
+// convolutions runs without a conversion on either side).
 #include <algorithm>
 #include <cstring>
 
@@ -38,11 +40,14 @@ class SplitKernel : public Kernel {
       total = add_checked(total, s);
     }
     if (total != dim) invalid("split sizes ", shape_str(sizes), " do not sum to dim ", dim, " of axis ", ax);
+    std::vector<int> axis_of;
+    const Shape px = physical_dims(*x_, &axis_of);
+    const int pa = axis_of[static_cast<size_t>(ax)];
     outer_ = 1;
-    for (int d = 0; d < ax; ++d) outer_ *= x_->shape[d];
+    for (int d = 0; d < pa; ++d) outer_ *= px[d];
     inner_bytes_ = static_cast<int64_t>(dtype_size(x_->dtype));
-    for (int d = ax + 1; d < rank; ++d) inner_bytes_ *= x_->shape[d];
-    row_bytes_ = dim * inner_bytes_;
+    for (size_t d = static_cast<size_t>(pa) + 1; d < px.size(); ++d) inner_bytes_ *= px[d];
+    row_bytes_ = px[static_cast<size_t>(pa)] * inner_bytes_;
     int64_t begin = 0;
     for (int64_t k = 0; k < n; ++k) {
       const TensorInfo& y = a.out(static_cast<size_t>(k));
@@ -51,8 +56,14 @@ class SplitKernel : public Kernel {
       if (y.dtype != x_->dtype || y.shape != want) {
         invalid("output ", k, " is ", type_str(y.dtype, y.shape), ", expected ", type_str(x_->dtype, want));
       }
-      parts_.push_back({&y, begin * inner_bytes_, sizes[k] * inner_bytes_});
-      begin += sizes[k];
+      // An output in another format is format-invariant (checked at load): its bytes are
+      // those of the input's format.
+      TensorInfo as_x = y;
+      as_x.format = x_->format;
+      std::vector<int> unused;
+      const int64_t len = physical_dims(as_x, &unused)[static_cast<size_t>(pa)];
+      parts_.push_back({&y, begin * inner_bytes_, len * inner_bytes_});
+      begin += len;
     }
   }
 

@@ -44,6 +44,10 @@ bool per_channel_of(const Shape& s, const Shape& y) {
          (s[0] == 1 || s[0] == y[0]);
 }
 
+bool spatial_pads(const std::vector<int64_t>& pads) {
+  return pads.size() == 8 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0;
+}
+
 LayoutRule layout_rule(const std::string& op) {
   const OpRow* row = find_op(op);
   return row ? row->layout : LayoutRule::kPlainOnly;
@@ -122,6 +126,7 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
       case LayoutRule::kPlainOnly:
       case LayoutRule::kConvert:
       case LayoutRule::kConcat:
+      case LayoutRule::kSpatial:
         block_all(t);
         break;
       case LayoutRule::kAnyData: {
@@ -235,9 +240,9 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
       return plain_except({}, "this op takes nchw (plain) operands only");
     case LayoutRule::kConvert:
       return "";
-    case LayoutRule::kConcat: {
+    case LayoutRule::kConcat: {  // Concat's inputs, Split's outputs
       std::vector<int64_t> data(t.inputs.begin(), t.inputs.end());
-      data.push_back(out0);
+      data.insert(data.end(), t.outputs.begin(), t.outputs.end());
       return same_format(data);
     }
     case LayoutRule::kAnyData: {
@@ -249,6 +254,7 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
       }
       return plain_except(data, "Conv weights and bias must be nchw");
     }
+    case LayoutRule::kSpatial:  // the kernel checks that N and C are left alone
     case LayoutRule::kUniform: {
       std::string e = same_format({in0, out0});
       return e.empty() ? plain_except({in0, out0}, "parameters of this op must be nchw") : e;

@@ -37,8 +37,13 @@ enum class LayoutRule {
   kElementwise,  // kUniform when every non-scalar operand has the output's shape
   kChannel,      // kElementwise, plus per-channel operands ([N|1, C, 1, 1], plain: a scale)
   kConvert,      // TransData: input and output in any formats
-  kConcat,       // Concat: every input and the output share one format
+  kConcat,       // Concat, Split: every input and output shares one format
+  kSpatial,      // Pad: kUniform when the op moves only H and W (its "pads" attribute is zero on
+                 // N and C), else plain; the runtime's own channels-last choice keeps it plain
 };
+
+// True when a rank-4 "pads" attribute [begin x4, end x4] leaves N and C alone.
+bool spatial_pads(const std::vector<int64_t>& pads);
 
 LayoutRule layout_rule(const std::string& op);
 
