@@ -49,4 +49,7 @@ def _device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     return reject(node) or kernel("MatMulQWeight", {}, ins)
 
 
-register(OpSchema("MatMulQWeight", 3, 5, _infer, _run, device=_device))
+register(OpSchema("MatMulQWeight", 3, 5, _infer, _run, device=_device,
+                  doc="X @ ((float(W) - Z) * S) + B with constant 8-bit weights W [K, N] kept "
+                      "8-bit on the device; S, Z: one value or one per column; B: [N].",
+                  input_names=("X", "W", "S", "Z", "B")))
