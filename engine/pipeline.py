@@ -40,6 +40,7 @@ from .prepare import (
     fold_constants,
     infer_shapes,
     lower_integer_products,
+    lower_weight_only_matmuls,
     order_variable_access,
     validate,
     widen_float16,
@@ -143,6 +144,7 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
     if options.widen_float16:
         passes.append(widen_float16)
     passes += [canonicalize, functools.partial(lower_integer_products, target=target),
+               functools.partial(lower_weight_only_matmuls, target=target),
                eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)

@@ -36,6 +36,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     signal,
     strings,
     variables,
+    weight_quant,
 )
 from .api import describe_args, infer_node, kernel_error, node_attrs, run_node
 from .registry import (

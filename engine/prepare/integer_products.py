@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node
+from ..dtypes import DType
+from ..ir import Graph, Node, Value
 from ..partition.placement import device_accepts
 from ..passes import PassResult
 from ..target import Target
@@ -21,6 +22,8 @@ from ..target import Target
 _F32_EXACT = 1 << 24
 _ONNX_FLOAT, _ONNX_INT32 = 1, 6
 _OPS = ("ConvInteger", "MatMulInteger")
+# Ops that only reshape an addend (its values pass through unchanged).
+_VIEWS = ("Reshape", "Unsqueeze", "Squeeze", "Flatten")
 
 
 def centred_weights(node: Node) -> np.ndarray | None:
@@ -75,6 +78,9 @@ def as_float_product(graph: Graph, node: Node, centred: np.ndarray) -> None:
                             ).outputs[0]
     if node.op_type == "ConvInteger":
         attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
+        # Both operands are integers of magnitude <= 255 and the sums stay below 2^24: the
+        # device may multiply them as bfloat16 (exact) with float32 sums (kernels_conv.cc).
+        attrs["_integer_operands"] = 1
         product = graph.add_node("Conv", [xf, weights], attrs=attrs,
                                  name=graph.unique_name(name)).outputs[0]
     else:
@@ -84,9 +90,54 @@ def as_float_product(graph: Graph, node: Node, centred: np.ndarray) -> None:
     for user in list(dict.fromkeys(result.users)):
         if user.op_type == "Cast" and user.attrs.get("to") == _ONNX_FLOAT:
             graph.replace_all_uses(user.outputs[0], product)  # the Cast is dead then
+        elif user.op_type == "Add":
+            _add_in_float(graph, user, result, product)
     cast = graph.add_node("Cast", [product], outputs=0, attrs={"to": _ONNX_INT32},
                           name=graph.unique_name(f"{name}_int32"))
     graph.hand_over_outputs(node, [cast])
+
+
+def _float_addend(b: Value | None) -> bool:
+    """Whether the int32 addend `b` of an integer product y (|y| < 2^24, see
+    `centred_weights`) holds only values float32 holds exactly, so that the float sum
+    y + float(b) is the correctly rounded int32 sum and Cast(float) of the int32 sum reads
+    the same: a constant with |b| <= 2^24, or (through reshapes) a Cast to int32 of a float32
+    (quantize_dynamic's bias, Floor(bias / scale)): a truncated float32 below 2^31 is a
+    float32 integer. Past |b| >= 2^31 - 2^24 the reference's int32 sum could wrap where the
+    float one does not: that bias is 2^31 quantization steps, not a trained one."""
+    while b is not None and b.producer is not None and b.producer.op_type in _VIEWS:
+        b = b.producer.input(0)
+    if b is None or b.meta is None or b.meta.dtype is not DType.INT32:
+        return False
+    if b.is_constant:
+        return bool(np.all(np.abs(np.asarray(b.const, np.int64)) <= _F32_EXACT))
+    cast = b.producer
+    if cast is None or cast.op_type != "Cast" or cast.attrs.get("to") != _ONNX_INT32:
+        return False
+    source = cast.input(0)
+    return source is not None and source.meta is not None and \
+        source.meta.dtype is DType.FLOAT32
+
+
+def _add_in_float(graph: Graph, add: Node, result: Value, product: Value) -> None:
+    """The integer product's int32 Add of an addend (quantize_dynamic's bias) read as
+    float32: its float readers read the float product plus the addend as float32 instead,
+    which is the same value (`_float_addend`); the int32 Add, and the product's Cast to int32
+    (a saturating conversion pass over the output), go when nothing else reads them."""
+    if len(add.inputs) != 2 or len(add.outputs) != 1 or \
+            (add.input(0) is result) == (add.input(1) is result):
+        return
+    b = add.input(1) if add.input(0) is result else add.input(0)
+    readers = [r for r in dict.fromkeys(add.outputs[0].users)
+               if r.op_type == "Cast" and r.attrs.get("to") == _ONNX_FLOAT]
+    if not readers or not _float_addend(b):
+        return
+    bf = graph.add_node("Cast", [b], attrs={"to": _ONNX_FLOAT},
+                        name=graph.unique_name(f"{add.name}_addend")).outputs[0]
+    total = graph.add_node("Add", [product, bf], name=graph.unique_name(f"{add.name}_float")
+                           ).outputs[0]
+    for reader in readers:
+        graph.replace_all_uses(reader.outputs[0], total)
 
 
 def lower_integer_products(graph: Graph, target: Target | None = None) -> PassResult:

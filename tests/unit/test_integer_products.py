@@ -360,3 +360,190 @@ def test_the_int8_kernel_needs_vnni_and_is_exact_on_each_isa_with_it(isa, kernel
     for line in done.stdout.splitlines():
         assert ("('MatMulInteger', 'device')" in line) == kernel, line
         assert ("('MatMul', 'device')" in line) != kernel, line
+
+
+# ---- quantize_dynamic's ConvInteger with its bias, as the CRNN of ddddocr has it ---------
+def _conv_integer_with_bias(w, zw, w_scale, bias, pads=(1, 0, 2, 1), strides=(2, 1)):
+    """DynamicQuantizeLinear -> ConvInteger, plus the bias quantized at run time
+    (Cast(Floor(bias / (x_scale * w_scale))) to int32, reshaped per channel) added in int32,
+    -> Cast(float) * (x_scale * w_scale) -> Sigmoid * itself: onnxruntime's older
+    quantize_dynamic of a Conv with a bias and SiLU. The int32 sum and the rescaled float
+    result z (exact: integer sums, one float product) are outputs too."""
+    m_out = w.shape[0]
+    inits = {"w": w, "wz": zw, "ws": w_scale, "bias": bias,
+             "shape": np.array([1, m_out, 1, 1], np.int64)}
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("Div", ["bias", "s"], ["bs"]),
+             helper.make_node("Floor", ["bs"], ["bf"]),
+             helper.make_node("Cast", ["bf"], ["bq"], to=TensorProto.INT32),
+             helper.make_node("Reshape", ["bq", "shape"], ["bqr"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"],
+                              pads=list(pads), strides=list(strides)),
+             helper.make_node("Add", ["acc", "bqr"], ["sum"]),
+             helper.make_node("Cast", ["sum"], ["sumf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["sumf", "s"], ["z"]),
+             helper.make_node("Sigmoid", ["z"], ["g"]),
+             helper.make_node("Mul", ["z", "g"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "conv_integer_bias",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, w.shape[1], 13, 17])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("sum", TensorProto.INT32, None),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _biased_case(per_channel, channels=(19, 5)):
+    m_out, c = channels  # odd channel counts by default
+    w = RNG.integers(0, 256, (m_out, c, 3, 3)).astype(np.uint8)
+    zw = (RNG.integers(90, 160, m_out).astype(np.uint8) if per_channel
+          else np.array(131, np.uint8))
+    ws = (RNG.uniform(0.001, 0.01, m_out).astype(np.float32).reshape(1, m_out, 1, 1)
+          if per_channel else np.array(0.0041, np.float32))
+    bias = RNG.standard_normal(m_out).astype(np.float32)
+    if per_channel:  # over per-channel scales: the division broadcasts per channel
+        bias = bias.reshape(1, m_out, 1, 1)
+    return _conv_integer_with_bias(w, zw, ws, bias), c
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_the_int32_bias_of_an_integer_conv_is_added_in_float(per_channel):
+    """The run-time bias of quantize_dynamic's ConvInteger (an int32 Cast of a float32)
+    joins the float product as float32: no Cast of the product to int32 and back, no int32
+    Add, and the same values as the reference (the int32 sum too, where it is read)."""
+    m, c = _biased_case(per_channel)
+    compiled = compile_model(m)
+    assert [type(p) for p in compiled.programs] == [DeviceProgram]
+    tasks = compiled.programs[0].tasks
+    int32_reads = [t.name for t in tasks if t.op == "Cast" and "_int32" in t.name]
+    float_adds = [t.name for t in tasks if t.op == "Add" and "_float" in t.name]
+    assert float_adds, [t.name for t in tasks]
+    x = RNG.standard_normal((1, c, 13, 17)).astype(np.float32) * 2 + 0.3
+    got = load(compiled).execute({"x": x})
+    want = run_graph(load_model(m), [x], {})
+    np.testing.assert_array_equal(got["sum"], want[1])
+    np.testing.assert_array_equal(got["z"], want[2])
+    # only the activation's last bits differ (oneDNN's logistic against numpy's)
+    np.testing.assert_allclose(got["y"], want[0], rtol=1e-6, atol=1e-6)
+    # the int32 sum is an output here, so the product's int32 form is kept for it alone
+    assert len(int32_reads) == 1
+    if not per_channel:  # ONNX Runtime has no per-channel ConvInteger zero point
+        np.testing.assert_array_equal(got["z"], onnxruntime(m, {"x": x})[2])
+
+
+def test_without_an_int32_reader_the_product_never_leaves_float():
+    m, c = _biased_case(False)
+    del m.graph.output[1]  # only the float results are read
+    compiled = compile_model(m)
+    ops = [t.op for t in compiled.programs[0].tasks]
+    assert not any(t.op == "Cast" and "_int32" in t.name
+                   for t in compiled.programs[0].tasks), ops
+    assert "Add" in ops
+    x = RNG.standard_normal((1, c, 13, 17)).astype(np.float32)
+    np.testing.assert_array_equal(load(compiled).execute({"x": x})["z"],
+                                  onnxruntime(m, {"x": x})[1])
+
+
+def test_an_int32_addend_float32_cannot_hold_keeps_the_integer_add():
+    """A constant int32 addend past 2^24 is not a float32 integer: the Add stays int32."""
+    m, c = _biased_case(False)
+    big = numpy_helper.from_array(np.full((1, 19, 1, 1), (1 << 24) + 1, np.int32), "big")
+    m.graph.initializer.append(big)
+    for node in m.graph.node:
+        if node.op_type == "Add":
+            node.input[1] = "big"
+    compiled = compile_model(m)
+    names = [t.name for t in compiled.programs[0].tasks]
+    assert not any("_float" in n for n in names), names
+    x = RNG.standard_normal((1, c, 13, 17)).astype(np.float32)
+    got = load(compiled).execute({"x": x})
+    want = run_graph(load_model(m), [x], {})
+    np.testing.assert_array_equal(got["sum"], want[1])
+    np.testing.assert_array_equal(got["z"], want[2])
+
+
+def _native_bf16() -> bool:
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+    return bool({"amx_bf16", "avx512_bf16"} & flags)
+
+
+def _conv_impls(compiled, feeds):
+    loaded = load(compiled)
+    got = loaded.execute(feeds)
+    convs = {t.name for t in compiled.programs[0].tasks if t.op == "Conv"}
+    impls = [t["impl"] for nat in loaded.natives.values() for t in nat.profile()
+             if t["name"] in convs]
+    return got, impls
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_the_rewritten_integer_conv_multiplies_in_bfloat16_where_the_cpu_does(per_channel):
+    """ConvInteger's float Conv tells the kernel its operands are integers of magnitude
+    <= 255 (`integer_operands`): on a CPU with AMX or AVX512_BF16 it runs oneDNN's bf16
+    convolution (exact for such operands, float32 sums), with the same int32 sums and
+    rescaled results as the reference. Elsewhere it is the float32 kernel (said so)."""
+    m, c = _biased_case(per_channel, channels=(32, 48))
+    compiled = compile_model(m)
+    conv = [t for t in compiled.programs[0].tasks if t.op == "Conv"]
+    assert len(conv) == 1 and conv[0].attrs.get("integer_operands") == 1
+    x = RNG.standard_normal((1, c, 13, 17)).astype(np.float32) * 3
+    got, impls = _conv_impls(compiled, {"x": x})
+    if _native_bf16():
+        assert len(impls) == 1 and ("amx" in impls[0] or "bf16" in impls[0]), impls
+    else:  # no native bf16 here: the float32 kernel (the path is still exact)
+        assert len(impls) == 1 and "bf16" not in impls[0] and "amx" not in impls[0], impls
+    want = run_graph(load_model(m), [x], {})
+    np.testing.assert_array_equal(got["sum"], want[1])
+    np.testing.assert_array_equal(got["z"], want[2])
+
+
+def test_extreme_integer_operands_are_exact_in_bfloat16():
+    """Operands of magnitude 255 (uint8 weights 0 and 255 about zero points 0 and 255, the
+    input quantized to 0 and 255) and sums up to 255 * 255 * 9 * 28 = 16386300, just under
+    the 2^24 bound of the rewrite: bf16 holds each operand, float32 each sum."""
+    m_out, c = 32, 28
+    w = np.where(RNG.random((m_out, c, 3, 3)) < 0.2, 0, 255).astype(np.uint8)
+    w[0] = 255  # one output's every tap at 255 - 0
+    zw = np.where(np.arange(m_out) % 2 == 0, 0, 255).astype(np.uint8)
+    m = _conv_integer_with_bias(w, zw, np.array(0.003, np.float32),
+                                RNG.standard_normal(m_out).astype(np.float32))
+    compiled = compile_model(m)
+    assert "ConvInteger" not in {p.op_type for p in compiled.report.placements}
+    x = np.where(RNG.random((1, c, 13, 17)) < 0.1, 0.0, 7.0).astype(np.float32)
+    got, impls = _conv_impls(compiled, {"x": x})
+    if _native_bf16():
+        assert len(impls) == 1 and ("amx" in impls[0] or "bf16" in impls[0]), impls
+    want = run_graph(load_model(m), [x], {})
+    assert np.abs(want[1]).max() > 1 << 23
+    np.testing.assert_array_equal(got["sum"], want[1])
+    np.testing.assert_array_equal(got["z"], want[2])
+
+
+def test_scaled_integer_weights_are_not_taken_for_bfloat16():
+    """A constant per-channel scale after the integer product folds into the Conv's weights
+    (conv_bias): they are no longer integers, and the kernel keeps float32 for them."""
+    m_out, c = 32, 48
+    w = RNG.integers(0, 256, (m_out, c, 3, 3)).astype(np.uint8)
+    scale = RNG.uniform(0.001, 0.01, (1, m_out, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["accf", "scale"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "scaled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 9, 11])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(120, np.uint8), "wz"),
+         numpy_helper.from_array(scale, "scale")])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_model(m)
+    x = RNG.standard_normal((1, c, 9, 11)).astype(np.float32)
+    got, impls = _conv_impls(compiled, {"x": x})
+    assert len(impls) == 1 and "bf16" not in impls[0] and "amx" not in impls[0], impls
+    want = run_graph(load_model(m), [x], {})[0]  # the folded scale rounds other sums
+    np.testing.assert_allclose(got["y"], want, rtol=0, atol=1e-5 * np.abs(want).max())

@@ -584,10 +584,12 @@ def test_kernel_info_knows_every_device_op():
     dtypes = {"Where": ["bool", "float32", "float32"], "Gather": ["float32", "int64"],
               "GatherND": ["float32", "int64"],
               "BatchNormalization": ["float32"] * 5, "MatMulInteger": ["uint8", "int8"],
+              "MatMulQWeight": ["float32", "int8", "float32", "int8", "float32"],
               "DynamicQuantizeLSTM": ["float32", "int8", "int8"] + [None] * 5
               + ["float32", "int8", "float32", "int8"]}
     shapes = {"Conv": [[1, 4, 8, 8], [4, 4, 3, 3]], "Gemm": [[2, 4], [4, 3]],
               "MatMul": [[2, 4], [4, 3]], "MatMulInteger": [[2, 4], [4, 3]],
+              "MatMulQWeight": [[2, 4], [4, 3], [3], [3], [3]],
               "GatherND": [[5, 4], [3, 1]],
               "BatchNormalization": [[1, 4, 2, 2]] + [[4]] * 4,
               "LayerNormalization": [[2, 4], [4]], "RMSNormalization": [[2, 4], [4]],
@@ -630,7 +632,7 @@ def test_kernel_info_knows_every_device_op():
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)
         dts = dtypes.get(op, ["float32"] * len(shp))
         info = rt.kernel_info(op, dts, shp, attrs.get(op, {}))
-        if op in ("ConvBlock", "ConvHead") and not rt.conv_block_available():
+        if op in ("ConvBlock", "ConvHead", "MatMulQWeight") and not rt.conv_block_available():
             assert not info["supported"] and "AVX-512" in info["reason"], (op, info)
             continue
         assert info["supported"], (op, info["reason"])

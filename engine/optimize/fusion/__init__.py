@@ -65,6 +65,7 @@ FUSIONS: list[Fusion] = [
     # (oneDNN applies post-ops in that order); a Conv's BatchNormalization is folded first,
     # and the Erf form of GELU must be one Gelu node before it can be an activation.
     dataclasses.replace(matmul_bias.ROW, after=("attention",)),
+    matmul_bias.QWEIGHT_ROW,
     # Activations spelled out in arithmetic (GPT-2's gelu_new, SiLU, QuickGELU, other GELU
     # spellings) become their op where they can be an epilogue: after the structural Erf-GELU
     # row has taken its own form and the bias has joined its MatMul/Gemm/Conv.

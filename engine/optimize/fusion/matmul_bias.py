@@ -1,4 +1,4 @@
-"""MatMul + bias Add: the bias becomes the MatMul's third input."""
+"""MatMul + bias Add: the bias becomes the MatMul's third input (MatMulQWeight's fifth)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from ...ir import Graph, Node
 from .match import Fusion, absorb, on_device, sole_producer
 
 
-def _match_bias(graph: Graph, add: Node):
+def _bias_of(graph: Graph, add: Node, op: str, taken) -> tuple[Node, object] | None:
+    """(the `op` node, the constant float32 [N] bias) when `add` adds one to the sole output
+    of an `op` node that `taken(node)` says has no epilogue yet."""
     if add.op_type != "Add":
         return None
     for i in (0, 1):
-        mm = sole_producer(graph, add.input(i), {"MatMul"})
+        mm = sole_producer(graph, add.input(i), {op})
         bias = add.input(1 - i)
-        if (mm is None or not on_device(mm, add) or mm.attrs.get("_has_bias")
-                or mm.attrs.get("_activation") or mm.attrs.get("_sum")):
+        if mm is None or not on_device(mm, add) or taken(mm):
             continue
         out = mm.outputs[0].meta
         if (bias is not None and bias.is_constant and bias.const.ndim == 1 and out is not None
@@ -23,6 +24,11 @@ def _match_bias(graph: Graph, add: Node):
                 and bias.const.dtype == np.float32):
             return mm, bias
     return None
+
+
+def _match_bias(graph: Graph, add: Node):
+    return _bias_of(graph, add, "MatMul", lambda mm: mm.attrs.get("_has_bias") or
+                    mm.attrs.get("_activation") or mm.attrs.get("_sum"))
 
 
 def _rewrite_bias(graph: Graph, add: Node, ctx) -> str:
@@ -35,3 +41,20 @@ def _rewrite_bias(graph: Graph, add: Node, ctx) -> str:
 
 ROW = Fusion("matmul_bias", _match_bias, _rewrite_bias,
              requires=lambda target: target.epilogues)
+
+
+def _match_qweight_bias(graph: Graph, add: Node):
+    """MatMulQWeight (prepare/weight_only.py) + a constant float32 [N] bias."""
+    return _bias_of(graph, add, "MatMulQWeight", lambda mm: len(mm.inputs) > 4)
+
+
+def _rewrite_qweight_bias(graph: Graph, add: Node, ctx) -> str:
+    mm, bias = ctx
+    zero = mm.input(3) if len(mm.inputs) > 3 else None
+    mm.set_inputs([mm.input(0), mm.input(1), mm.input(2), zero, bias])
+    absorb(graph, mm, add)
+    return f"MatMulQWeight+bias: {mm.name} absorbed {add.name}"
+
+
+QWEIGHT_ROW = Fusion("qweight_bias", _match_qweight_bias, _rewrite_qweight_bias,
+                     requires=lambda target: target.epilogues)

@@ -84,6 +84,10 @@ std::string check_matmul(const OpQuery& q, KernelInfo*) {
 
 std::string check_matmul_integer(const OpQuery& q, KernelInfo*) { return matmul_integer_problem(q.types, q.shapes); }
 
+std::string check_matmul_qweight(const OpQuery&, KernelInfo*) {
+  return cpu_has_avx512() ? "" : "the 8-bit weight kernel needs AVX-512 (the weights are folded to float32 instead)";
+}
+
 std::string check_batch_norm(const OpQuery& q, KernelInfo*) {
   std::string why = q.same_types(1, q.n());
   for (int i = 1; i < q.n() && why.empty(); ++i) {

@@ -18,6 +18,7 @@ std::string check_gemm(const OpQuery& q, KernelInfo* r);
 std::string check_matmul(const OpQuery& q, KernelInfo* r);
 // MatMulInteger: the int8 kernel's dtypes, shapes and zero points, and VNNI.
 std::string check_matmul_integer(const OpQuery& q, KernelInfo* r);
+std::string check_matmul_qweight(const OpQuery& q, KernelInfo* r);
 std::string check_batch_norm(const OpQuery& q, KernelInfo* r);
 // Every present input has input 0's dtype (LayerNormalization).
 std::string check_same_types(const OpQuery& q, KernelInfo* r);

@@ -70,6 +70,8 @@ std::unique_ptr<Kernel> make_dynamic_quantize(const KernelArgs& a);  // DynamicQ
 // MatMulInteger's sums stay below 2^31 in oneDNN's int32 accumulators: K * 255 * 128 < 2^31.
 constexpr int64_t kMaxIntegerInner = 65793;
 std::unique_ptr<Kernel> make_matmul_integer(const KernelArgs& a);  // MatMulInteger
+// X @ ((float(W) - Z) * S) with constant 8-bit weights kept 8-bit (kernels_wq.cc)
+std::unique_ptr<Kernel> make_matmul_qweight(const KernelArgs& a);  // MatMulQWeight
 // For kernel_info and load: "" when the int8 kernel runs MatMulInteger on these inputs (A, B,
 // A's and B's zero points; nullopt for an omitted one) and this CPU, else why not.
 std::string matmul_integer_problem(const std::vector<std::optional<DType>>& types, const std::vector<Shape>& shapes);

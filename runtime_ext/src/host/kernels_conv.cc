@@ -20,6 +20,7 @@
 // ConvHead (the conv_head fusion): see ConvHeadKernel below.
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -96,6 +97,17 @@ class ConvKernel : public Kernel {
   bool src_ws_ = false, dst_ws_ = false;
   size_t src_at_ = 0, dst_at_ = 0;
 };
+
+// Whether W is constant and each of its values an integer of magnitude <= 256, which
+// bfloat16 holds exactly (a fusion that scaled the weights would have made them otherwise).
+bool bf16_exact_weights(const TensorInfo& w) {
+  if (!w.constant() || w.dtype != DType::kFloat32 || w.data == nullptr) return false;
+  const float* v = w.const_ptr<float>();
+  for (int64_t i = 0; i < w.numel; ++i) {
+    if (!(std::fabs(v[i]) <= 256.0f) || v[i] != std::nearbyint(v[i])) return false;
+  }
+  return true;
+}
 
 // Checks X and W (and attrs) of a Conv; returns the geometry and the output shape.
 ConvGeometry check_conv(const KernelArgs& a, const TensorInfo& x, const TensorInfo& w, Shape* out_shape) {
@@ -241,19 +253,32 @@ ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
   }
   dnnl::primitive_attr attr = make_attr(ops);
   using cf = dnnl::convolution_forward;
-  auto make_pd = [&](const dnnl::memory::desc& sx, const dnnl::memory::desc& sy) {
+  auto make_pd_of = [&](const dnnl::memory::desc& sx, const dnnl::memory::desc& sw, const dnnl::memory::desc& sy) {
     if (b_) {
       return cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, sx,
-                                req_w, plain_md(b_->shape), sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
+                                sw, plain_md(b_->shape), sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
     }
     return cf::primitive_desc(eng, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, sx,
-                              req_w, sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
+                              sw, sy, g.strides, g.dilates, g.pad_l, g.pad_r, attr, true);
   };
+  auto make_pd = [&](const dnnl::memory::desc& sx, const dnnl::memory::desc& sy) { return make_pd_of(sx, req_w, sy); };
   auto usable = [](const cf::primitive_desc& p) {
     // not the reference code (a fused depthwise chain of fast kernels is fine)
     return p && std::string(p.impl_info_str()).find("ref:") == std::string::npos;
   };
-  cf::primitive_desc pd = make_pd(req_x, req_y);
+  cf::primitive_desc pd;
+  // Integer operands (`integer_operands`: ConvInteger's exact float rewrite, its input an
+  // integer in [-255, 255] and every partial sum an integer below 2^24): bfloat16 holds each
+  // operand exactly and oneDNN's bf16 convolution multiplies and accumulates in float32, so
+  // the sums are the same integers. Taken where the CPU runs bf16 natively (AMX or
+  // AVX512_BF16: the kernel's name says so) and the constant weights are such integers.
+  if (a.attr_int("integer_operands", 0) != 0 && !dw && !r_ && bf16_exact_weights(*w_)) {
+    const dnnl::memory::desc bx(dnnl_dims(xs), dt::bf16, tag::any), bw(wdims, dt::bf16, tag::any);
+    cf::primitive_desc b = make_pd_of(bx, bw, req_y);
+    const std::string impl = b ? std::string(b.impl_info_str()) : std::string();
+    if (usable(b) && (impl.find("amx") != std::string::npos || impl.find("bf16") != std::string::npos)) pd = b;
+  }
+  if (!pd) pd = make_pd(req_x, req_y);
   if (!usable(pd)) {
     // oneDNN has no fast kernel for this pair of stored formats (e.g. nChw8c in, nChw16c
     // out): let it choose, and convert through the workspace.

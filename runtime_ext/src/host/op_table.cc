@@ -97,6 +97,7 @@ const std::vector<OpRow>& op_table() {
       {"ConvTranspose", make_conv_transpose, L::kAnyData, 2, 3, T::kF32, 3, 4, check_deconv},
       {"DynamicQuantizeLinear", make_dynamic_quantize, L::kPlainOnly, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"MatMulInteger", make_matmul_integer, L::kPlainOnly, 2, 4, T::kInt8, 1, kAnyRank, check_matmul_integer},
+      {"MatMulQWeight", make_matmul_qweight, L::kPlainOnly, 3, 5, T::kF32, 1, kAnyRank, check_matmul_qweight},
       {"TopK", make_select, L::kPlainOnly, 1, 2, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMax", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
       {"ArgMin", make_select, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, nullptr},
