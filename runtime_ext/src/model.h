@@ -97,6 +97,7 @@ struct ModelStats {
   // successful launches that ran the single-threaded kernel set: beside another launch, or
   // alone because it was the faster set lately (contention; pick_narrow)
   uint64_t narrow_runs = 0;
+  uint64_t probe_warmups = 0;  // untimed first launches of a probe (pick_narrow)
   // whether that set has been built: on the first launch that wants it (the second launch
   // alone, or one beside another), not at load (Model::ensure_narrow)
   bool narrow_built = false;
@@ -286,7 +287,10 @@ class Model {
   // times per iteration (alone launches) are kept as moving averages and the faster one
   // runs; every probe_every_ launches the other set runs once to refresh its time (the
   // interval doubles, up to kProbeMax, while the choice holds, and drops back when it
-  // changes).
+  // changes). A probe is two launches of the other set, the first not timed: after a long
+  // streak on one set the other's first launch pays for waking what the streak left idle
+  // (the OpenMP team, cold caches), and timed alone it always looked slower (byte_cnn and
+  // hf_llama ran the narrow set on 96-100% of launches on a quiet machine).
   bool pick_narrow(Launch& l);
   void record_mode(const Launch& l, uint64_t took_ns);
   std::mutex mode_mu_;
@@ -294,6 +298,7 @@ class Model {
   uint64_t narrow_ns_ = 0;  // guarded by mode_mu_
   uint32_t since_probe_ = 0;
   uint32_t probe_every_ = 0;
+  bool probe_next_ = false;  // guarded by mode_mu_: the warm-up ran; the next alone launch is timed
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task

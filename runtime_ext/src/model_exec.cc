@@ -383,6 +383,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   std::lock_guard<std::mutex> sl(stats_mu_);
   stats_.runs += 1;
   stats_.narrow_runs += launch.narrow ? 1 : 0;
+  stats_.probe_warmups += launch.warmup ? 1 : 0;
   stats_.iterations += n_iter;
   stats_.seconds += secs;
   stats_.bytes_copied += launch.copied + req.converted_bytes;
@@ -393,17 +394,24 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
 bool Model::pick_narrow(Launch& l) {
   std::lock_guard<std::mutex> lock(mode_mu_);
   const bool prefer = narrow_ns_ != 0 && wide_ns_ != 0 && narrow_ns_ < wide_ns_;
-  // The narrow set's first time is taken on the second launch: until then a machine whose
-  // cores are taken pays for every wide launch.
+  if (probe_next_) {  // the warm-up ran on the last alone launch: this one is timed
+    probe_next_ = false;
+    l.probe = true;
+    return !prefer;
+  }
+  // The narrow set's first run is on the second launch (a warm-up; the third is timed):
+  // until then a machine whose cores are taken pays for every wide launch.
   if (wide_ns_ != 0 && (++since_probe_ >= probe_every_ || narrow_ns_ == 0)) {
     since_probe_ = 0;
-    l.probe = true;
+    probe_next_ = true;
+    l.warmup = true;
     return !prefer;
   }
   return prefer;
 }
 
 void Model::record_mode(const Launch& l, uint64_t took) {
+  if (l.warmup) return;  // paid for waking the other set: not its time
   std::lock_guard<std::mutex> lock(mode_mu_);
   const bool before = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
   uint64_t& mine = l.narrow ? narrow_ns_ : wide_ns_;

@@ -19,9 +19,10 @@ std::string node_prefix(const std::string& name, const std::string& op);
 // completes a launch, or the caller itself) starts it, binding it to that instance. From
 // then on it is read-only for the lanes, except the result buffers they fill and the
 // completion fields below.
-// pick_narrow(): a launch alone runs the other kernel set once every probe_every_ launches;
+// pick_narrow(): a launch alone runs the other kernel set twice (a warm-up, then a timed run)
+// every probe_every_ launches;
 // the interval starts at kProbeMin and doubles up to kProbeMax while the choice holds (in a
-// quiet machine ~20 narrow launches in the first ~2000, then one in 1024).
+// quiet machine ~40 narrow launches in the first ~2000, then two in 1024).
 constexpr uint32_t kProbeMin = 16;
 constexpr uint32_t kProbeMax = 1024;
 
@@ -30,6 +31,7 @@ struct Model::Launch {
   bool return_all = false;
   bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
   bool probe = false;   // alone, on the kernel set not currently preferred (pick_narrow)
+  bool warmup = false;  // a probe's first launch: runs the other set, its time not kept
   // the narrow set was built when it started: its kernels may run a task (and the
   // instance's workspaces fit them)
   bool narrow_ok = false;

@@ -567,6 +567,7 @@ nb::dict model_stats(PyModel& self) {
   d["tasks"] = s.tasks;
   d["peak_waiting"] = s.peak_waiting;
   d["narrow_runs"] = s.narrow_runs;
+  d["probe_warmups"] = s.probe_warmups;
   d["narrow_built"] = s.narrow_built;
   return d;
 }

@@ -84,6 +84,30 @@ def test_the_narrow_set_is_built_when_a_launch_first_wants_it_not_at_load():
     assert m.stats()["runs"] == 22
 
 
+def test_a_probe_of_the_other_kernel_set_is_a_warm_up_then_a_timed_launch():
+    # After a streak on one set, the other's first launch pays for waking its idle threads;
+    # timed alone it always looked slower (byte_cnn and hf_llama stayed on the narrow set
+    # for 96-100% of launches on a quiet machine). The probe's first launch is not timed.
+    dev = rt.Device(threads=2)
+    m = _chain(n=6, shape=(64, 256)).load(dev)
+    x = randn(64, 256)
+    want = _chain_ref(x, 6)
+    close(m.execute([x])[0], want)  # wide: its first time
+    stats = m.stats()
+    assert stats["probe_warmups"] == 0 and stats["narrow_runs"] == 0
+    close(m.execute([x])[0], want)  # the narrow set's warm-up (not timed)
+    stats = m.stats()
+    assert stats["probe_warmups"] == 1 and stats["narrow_runs"] == 1
+    close(m.execute([x])[0], want)  # its timed run: still the narrow set
+    stats = m.stats()
+    assert stats["probe_warmups"] == 1 and stats["narrow_runs"] == 2
+    for _ in range(200):
+        close(m.execute([x])[0], want)
+    stats = m.stats()
+    # every later probe is a pair too: at most one untimed launch per timed probe
+    assert stats["runs"] == 203 and 2 <= stats["probe_warmups"] <= 1 + 200 // 16
+
+
 def test_a_width_one_model_has_no_narrow_set():
     dev = rt.Device(threads=1)
     m = _chain().load(dev)
