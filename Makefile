@@ -8,7 +8,7 @@ DEPLOY_VENV ?= .venv-deploy
 
 NATIVE_SOURCES := $(shell find runtime_ext proto -type f 2>/dev/null) CMakeLists.txt pyproject.toml
 
-.PHONY: all install graphviz run test deploy-check test-tf test-torch bench-torch bench-decoder test-wheel lint bench bench-zoo zoo zoo-build sanitize fuzz clean
+.PHONY: all install graphviz nodejs run test deploy-check test-tf test-torch bench-torch bench-decoder test-wheel lint bench bench-zoo zoo zoo-build sanitize fuzz clean
 
 all: install
 
@@ -40,28 +40,34 @@ run: install examples/models/mlp.onnx
 	$(VENV)/bin/graphengine serve --port $(PORT) --http-port $(HTTP_PORT) \
 		--model-repository examples/models
 
-# Graphviz's `dot` draws `graphengine dump-graph`'s SVG and PNG (its .dot text needs nothing).
-# Where dot is missing and this runs as root with apt (CI), Debian's graphviz is installed;
-# anywhere else the rendering tests report that they did not run, and why.
-graphviz:
-	@command -v dot >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
-		&& echo "installing Debian's graphviz (dump-graph's SVG/PNG tests)" \
-		&& export DEBIAN_FRONTEND=noninteractive && { apt-get install -y -q graphviz >/dev/null 2>&1 \
-		|| { apt-get update -q >/dev/null \
-		&& apt-get install -y -q graphviz >/dev/null; }; }; } \
-		|| echo "graphviz: no dot, and no root apt-get to install it: the dump-graph SVG tests will say they did not run"
+# Debian packages some tests need, installed where missing and this runs as root with apt
+# (CI): $(call apt_install,COMMAND,PACKAGES,WHY). Anywhere else the message says what is
+# missing; the tests that need it then say they did not run (or, under make test, fail).
+apt_install = command -v $(1) >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+	&& echo "installing Debian's $(2) ($(3))" \
+	&& export DEBIAN_FRONTEND=noninteractive && { apt-get install -y -q $(2) >/dev/null 2>&1 \
+	|| { apt-get update -q >/dev/null \
+	&& apt-get install -y -q $(2) >/dev/null; }; }; } \
+	|| echo "$(1): not found, and no root apt-get to install $(2) ($(3))"
 
-# The Node.js client's npm dependencies (clients/node/, pinned by its package-lock.json), for
-# tests/integration/test_node_client.py; without npm that test is skipped and says so.
+# Graphviz's `dot` draws `graphengine dump-graph`'s SVG and PNG (its .dot text needs nothing).
+graphviz:
+	@$(call apt_install,dot,graphviz,dump-graph's SVG/PNG tests)
+
+# Node.js and npm run the Node.js client's tests (tests/integration/test_node_client.py); its
+# npm dependencies are pinned by clients/node/package-lock.json.
+nodejs:
+	@$(call apt_install,npm,nodejs npm,the Node.js client's tests)
+
 NODE_DEPS := clients/node/node_modules/.package-lock.json
-$(NODE_DEPS): clients/node/package-lock.json
+$(NODE_DEPS): clients/node/package-lock.json | nodejs
 	@if command -v npm >/dev/null; then cd clients/node && npm ci --ignore-scripts \
 		--prefer-offline --no-audit --no-fund && touch node_modules/.package-lock.json; \
-	else echo "npm not found: the Node.js client's tests will be skipped"; fi
+	else echo "npm not found: the Node.js client's tests cannot run"; fi
 
 test: install graphviz $(DEPLOY_VENV)/.installed $(NODE_DEPS)
 	$(PY) -m ruff check .
-	GE_DEPLOY_VENV=$(abspath $(DEPLOY_VENV)) \
+	GE_DEPLOY_VENV=$(abspath $(DEPLOY_VENV)) GE_REQUIRE_NODE=1 \
 		$(PY) -m pytest -q tests --ignore=tests/tf --ignore=tests/torch  # make test-tf, make test-torch
 
 # Kubernetes manifests (deploy/): every Kustomize overlay rendered by kubectl's kustomize and

@@ -25,9 +25,16 @@ from .test_security import certificate  # noqa: F401  (the server's TLS certific
 
 NODE = shutil.which("node")
 NPM = shutil.which("npm")
+# make test installs Node.js (Makefile: nodejs) and sets GE_REQUIRE_NODE: there a missing
+# node or npm fails here instead of skipping. Run by hand without them, the test says why
+# it did not run.
+if os.environ.get("GE_REQUIRE_NODE") and (NODE is None or NPM is None):
+    raise RuntimeError("make test needs Node.js and npm for the Node.js client's tests "
+                       "(clients/node/); `make nodejs` installs them as root with apt")
 pytestmark = pytest.mark.skipif(
     NODE is None or NPM is None,
-    reason="Node.js and npm are not installed: the Node.js client (clients/node/) needs both")
+    reason="Node.js and npm are not installed: the Node.js client (clients/node/) needs both "
+           "(`make nodejs` installs them; make test requires them)")
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "clients" / "node"
 TOKEN = "node-client-token-0123"
