@@ -34,12 +34,19 @@ def _same_type_cast(node) -> bool:
             and src.meta.dtype == out.meta.dtype)
 
 
+def _single_concat(node) -> bool:
+    """A Concat of one input: a copy (a KV-cache concat exported with no past: Phi's key
+    and value), which would also hide the Transpose before it from the attention fusion."""
+    return node.op_type == "Concat" and len(node.inputs) == 1 and node.inputs[0] is not None
+
+
 def eliminate_identities(graph: Graph) -> PassResult:
-    """Bypass Identity, inference-mode Dropout (whose mask output is unused) and Casts to
-    the type their input has."""
+    """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
+    the type their input has and one-input Concats."""
     removed = 0
     for node in list(graph.nodes):
-        if node.op_type not in _NO_OPS and not _same_type_cast(node):
+        if node.op_type not in _NO_OPS and not _same_type_cast(node) \
+                and not _single_concat(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

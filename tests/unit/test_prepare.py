@@ -94,6 +94,21 @@ def test_a_cast_to_the_type_it_has_goes_and_a_real_cast_stays():
     assert g.outputs[0].meta.dtype is DType.INT64
 
 
+def test_a_one_input_concat_goes_and_a_real_one_stays():
+    """Phi's key and value pass a KV-cache Concat of one input when exported without a
+    past: a copy, which also hid the value's head-split Transpose from the attention."""
+    g, x = graph_with_x()
+    one = g.add_node("Concat", [x], attrs={"axis": 1}, name="one")
+    two = g.add_node("Concat", [one.outputs[0], x], attrs={"axis": 1}, outputs=["y"],
+                     name="two")
+    g.outputs = two.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == ["two"] and g.node("two").inputs == (x, x)
+    assert g.outputs[0].meta.shape == (2, 6)
+
+
 def test_cse_merges_equal_nodes_only():
     g, x = graph_with_x()
     a = g.add_node("Softmax", [x], attrs={"axis": 1}, name="a")
