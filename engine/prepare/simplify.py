@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import Graph
 from ..ops.variables import WRITES
 from ..passes import PassResult
@@ -30,6 +32,10 @@ def _same_type_cast(node) -> bool:
     if node.op_type not in ("Cast", "CastLike") or not node.inputs or not node.outputs:
         return False
     src, out = node.inputs[0], node.outputs[0]
+    scales = node.input(2)
+    if scales is not None and (not scales.is_constant or (
+            np.size(scales.const) and not np.all(np.asarray(scales.const) == 1))):
+        return False  # a scale of 1.1 on 4 pixels keeps 4, but maps them by 1.1
     return (src is not None and src.meta is not None and out.meta is not None
             and src.meta.dtype == out.meta.dtype)
 
@@ -49,6 +55,10 @@ def _same_size_resize(node) -> bool:
     if node.op_type != "Resize" or not node.inputs or not node.outputs:
         return False
     src, out = node.inputs[0], node.outputs[0]
+    scales = node.input(2)
+    if scales is not None and (not scales.is_constant or (
+            np.size(scales.const) and not np.all(np.asarray(scales.const) == 1))):
+        return False  # a scale of 1.1 on 4 pixels keeps 4, but maps them by 1.1
     return (src is not None and src.meta is not None and out.meta is not None
             and src.meta.is_static and src.meta == out.meta
             and node.attrs.get("mode", "nearest") in ("nearest", "linear")

@@ -127,6 +127,20 @@ def test_a_resize_to_its_own_size_goes(mode, goes):
     assert (g.node("up").inputs[0] is x) == goes and g.outputs[0].meta.shape == (2, 3, 8, 8)
 
 
+def test_a_resize_by_a_scale_that_keeps_the_size_stays():
+    """Scales [1, 1, 1.1, 1.1] keep 4 pixels (floor(4.4)) but sample at (x + 0.5) / 1.1 -
+    0.5: not the input."""
+    g, x = graph_with_x((2, 3, 4, 4))
+    scales = g.add_constant("scales", np.array([1, 1, 1.1, 1.1], np.float32))
+    node = g.add_node("Resize", [x, None, scales], attrs={"mode": "linear"}, outputs=["y"],
+                      name="r")
+    g.outputs = node.outputs
+    infer_shapes(g)
+    assert g.outputs[0].meta.shape == (2, 3, 4, 4)
+    eliminate_identities(g)
+    assert [n.name for n in g.nodes] == ["r"]
+
+
 def test_cse_merges_equal_nodes_only():
     g, x = graph_with_x()
     a = g.add_node("Softmax", [x], attrs={"axis": 1}, name="a")
