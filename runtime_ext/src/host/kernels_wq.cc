@@ -11,14 +11,14 @@
 // float32 product each), then every 12-row tile of X against them with 24 accumulators, k
 // in order. Column pairs are split over the OpenMP team.
 //
-// bf16 products (`bf16_activations`, the compiler's default; compile option
-// `weight_only_bf16`): where the CPU multiplies bfloat16 natively (AMX or AVX512_BF16) and X
-// has at least kBf16MinRows rows, the product runs on oneDNN's bf16 matmul instead. The
-// centred weights (integers in [-255, 255]) are exact in bfloat16; X is rounded to bfloat16
-// (nearest even, relative error <= 2^-9) into the workspace; the sums are float32, scaled
-// per column and biased by binary post-ops in float32. The weights are then 2 bytes each
-// (oneDNN's blocked layout), not 1: at a few rows the 8-bit kernel above, bound by reading
-// them, stays the faster one.
+// bf16 products (`bf16_activations` = 1 or 2 terms; compile option `weight_only_products`,
+// default 2): where the CPU multiplies bfloat16 natively (AMX or AVX512_BF16) and X has at
+// least kBf16MinRows rows, the product runs on oneDNN's bf16 matmul instead. The centred
+// weights (integers in [-255, 255]) are exact in bfloat16. X is written into the workspace
+// as hi = bf16(x) and, with two terms, lo = bf16(x - hi) (split_row: relative error <= 2^-9
+// with one term, <= 2^-18 with two); the sums are float32, lo W first into Y, then
+// (hi W + Y) * S + B by a sum and binary post-ops in float32. The weights are 2 bytes each
+// then (oneDNN's blocked layout, one copy for both terms) and the 8-bit panels are dropped.
 #include <immintrin.h>
 #include <omp.h>
 
