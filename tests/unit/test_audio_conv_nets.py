@@ -210,3 +210,15 @@ def test_elementwise_ops_of_a_lookup_are_a_lookup_of_their_table():
     inits["b"] = RNG.standard_normal((1, 20, 5)).astype(np.float32)
     _, ops = _run(nodes, {"ids": ids}, inits)
     assert "Gather" in ops and "Add" in ops
+
+
+@pytest.mark.parametrize("bound", ["Max", "Min"])
+def test_a_scalar_bound_of_any_value_is_a_clip(bound):
+    """Max/Min of a value and a one-element float constant runs as Clip (an elementwise
+    chain with its neighbours: one task here), infinities included."""
+    x = RNG.standard_normal((3, 40)).astype(np.float32)
+    x[0, :3] = [np.inf, -np.inf, 0.25]
+    inits = {"c": np.asarray([0.25], np.float32)}
+    compiled, ops = _run([helper.make_node("Neg", ["x"], ["n"]),
+                          helper.make_node(bound, ["n", "c"], ["y"])], {"x": x}, inits)
+    assert len(ops) == 1 and any("Clip" in f for f in compiled.report.fusions), ops
