@@ -29,6 +29,7 @@ from .optimize.subnormals import flush_subnormal_weights
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
+    WEIGHT_ONLY_PRODUCTS,
     bound_selections,
     bounded_outputs,
     canonicalize,
@@ -75,6 +76,11 @@ class CompileOptions:
       lacks runs on the host engine.
     - `widen_float16` (`true`): compute float16 models in float32 on the device; `false`
       keeps half precision (on the host).
+    - `weight_only_products` (`bf16x2`): how weight-only 8-bit MatMuls (MatMulQWeight)
+      multiply where the CPU has native bfloat16 (AMX or AVX512_BF16) and X has 8 rows or
+      more: `bf16x2`, X as the sum of two bfloat16 terms (relative error <= 2^-18, about
+      float32's) times the exact weights, float32 sums; `bf16`, one term (<= 2^-9, twice as
+      fast); `float32`, float32 activations everywhere.
     """
 
     max_streams: int = 1
@@ -93,6 +99,9 @@ class CompileOptions:
     target: str = "host"
     # compute float16 in float32 (prepare/widen.py): the device's kernels take float32
     widen_float16: bool = True
+    # weight-only 8-bit MatMuls' products (prepare/weight_only.py): "bf16x2", "bf16",
+    # "float32"
+    weight_only_products: str = "bf16x2"
 
     def __post_init__(self) -> None:
         # Both size work before any pass runs (a stream is a worker thread and a column of
@@ -102,6 +111,9 @@ class CompileOptions:
         if self.target not in target_names():
             raise InvalidInput(f"compile option 'target' must be one of {target_names()}, got "
                                f"{self.target!r}")
+        if self.weight_only_products not in WEIGHT_ONLY_PRODUCTS:
+            raise InvalidInput(f"compile option 'weight_only_products' must be one of "
+                               f"{list(WEIGHT_ONLY_PRODUCTS)}, got {self.weight_only_products!r}")
         if self.layout_format not in REGION_FORMATS:
             raise InvalidInput(f"compile option 'layout_format' must be one of "
                                f"{list(REGION_FORMATS)}, got {self.layout_format!r}")
@@ -144,7 +156,8 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
     if options.widen_float16:
         passes.append(widen_float16)
     passes += [canonicalize, functools.partial(lower_integer_products, target=target),
-               functools.partial(lower_weight_only_matmuls, target=target),
+               functools.partial(lower_weight_only_matmuls, target=target,
+                                 products=options.weight_only_products),
                eliminate_identities]
     if options.fold_constants:
         passes.append(fold_constants)

@@ -32,6 +32,7 @@ class Target:
     conv_blocks: bool = False  # its ConvBlock and ConvHead kernels run (the block kernels' ISA)
     # its Conv, MatMul and Gemm kernels take fused epilogues (bias, residual sum, activation)
     epilogues: bool = False
+    conv_activation2: bool = False  # its plain Conv takes a second activation (`activation2`)
     max_weight_segments: int = 1  # weight buffers one loaded model may take in place
     threads: int = 1  # the compute threads of the machine it runs on
     # the native runtime backend (`_runtime.backends()`) its device programs load on: its own
@@ -83,7 +84,7 @@ def _native(backend: str) -> Target:
             name=backend, isa=caps["isa"], ops=frozenset(device.supported_ops()),
             kernel_info=functools.partial(kernel_info, device=device),
             blocked_format=caps["blocked_format"], conv_blocks=caps["conv_blocks"],
-            epilogues=caps["epilogues"],
+            epilogues=caps["epilogues"], conv_activation2=bool(caps.get("conv_activation2")),
             max_weight_segments=caps["max_weight_segments"], backend=backend,
             threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1))

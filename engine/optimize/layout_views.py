@@ -191,21 +191,42 @@ def drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
             continue  # (another reader of x would see the chain change shape)
         lift = unit_lift(tuple(x.meta.shape), tuple(y.meta.shape))
         chain, q = _pointwise_chain(x, node.meta.partition, outputs, lift, len(y.meta.shape))
-        back = q.producer
-        if back is None or back.op_type not in ("Reshape", "Squeeze", "Flatten") \
-                or back.meta.engine is not Engine.DEVICE \
-                or back.meta.partition != node.meta.partition or q in outputs \
-                or q.users != [chain[-1] if chain else node]:
+        backs = _views_back_to(q, y, chain[-1] if chain else node, outputs)
+        if not backs:
             continue
-        z = back.inputs[0]
-        if z is None or z.meta != y.meta:
-            continue
-        result = _retarget(chain, z, graph, lift)
+        result = _retarget(chain, backs[-1].inputs[0], graph, lift)
         graph.replace_all_uses(y, result)
         graph.remove_node(node)
-        graph.remove_node(back)
+        for back in backs:
+            graph.remove_node(back)
         count += 1
     return count
+
+
+_BACK_VIEWS = ("Reshape", "Squeeze", "Flatten", "Unsqueeze")
+_MAX_BACK_VIEWS = 4
+
+
+def _views_back_to(q: Value, y: Value, reader: Node, outputs: set[Value]) -> list[Node]:
+    """The views (last first) that made q from a value shaped like y, each read only by the
+    next (a Conv run along W reshaped back to [N, C, H, 1], then squeezed: two views), or
+    [] when q is not such a chain's end."""
+    backs: list[Node] = []
+    for _ in range(_MAX_BACK_VIEWS):
+        back = q.producer
+        if back is None or back.op_type not in _BACK_VIEWS \
+                or back.meta.engine is not Engine.DEVICE \
+                or back.meta.partition != reader.meta.partition or q in outputs \
+                or q.users != [reader]:
+            return []
+        backs.append(back)
+        z = back.inputs[0]
+        if z is None or z.meta is None:
+            return []
+        if z.meta == y.meta:
+            return backs
+        q, reader = z, back
+    return []
 
 
 def reshape_round_trips(graph: Graph) -> PassResult:
@@ -240,6 +261,9 @@ def into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -
             continue
         p = t.inputs[0]
         perm = t.attrs.get("perm")
+        unit = _unit_axis_view(p, t, outputs)
+        if unit is not None and perm is not None and [int(q) % 4 for q in perm] == [0, 2, 1, 3]:
+            p, perm = unit.inputs[0], [0, 2, 1]  # the transpose of [N, L, C] unsqueezed at 3
         if p is None or p.format or p.meta is None or not p.meta.is_static or p.meta.rank != 3 \
                 or perm is None or [int(q) % 3 for q in perm] != [0, 2, 1]:
             continue
@@ -248,6 +272,8 @@ def into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -
             continue
         # the pointwise nodes now compute on [N, L, C]; the transpose reads their result
         t.set_inputs([_retarget(chain, p)])
+        if unit is not None and p is unit.inputs[0]:
+            graph.remove_node(unit)
         graph.nodes.remove(t)
         graph.nodes.insert(graph.nodes.index(node), t)
         t.op_type = "TransposeView"
@@ -259,6 +285,20 @@ def into_region_views(graph: Graph, own: dict[Node, str], outputs: set[Value]) -
         graph.remove_node(node)
         count += 1
     return count
+
+
+def _unit_axis_view(p: Value | None, reader: Node, outputs: set[Value]) -> Node | None:
+    """The Unsqueeze/Reshape that made the static 4-D p = [N, L, C, 1] from [N, L, C], when
+    only `reader` reads p (magika's Unsqueeze before its Transpose [0, 2, 1, 3])."""
+    if p is None or p.producer is None or p.producer.op_type not in ("Unsqueeze", "Reshape") \
+            or p.users != [reader] or p in outputs or p.meta is None or not p.meta.is_static \
+            or p.meta.rank != 4 or p.meta.shape[3] != 1:
+        return None
+    q = p.producer.inputs[0]
+    if q is None or q.meta is None or tuple(q.meta.shape) != tuple(p.meta.shape[:3]) \
+            or p.producer.meta.partition != reader.meta.partition:
+        return None
+    return p.producer
 
 
 def transpose_views(graph: Graph, own: dict[Node, str]) -> int:

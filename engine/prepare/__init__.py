@@ -9,7 +9,7 @@ from .integer_products import lower_integer_products
 from .simplify import eliminate_dead_nodes, eliminate_identities
 from .validate import validate
 from .variables import check_variables, order_variable_access
-from .weight_only import lower_weight_only_matmuls
+from .weight_only import WEIGHT_ONLY_PRODUCTS, lower_weight_only_matmuls
 from .widen import widen_float16
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "fold_constants",
     "infer_shapes",
     "lower_integer_products",
+    "WEIGHT_ONLY_PRODUCTS",
     "lower_weight_only_matmuls",
     "order_variable_access",
     "validate",

@@ -22,6 +22,7 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .branches import cheap_if, copy_branch, select_branches
+from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -272,6 +273,40 @@ def _as_conv_2d(graph: Graph, node: Node) -> None:
     _conv_of_row_view(graph, node, attrs, [o, cg, 1, k], [n, c, 1, width], "1d")
 
 
+def _scalar_bound(node: Node) -> tuple[Value, float] | None:
+    """(x, c) when `node` is Max(x, c) or Min(x, c) of float32 x and a finite one-element
+    float32 constant c of rank <= x's (so the result has x's shape)."""
+    if node.op_type not in ("Max", "Min") or len(node.inputs) != 2:
+        return None
+    for i in (0, 1):
+        x, c = node.input(i), node.input(1 - i)
+        if x is None or c is None or x.is_constant or not c.is_constant:
+            continue
+        const = np.asarray(c.const)
+        if (const.size == 1 and const.dtype == np.float32 and x.meta is not None
+                and x.meta.dtype.numpy == np.float32 and x.meta.shape is not None
+                and const.ndim <= len(x.meta.shape) and np.isfinite(const).all()):
+            return x, float(const.reshape(()))
+    return None
+
+
+def _is_scalar_bound(node: Node) -> bool:
+    return _scalar_bound(node) is not None
+
+
+def _as_clip(graph: Graph, node: Node) -> None:
+    """Max(x, c) is Clip(x, c, +inf) and Min(x, c) Clip(x, -inf, c) (TensorFlow's
+    `tf.maximum(x, -0.4)` after each LeakyRelu of openWakeWord's embedding net): an
+    activation a Conv takes as a post-op and an elementwise chain runs with its neighbours,
+    where the Max was a broadcast loop of its own."""
+    x, c = _scalar_bound(node)
+    bound = graph.add_constant(None, np.asarray(c, np.float32))
+    ins = [x, bound] if node.op_type == "Max" else [x, None, bound]
+    clip = graph.add_node("Clip", ins, outputs=[], name=graph.unique_name(f"{node.name}_clip"),
+                          after=node)
+    graph.hand_over_outputs(node, [clip])
+
+
 def _ml_scaler(node: Node) -> bool:
     x = node.input(0)
     return (node.op_type == "ai.onnx.ml.Scaler" and x is not None and x.meta is not None
@@ -378,6 +413,9 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_tall_conv, _as_wide_conv),
     (_conv_1d, _as_conv_2d),
     (_ml_scaler, _as_scale_steps),
+    (_is_scalar_bound, _as_clip),
+    (one_hot_product, as_row_lookup),
+    (elementwise_of_lookups, as_lookup_of_table),
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
     (_loop_invariant_state, _as_enclosing_reads),

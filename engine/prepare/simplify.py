@@ -26,16 +26,30 @@ def eliminate_dead_nodes(graph: Graph) -> PassResult:
     return PassResult(graph, removed > 0, f"{removed} nodes, {dropped} constants removed")
 
 
+def _whole_slice(node) -> bool:
+    """A Slice whose (static) output has its input's shape with positive steps: n of n
+    elements in increasing order are all of them, in order. TensorFlow's strided_slice
+    exports write them (magika's [:, :, :, 0:1] of a 1-wide axis before and after its Conv:
+    a copy of 4 MB each at batch 8, and a wall between the Conv and its bias and GELU)."""
+    if node.op_type != "Slice" or not node.inputs or node.inputs[0] is None:
+        return False
+    src, out = node.inputs[0], node.outputs[0]
+    if (src.meta is None or out.meta is None or not src.meta.is_static
+            or not out.meta.is_static or src.meta.shape != out.meta.shape
+            or src.meta.dtype != out.meta.dtype):
+        return False
+    steps = node.input(4) if len(node.inputs) > 4 else None
+    if steps is None:
+        return True  # absent (or Slice-1's attributes): every step is 1
+    return steps.is_constant and bool((np.asarray(steps.const) > 0).all())
+
+
 def _same_type_cast(node) -> bool:
     """A Cast (or CastLike) to the type its input already has: an exporter's leftover
     (torch casts a softmax to float32 after computing it in float32), a copy for nothing."""
     if node.op_type not in ("Cast", "CastLike") or not node.inputs or not node.outputs:
         return False
     src, out = node.inputs[0], node.outputs[0]
-    scales = node.input(2)
-    if scales is not None and (not scales.is_constant or (
-            np.size(scales.const) and not np.all(np.asarray(scales.const) == 1))):
-        return False  # a scale of 1.1 on 4 pixels keeps 4, but maps them by 1.1
     return (src is not None and src.meta is not None and out.meta is not None
             and src.meta.dtype == out.meta.dtype)
 
@@ -68,11 +82,13 @@ def _same_size_resize(node) -> bool:
 
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
-    the type their input has, one-input Concats and Resizes to the input's own size."""
+    the type their input has, Slices that keep every element, one-input Concats and
+    Resizes to the input's own size."""
     removed = 0
     for node in list(graph.nodes):
         if node.op_type not in _NO_OPS and not _same_type_cast(node) \
-                and not _single_concat(node) and not _same_size_resize(node):
+                and not _whole_slice(node) and not _single_concat(node) \
+                and not _same_size_resize(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

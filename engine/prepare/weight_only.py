@@ -1,5 +1,6 @@
-"""Weight-only quantized MatMuls: MatMul(X, Cast(W) * S) (or (Cast(W) - Z) * S) with constant
-8-bit W becomes MatMulQWeight(X, W, S, Z), which the device runs with W kept 8-bit.
+"""Weight-only quantized MatMuls: MatMul(X, Cast(W) * S) (or (Cast(W) - Z) * S, or
+DequantizeLinear(W, S, Z)) with constant 8-bit W becomes MatMulQWeight(X, W, S, Z), which the
+device runs with W kept 8-bit.
 
 quantize_dynamic's and exporters' weight compression writes the weights as int8 / uint8
 constants with a float32 scale per column; folding the Cast and the Mul makes them float32,
@@ -19,6 +20,9 @@ from ..passes import PassResult
 from ..target import Target
 
 _ONNX_FLOAT = 1
+# compile option `weight_only_products` -> the kernel's `bf16_activations` (bfloat16 terms of
+# X; 0: float32 X)
+WEIGHT_ONLY_PRODUCTS = {"bf16x2": 2, "bf16": 1, "float32": 0}
 
 
 def _float_const(v: Value | None) -> np.ndarray | None:
@@ -37,10 +41,39 @@ def _per_column(a: np.ndarray, n: int) -> np.ndarray | None:
     return None
 
 
+def _dequantize_source(node: Node, n: int):
+    """(W, S, Z) when `node` (MatMul's B) is DequantizeLinear(W, S[, Z]) of a constant 8-bit
+    W [K, n] to float32, per tensor or per column (axis 1), unblocked: its value is
+    float32((w - z) * s), the kernel's."""
+    w, s = node.input(0), _float_const(node.input(1))
+    if w is None or not w.is_constant or s is None or node.attrs.get("block_size", 0) or \
+            node.attrs.get("output_dtype", 0) not in (0, _ONNX_FLOAT):
+        return None
+    wq = np.asarray(w.const)
+    if wq.dtype not in (np.int8, np.uint8) or wq.ndim != 2 or wq.shape[1] != n:
+        return None
+    if s.size != 1 and (s.ndim != 1 or node.attrs.get("axis", 1) not in (1, -1)):
+        return None
+    s = _per_column(s, n)
+    zv = node.input(2) if len(node.inputs) > 2 else None
+    z = None
+    if zv is not None:
+        if not zv.is_constant:
+            return None
+        z = np.asarray(zv.const)
+        if z.dtype != wq.dtype or z.shape != np.asarray(node.input(1).const).shape:
+            return None
+        z = _per_column(z, n)
+    return None if s is None else (w, s, z)
+
+
 def _source(node: Node, n: int):
-    """(W, S, Z) when `node` (MatMul's B) is Mul(Cast(W), S) or Mul(Sub(Cast(W), Zf), S)
-    (either operand order of the Mul) with constant 8-bit W [K, n], S float32 and Zf a
-    float32 of W's integers, one value or one per column; else None."""
+    """(W, S, Z) when `node` (MatMul's B) is a DequantizeLinear (`_dequantize_source`) or
+    Mul(Cast(W), S) or Mul(Sub(Cast(W), Zf), S) (either operand order of the Mul) with
+    constant 8-bit W [K, n], S float32 and Zf a float32 of W's integers, one value or one
+    per column; else None."""
+    if node is not None and node.op_type == "DequantizeLinear":
+        return _dequantize_source(node, n)
     if node is None or node.op_type != "Mul" or len(node.inputs) != 2:
         return None
     for i in (0, 1):
@@ -77,10 +110,22 @@ def _source(node: Node, n: int):
     return None
 
 
-def lower_weight_only_matmuls(graph: Graph, target: Target | None = None) -> PassResult:
+def lower_weight_only_matmuls(graph: Graph, target: Target | None = None,
+                              products: str = "bf16x2") -> PassResult:
     """MatMul of a float32 X and 8-bit weights dequantized in the graph -> MatMulQWeight,
     where the device's kernel info store takes it (it needs AVX-512); else the graph is left
-    for fold_constants, which makes the weights float32."""
+    for fold_constants, which makes the weights float32.
+
+    `products` (compile option `weight_only_products`) becomes each node's
+    `_bf16_activations`, the bfloat16 terms X is written as: the kernel may then multiply in
+    bfloat16 (`kernels_wq.cc`), which holds every centred weight (an integer of magnitude
+    <= 255) exactly, with float32 sums and the scale applied in float32 after them. One term
+    rounds X to 8 significant bits (relative error <= 2^-9: a MiniLM's hidden states moved
+    by 1.8e-3 of their scale over six layers, past the zoo's 1e-3); two (x = hi + lo + r,
+    |r| <= 2^-18 |x|) are about float32's rounding at twice the products. It does so where
+    the CPU multiplies bfloat16 natively (AMX or AVX512_BF16) and X has 8 rows or more (a
+    shape rule of the kernel's); elsewhere the float32 kernel runs."""
+    terms = WEIGHT_ONLY_PRODUCTS[products]
     done = 0
     for node in list(graph.nodes):
         if node.op_type != "MatMul" or len(node.inputs) != 2 or len(node.outputs) != 1:
@@ -98,6 +143,7 @@ def lower_weight_only_matmuls(graph: Graph, target: Target | None = None) -> Pas
         if z is not None:
             ins.append(graph.add_constant(None, z))
         new = graph.add_node("MatMulQWeight", ins, outputs=0,
+                             attrs={"_bf16_activations": terms} if terms else {},
                              name=graph.unique_name(f"{node.name}_qweight"))
         probe = graph.add_node("MatMulQWeight", ins, name=graph.unique_name("probe"))
         probe.outputs[0].meta = TensorMeta(DType.FLOAT32, tuple(y.meta.shape))

@@ -54,6 +54,7 @@ struct DeviceCaps {
   std::string blocked_format;  // blocked activation format its convolutions prefer, or ""
   bool conv_blocks = false;    // runs fused inverted-residual blocks and classifier heads
   bool epilogues = false;      // its Conv/MatMul/Gemm take fused bias, residual and activation
+  bool conv_activation2 = false;  // its Conv takes a second activation after the first
   int max_weight_segments = 1; // weight buffers one loaded model may take in place
   std::string library;         // the kernel library and its version ("oneDNN 3.9.1"), or ""
 };

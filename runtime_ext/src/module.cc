@@ -612,6 +612,7 @@ nb::dict caps_py(const ge::Device& device) {
   d["blocked_format"] = c.blocked_format;
   d["conv_blocks"] = c.conv_blocks;
   d["epilogues"] = c.epilogues;
+  d["conv_activation2"] = c.conv_activation2;
   d["max_weight_segments"] = c.max_weight_segments;
   d["library"] = c.library;
   d["host_visible"] = device.host_visible();
@@ -756,7 +757,7 @@ NB_MODULE(_runtime, m) {
                    "Worker threads started so far (OpenMP helpers not counted).")
       .def_prop_ro("caps", &caps_py,
                    "What the compiler's Target reads besides the kernels: {'isa', 'blocked_format', "
-                   "'conv_blocks', 'epilogues', 'max_weight_segments', 'library', 'host_visible'}.")
+                   "'conv_blocks', 'epilogues', 'conv_activation2', 'max_weight_segments', 'library', 'host_visible'}.")
       .def("supported_ops", [](const ge::Device& d) { return d.supported_ops(); }, "Op names its kernels implement.")
       .def("kernel_info", &kernel_info_py, "op"_a, "dtypes"_a, "shapes"_a, "attrs"_a = nb::none(),
            "Whether the device has a kernel for `op` on inputs of these dtypes and shapes: "

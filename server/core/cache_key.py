@@ -223,7 +223,8 @@ def target_description(target: Any) -> dict[str, Any]:
         pass
     return {"name": target.name, "backend": target.backend, "isa": target.isa,
             "blocked_format": target.blocked_format, "conv_blocks": target.conv_blocks,
-            "epilogues": target.epilogues, "max_weight_segments": target.max_weight_segments,
+            "epilogues": target.epilogues, "conv_activation2": target.conv_activation2,
+            "max_weight_segments": target.max_weight_segments,
             "threads": target.threads, "library": device_library,
             "ops": hashlib.sha256(",".join(sorted(target.ops)).encode()).hexdigest()}
 

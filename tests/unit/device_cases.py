@@ -44,6 +44,17 @@ def engines(compiled: CompiledModel) -> dict[str, str]:
     return {p.op_type: p.engine for p in compiled.report.placements}
 
 
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX or AVX512_BF16), where kernels
+    that may multiply in bf16 (integer operands, weight-only 8-bit MatMuls) do."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+    return bool({"amx_bf16", "avx512_bf16"} & flags)
+
+
 def compile_model(m, **options: Any) -> CompiledModel:
     return compile_graph(load_model(m), CompileOptions(lint=True, **options))
 
@@ -65,8 +76,13 @@ def reference(m, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return ops.run_node(node, values)
 
 
-def onnxruntime(m, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    return ort.InferenceSession(m.SerializeToString(),
+def onnxruntime(m, feeds: dict[str, np.ndarray], optimize: bool = True) -> list[np.ndarray]:
+    """ONNX Runtime's outputs; `optimize=False`: with its graph rewrites off (some, e.g.
+    DequantizeLinear -> MatMul as MatMulNBits, change the arithmetic)."""
+    so = ort.SessionOptions()
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(m.SerializeToString(), so,
                                 providers=["CPUExecutionProvider"]).run(None, feeds)
 
 

@@ -61,8 +61,8 @@ def test_the_signature_and_every_compile_option_but_lint_change_it() -> None:
     changed = {_key(options=CompileOptions(**{f: v})) for f, v in (
         ("max_streams", 2), ("fuse", False), ("fold_constants", False), ("layouts", False),
         ("layout_format", "nhwc"), ("batch_split", False), ("data_parallel", 2),
-        ("widen_float16", False))}
-    assert len(changed) == 8 and base not in changed
+        ("widen_float16", False), ("weight_only_products", "float32"))}
+    assert len(changed) == 9 and base not in changed
     assert _key(options=CompileOptions(lint=True)) == base  # lint only checks
 
 

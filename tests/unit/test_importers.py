@@ -348,3 +348,30 @@ def test_graphdef_export_refuses_dtypes_the_wire_lacks() -> None:
     g.outputs = [g.add_node("Cast", [x], attrs={"to": TensorProto.FLOAT}).outputs[0]]
     with pytest.raises(InvalidGraph, match="float8_e4m3fn.*GraphDef"):
         export_graphdef(g)
+
+
+def test_loading_a_file_does_not_import_the_graph_builder(tmp_path):
+    """A path (or bytes) cannot be a builder Graph: loading it leaves the builder's module,
+    whose op classes are made from the whole registry at import, unloaded (a fresh process:
+    this one's tests import it). A builder Graph still loads (its module is then loaded)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.onnx"
+    onnx.save(model_of([helper.make_node("Relu", ["x"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]), path)
+    code = ("import sys\n"
+            "from graphengine.engine.importers import load_model\n"
+            f"g = load_model({str(path)!r})\n"
+            "assert [n.op_type for n in g.nodes] == ['Relu']\n"
+            "print('graphengine.engine.builder' in sys.modules)\n"
+            "import graphengine\n"
+            "b = graphengine.Graph('b')\n"
+            "x = b.input('x', 'float32', [2])\n"
+            "b.output(graphengine.ops.Relu(x))\n"
+            "print([n.op_type for n in load_model(b).nodes])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["False", "['Relu']"], out.stdout

@@ -15,7 +15,7 @@ from graphengine.engine.model import DeviceProgram
 from graphengine.engine.ops.control import run_graph
 from graphengine.engine.prepare import integer_products
 from graphengine.engine.runtime import load
-from tests.unit.device_cases import compile_model, model, onnxruntime, reference
+from tests.unit.device_cases import compile_model, model, native_bf16, onnxruntime, reference
 from tests.unit.test_runtime import Const, load_op
 
 RNG = np.random.default_rng(7)
@@ -464,15 +464,6 @@ def test_an_int32_addend_float32_cannot_hold_keeps_the_integer_add():
     np.testing.assert_array_equal(got["z"], want[2])
 
 
-def _native_bf16() -> bool:
-    flags = set()
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags.update(line.split(":", 1)[1].split())
-    return bool({"amx_bf16", "avx512_bf16"} & flags)
-
-
 def _conv_impls(compiled, feeds):
     loaded = load(compiled)
     got = loaded.execute(feeds)
@@ -494,7 +485,7 @@ def test_the_rewritten_integer_conv_multiplies_in_bfloat16_where_the_cpu_does(pe
     assert len(conv) == 1 and conv[0].attrs.get("integer_operands") == 1
     x = RNG.standard_normal((1, c, 13, 17)).astype(np.float32) * 3
     got, impls = _conv_impls(compiled, {"x": x})
-    if _native_bf16():
+    if native_bf16():
         assert len(impls) == 1 and ("amx" in impls[0] or "bf16" in impls[0]), impls
     else:  # no native bf16 here: the float32 kernel (the path is still exact)
         assert len(impls) == 1 and "bf16" not in impls[0] and "amx" not in impls[0], impls
@@ -517,7 +508,7 @@ def test_extreme_integer_operands_are_exact_in_bfloat16():
     assert "ConvInteger" not in {p.op_type for p in compiled.report.placements}
     x = np.where(RNG.random((1, c, 13, 17)) < 0.1, 0.0, 7.0).astype(np.float32)
     got, impls = _conv_impls(compiled, {"x": x})
-    if _native_bf16():
+    if native_bf16():
         assert len(impls) == 1 and ("amx" in impls[0] or "bf16" in impls[0]), impls
     want = run_graph(load_model(m), [x], {})
     assert np.abs(want[1]).max() > 1 << 23

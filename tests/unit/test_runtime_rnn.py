@@ -4,6 +4,7 @@ batch's rows stepping together (one product per step against R packed in panels)
 activations stay on the host."""
 
 import copy
+import os
 
 import numpy as np
 import onnxruntime as ort
@@ -190,3 +191,42 @@ def test_a_hidden_size_that_contradicts_r_is_refused_at_compile():
 
     with pytest.raises(ShapeError, match=r"hidden_size 13 does not match R \[1, 48, 12\]"):
         compile_graph(load_model(model), CompileOptions(lint=True))
+
+
+def _l2_bytes() -> int:
+    size = os.sysconf("SC_LEVEL2_CACHE_SIZE") if "SC_LEVEL2_CACHE_SIZE" in os.sysconf_names \
+        else -1
+    return size if size > 0 else 1 << 20  # the kernel's assumption where it cannot read it
+
+
+@pytest.mark.parametrize("op,attrs", [("LSTM", {"peep": True}), ("GRU", {"linear_before_reset": 0}),
+                                      ("GRU", {"linear_before_reset": 1}), ("RNN", {})])
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_hidden_units_split_over_threads_where_r_outgrows_l2(op, attrs, direction):
+    """A direction's R bigger than half a core's L2 whose share per thread fits: the threads
+    split each direction's hidden units (each keeps its share of R in its own L2 across the
+    steps) and wait for each other at every step; rows of every length, initial states, and
+    a hidden size that is not a whole number of panels (the last share is shorter)."""
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("the split needs two threads; this machine has one core")
+    gates = GATES[op]
+    # R of one direction about 1.5 L2s (gates * hidden^2 floats), a panel and a bit over
+    hidden = int((1.5 * _l2_bytes() / (4 * gates)) ** 0.5) // 16 * 16 + 5
+    model, feeds = _model(op, seq=5, batch=3, size=24, hidden=hidden, direction=direction,
+                          lens="all", states=True, **attrs)
+    for t in model.graph.initializer:  # keep the activations in the gates' useful range
+        if t.name == "R":
+            r = numpy_helper.to_array(t) * (2.0 / hidden ** 0.5)
+            t.CopyFrom(numpy_helper.from_array(r.astype(np.float32), "R"))
+    loaded, got = _check(model, feeds)
+    for name, ref in zip(("y", "yh", "yc"), _reference(model, feeds)):
+        np.testing.assert_allclose(got[name], ref, rtol=1e-4, atol=3e-5, err_msg=name)
+    impls = [t["impl"] for native in loaded.natives.values() for t in native.profile()]
+    assert any("hidden units split over threads" in i for i in impls), impls
+
+
+def test_a_small_r_keeps_one_direction_per_thread():
+    """R within half an L2: each thread steps a direction of its own, no barriers."""
+    loaded, _ = _check(*_model("LSTM", batch=2, hidden=40, direction="bidirectional"))
+    impls = [t["impl"] for native in loaded.natives.values() for t in native.profile()]
+    assert impls and not any("split" in i for i in impls), impls

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from graphengine.engine.errors import InvalidInput
 from graphengine.engine.importers import load_model
 from graphengine.engine.model import DeviceProgram
 from graphengine.engine.ops.control import run_graph
+from graphengine.engine.pipeline import CompileOptions
 from graphengine.engine.runtime import load
-from tests.unit.device_cases import compile_model, onnxruntime
+from tests.unit.device_cases import compile_model, native_bf16, onnxruntime
 
 RNG = np.random.default_rng(11)
 
@@ -40,8 +42,9 @@ def _tasks(compiled):
     return compiled.programs[0].tasks
 
 
-def _check(m, x, rtol=2e-6):
-    compiled = compile_model(m)
+def _check(m, x, rtol=2e-6, ort_optimize=True):
+    # float32 activations (the opt-out of the bf16 products, tested below)
+    compiled = compile_model(m, weight_only_products="float32")
     tasks = _tasks(compiled)
     assert [t.op for t in tasks if t.op in ("MatMul", "MatMulQWeight")] == ["MatMulQWeight"]
     # the weights stay 8-bit: well under the float32 bytes of the matrix
@@ -52,7 +55,8 @@ def _check(m, x, rtol=2e-6):
     # the same products as the folded float MatMul, summed in another order
     scale = np.abs(x).sum(axis=-1, keepdims=True).max() * 1e-6
     np.testing.assert_allclose(got, want, rtol=rtol, atol=float(scale))
-    np.testing.assert_allclose(got, onnxruntime(m, {"x": x})[0], rtol=rtol, atol=float(scale))
+    np.testing.assert_allclose(got, onnxruntime(m, {"x": x}, ort_optimize)[0], rtol=rtol,
+                               atol=float(scale))
     return got
 
 
@@ -119,3 +123,156 @@ def test_the_bias_add_joins_the_8_bit_weight_kernel(zero):
     got = load(compiled).execute({"x": x})["y"]
     want = run_graph(load_model(m), [x], {})[0]
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=float(np.abs(x).sum(-1).max()) * 1e-6)
+
+
+def _bf16(a: np.ndarray) -> np.ndarray:
+    """a rounded to bfloat16 (nearest even), as float32."""
+    bits = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def _qweight_run(m, x, **options):
+    """(output, the MatMulQWeight task's attrs, its kernel's impl) of `m` compiled and run."""
+    compiled = compile_model(m, **options)
+    (task,) = [t for t in _tasks(compiled) if t.op == "MatMulQWeight"]
+    loaded = load(compiled)
+    got = loaded.execute({"x": x})["y"]
+    (impl,) = [p["impl"] for nat in loaded.natives.values() for p in nat.profile()
+               if p["name"] == task.name]
+    return got, task.attrs, impl
+
+
+def _bias_model(x_shape, w, s, zero=None):
+    """MatMul(X, (Cast(W) [- Z]) * S) + B, B float32 [N] (the bias joins the task)."""
+    m = _model(x_shape, w, s, zero=zero)
+    m.graph.node[-1].output[0] = "p"
+    m.graph.node.append(helper.make_node("Add", ["p", "b"], ["y"]))
+    bias = RNG.standard_normal(w.shape[1]).astype(np.float32)
+    m.graph.initializer.append(numpy_helper.from_array(bias, "b"))
+    return m, bias
+
+
+def _error_scale(x, wd, bias):
+    """(the exact product, sum_k |x w| (the scale of X's rounding error), float32 slack)."""
+    exact = x.astype(np.float64) @ wd + bias
+    term_sum = np.abs(x.astype(np.float64)) @ np.abs(wd)
+    return exact, term_sum, 2e-6 * term_sum + 1e-6 * np.abs(bias)
+
+
+@pytest.mark.parametrize("products", ["bf16x2", "bf16"])
+@pytest.mark.parametrize("kind", ["int8", "uint8_zero_points"])
+def test_weight_only_matmul_multiplies_in_bfloat16_where_the_cpu_does(kind, products):
+    """By default (`weight_only_products` bf16x2) MatMulQWeight is marked
+    `bf16_activations` 2; with 64 rows on a CPU with AMX or AVX512_BF16 its kernel is
+    oneDNN's bf16 matmul: the centred weights exact in bf16, X as hi = bf16(x) and
+    lo = bf16(x - hi) (bf16: hi alone), float32 sums, then the scale and the bias in
+    float32. So the result is numpy's product of hi (+ lo) and the exact weights, to float32
+    summation error, and within 2^-18 (2^-9) per term of the exact product."""
+    rows, k, n = 64, 96, 80
+    if kind == "int8":
+        w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+        z = None
+    else:  # centred values up to +-255: still exact in bf16 (8 significant bits)
+        w = RNG.integers(0, 256, (k, n)).astype(np.uint8)
+        w[:, 0], w[:, 1] = 0, 255
+        z = RNG.integers(0, 256, n).astype(np.float32)
+        z[0], z[1] = 255, 0
+    s = RNG.uniform(0.001, 0.02, (1, n)).astype(np.float32)
+    m, bias = _bias_model((rows, k), w, s, zero=z)
+    x = RNG.standard_normal((rows, k)).astype(np.float32)
+    options = {} if products == "bf16x2" else {"weight_only_products": products}
+    got, attrs, impl = _qweight_run(m, x, **options)
+    terms = 2 if products == "bf16x2" else 1
+    assert attrs.get("bf16_activations") == terms
+    centred = w.astype(np.float64) - (0 if z is None else z.astype(np.float64))
+    wd = centred * s.astype(np.float64)
+    exact, term_sum, slack = _error_scale(x, wd, bias)
+    if native_bf16():
+        assert impl.endswith(" " + products) and "wq int" not in impl, impl
+        hi = _bf16(x)
+        xs = hi.astype(np.float64) + (_bf16(x - hi) if terms == 2 else 0)
+        assert np.all(np.abs(got - (xs @ wd + bias)) <= slack)
+        bound = 2.0 ** -18 if terms == 2 else 2.0 ** -9
+        assert np.all(np.abs(got - exact) <= bound * term_sum + slack)
+        if terms == 1:  # X was rounded: well past float32's error
+            assert np.any(np.abs(got - exact) > 100 * slack)
+    else:
+        # this CPU has no native bf16 (no amx_bf16 / avx512_bf16 in /proc/cpuinfo): emulated
+        # bf16 would be slower than the float32 kernel, which runs instead
+        assert impl.startswith("wq int"), impl
+        assert np.all(np.abs(got - exact) <= slack)
+
+
+def test_the_opt_out_keeps_float32_activations():
+    """weight_only_products=float32: no mark, the 8-bit float32 kernel, the float32
+    product."""
+    rows, k, n = 64, 96, 80
+    w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+    s = RNG.uniform(0.001, 0.02, (1, n)).astype(np.float32)
+    m, bias = _bias_model((rows, k), w, s)
+    x = RNG.standard_normal((rows, k)).astype(np.float32)
+    got, attrs, impl = _qweight_run(m, x, weight_only_products="float32")
+    assert "bf16_activations" not in attrs
+    assert impl == "wq int8 avx512", impl
+    exact, _, slack = _error_scale(x, w.astype(np.float64) * s.astype(np.float64), bias)
+    assert np.all(np.abs(got - exact) <= slack)
+
+
+def test_an_unknown_product_kind_is_refused():
+    with pytest.raises(InvalidInput, match="weight_only_products"):
+        CompileOptions.from_mapping({"weight_only_products": "int4"})
+
+
+@pytest.mark.parametrize("rows", [1, 7])
+def test_a_few_rows_keep_the_8_bit_kernel(rows):
+    """Below 8 rows (a gemv) the product is bound by reading the weights: the kernel keeps
+    them 1 byte each (float32 products) rather than 2 in bf16."""
+    k, n = 96, 80
+    w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+    s = RNG.uniform(0.001, 0.02, (1, n)).astype(np.float32)
+    m, _ = _bias_model((rows, k), w, s)
+    x = RNG.standard_normal((rows, k)).astype(np.float32)
+    _, attrs, impl = _qweight_run(m, x)
+    assert attrs.get("bf16_activations") == 2 and impl == "wq int8 avx512", impl
+
+
+def _dequantize_model(x_shape, w, scale, zero=None, axis=1):
+    """MatMul(X, DequantizeLinear(W, S[, Z], axis))."""
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scale, "s")]
+    ins = ["w", "s"]
+    if zero is not None:
+        inits.append(numpy_helper.from_array(zero, "z"))
+        ins.append("z")
+    nodes = [helper.make_node("DequantizeLinear", ins, ["wd"], axis=axis),
+             helper.make_node("MatMul", ["x", "wd"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+@pytest.mark.parametrize("kind", ["per_column_uint8", "per_tensor_int8"])
+def test_dequantize_linear_weights_keep_8_bit(kind):
+    """MatMul(X, DequantizeLinear(W, S, Z)) of constant 8-bit W, per column (axis 1) or per
+    tensor: the same MatMulQWeight (QDQ exports' weight-only form), the folded values'
+    products in float32 with the opt-out. (ONNX Runtime's optimizer makes this form a
+    MatMulNBits that quantizes X to 8 bits: compared with its rewrites off.)"""
+    k, n = 70, 45
+    if kind == "per_column_uint8":
+        w = RNG.integers(0, 256, (k, n)).astype(np.uint8)
+        s = RNG.uniform(0.001, 0.02, n).astype(np.float32)
+        z = RNG.integers(0, 256, n).astype(np.uint8)
+    else:
+        w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+        s, z = np.array(0.013, np.float32), np.array(-3, np.int8)
+    m = _dequantize_model((6, k), w, s, z)
+    _check(m, RNG.standard_normal((6, k)).astype(np.float32), ort_optimize=False)
+
+
+def test_a_dequantize_along_k_stays_folded():
+    """A scale per row of W (axis 0) is not the kernel's per-column form: folded."""
+    k, n = 12, 9
+    w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
+    m = _dequantize_model((2, k), w, RNG.uniform(0.5, 1, k).astype(np.float32), axis=0)
+    assert "MatMulQWeight" not in [t.op for t in _tasks(compile_model(m))]

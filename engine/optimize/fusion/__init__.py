@@ -79,9 +79,12 @@ FUSIONS: list[Fusion] = [
     dataclasses.replace(conv_dw.ROW, after=("activation",)),
     dataclasses.replace(conv_block.ROW, after=("conv_dw",)),
     dataclasses.replace(conv_head.ROW, after=("activation", "conv_block")),
+    # A plain Conv's second activation (a LeakyRelu's clamp): after the fused convolutions
+    # took theirs, which have no second stage.
+    dataclasses.replace(activation.SECOND_ROW, after=("activation", "conv_head")),
     # Last: the epilogues of Conv/MatMul take their activations first.
-    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "rope", "conv_dw", "conv_block",
-                                            "conv_head")),
+    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
+                                            "conv_block", "conv_head")),
 ]
 
 

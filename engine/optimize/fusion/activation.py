@@ -1,10 +1,17 @@
 """An activation as the epilogue of the Conv, ConvTranspose, MatMul or Gemm before it (or a
 Relu of a BatchNormalization's), directly or through a view of its output (an elementwise
-function commutes with a Reshape)."""
+function commutes with a Reshape).
+
+Where a plain Conv already has its activation, a piecewise-linear one after it is its
+`_activation2` (`SECOND_ROW`: one more eltwise post-op; the runtime's plain Conv kernel
+applies it, target.conv_activation2): openWakeWord's embedding net clamps every LeakyRelu at
+-0.4 with `tf.maximum` (a Clip since canonicalize), and those 19 Max tasks were a quarter
+of its run at batch 8.
+"""
 
 from __future__ import annotations
 
-from ...ir import Graph, Node
+from ...ir import Graph, Node, Value
 from .match import Fusion, absorb_through_view, on_device, producer_through_view
 
 _ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish", "Swish"}
@@ -14,37 +21,47 @@ _ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwi
 _PIECEWISE_LINEAR = {"Relu", "Clip", "LeakyRelu"}
 
 
-def _match_activation(graph: Graph, act: Node):
+def _epilogue(act: Node) -> tuple[Value, str, dict] | None:
+    """(the activation's input, its kind for the kernel, {"": kind, "_alpha": .., "_beta": ..})
+    for an activation a Conv/MatMul/Gemm post-op computes, else None."""
     if act.op_type not in _ACTIVATIONS:
         return None
-    found = producer_through_view(graph, act.input(0), {"Conv", "ConvTranspose", "Gemm",
-                                                        "MatMul", "BatchNormalization"})
+    attrs: dict = {"": act.op_type}
+    if act.op_type == "Clip":
+        lo, hi = act.input(1), act.input(2)
+        if (lo is not None and not lo.is_constant) or (hi is not None and not hi.is_constant):
+            return None
+        attrs["_alpha"] = float(lo.const) if lo is not None else float("-inf")
+        attrs["_beta"] = float(hi.const) if hi is not None else float("inf")
+    elif act.op_type == "LeakyRelu":
+        attrs["_alpha"] = float(act.attrs.get("alpha", 0.01))
+    elif act.op_type == "Swish":
+        attrs["_alpha"] = float(act.attrs.get("alpha", 1.0))
+    elif act.op_type == "Gelu":
+        if act.attrs.get("approximate", "none") == "tanh":
+            attrs[""] = "GeluTanh"
+    return act.input(0), act.op_type, attrs
+
+
+def _match_activation(graph: Graph, act: Node):
+    found_act = _epilogue(act)
+    if found_act is None:
+        return None
+    x, kind, attrs = found_act
+    found = producer_through_view(graph, x, {"Conv", "ConvTranspose", "Gemm", "MatMul",
+                                             "BatchNormalization"})
     if found is None:
         return None
     prod, view = found
     # oneDNN's batch normalization fuses a Relu only (fuse_norm_relu): a pre-activation
     # network's BatchNormalization -> Relu before each Conv (DenseNet's after every Concat)
-    if prod.op_type == "BatchNormalization" and act.op_type != "Relu":
+    if prod.op_type == "BatchNormalization" and kind != "Relu":
         return None
-    if prod.op_type == "ConvTranspose" and act.op_type not in _PIECEWISE_LINEAR:
+    if prod.op_type == "ConvTranspose" and kind not in _PIECEWISE_LINEAR:
         return None
     if not on_device(prod, act) or prod.attrs.get("_activation"):
         return None
-    attrs: dict = {"_activation": act.op_type}
-    if act.op_type == "Clip":
-        lo, hi = act.input(1), act.input(2)
-        if (lo is not None and not lo.is_constant) or (hi is not None and not hi.is_constant):
-            return None
-        attrs["_activation_alpha"] = float(lo.const) if lo is not None else float("-inf")
-        attrs["_activation_beta"] = float(hi.const) if hi is not None else float("inf")
-    elif act.op_type == "LeakyRelu":
-        attrs["_activation_alpha"] = float(act.attrs.get("alpha", 0.01))
-    elif act.op_type == "Swish":
-        attrs["_activation_alpha"] = float(act.attrs.get("alpha", 1.0))
-    elif act.op_type == "Gelu":
-        if act.attrs.get("approximate", "none") == "tanh":
-            attrs["_activation"] = "GeluTanh"
-    return prod, view, attrs
+    return prod, view, {"_activation" + k: v for k, v in attrs.items()}
 
 
 def _rewrite_activation(graph: Graph, act: Node, ctx) -> str:
@@ -57,3 +74,24 @@ def _rewrite_activation(graph: Graph, act: Node, ctx) -> str:
 
 ROW = Fusion("activation", _match_activation, _rewrite_activation,
              requires=lambda target: target.epilogues)
+
+
+def _match_second(graph: Graph, act: Node):
+    """A piecewise-linear activation (or a scalar Max/Min) after a plain Conv that has its
+    activation already."""
+    found_act = _epilogue(act)
+    if found_act is None or found_act[1] not in _PIECEWISE_LINEAR:
+        return None
+    x, _, attrs = found_act
+    found = producer_through_view(graph, x, {"Conv"})
+    if found is None:
+        return None
+    conv, view = found
+    if not on_device(conv, act) or not conv.attrs.get("_activation") \
+            or conv.attrs.get("_activation2"):
+        return None
+    return conv, view, {"_activation2" + k: v for k, v in attrs.items()}
+
+
+SECOND_ROW = Fusion("activation2", _match_second, _rewrite_activation,
+                    requires=lambda target: target.epilogues and target.conv_activation2)

@@ -40,7 +40,7 @@ from ... import ops
 from ...dtypes import DType
 from ...ir import Graph, Node, Value
 from ...ops.chain import reference
-from .match import VIEWS, Fusion, on_device, replace_region
+from .match import VIEWS, Fusion, on_device, producer_through_view, replace_region
 
 _ANALYTIC = {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Tanh", "Erf", "Sigmoid", "Exp", "Neg",
              "Reciprocal"}
@@ -142,17 +142,17 @@ def _same(f: np.ndarray, g: np.ndarray) -> bool:
 
 
 def _epilogue_source(graph: Graph, x: Value, nodes: list[Node]) -> bool:
-    """x is a Conv/MatMul/Gemm output (or a view of one) read only by the region."""
+    """x is a Conv/MatMul/Gemm output (or a chain of views of one) read only by the
+    region."""
     region = set(nodes)
     if x in graph.outputs or any(u not in region for u in x.users):
         return False
+    ops = {"Conv", "Gemm", "MatMul"}
     p = x.producer
     if p is not None and p.op_type in VIEWS and p.input(0) is not None:
-        inner = p.input(0)
-        if len(inner.users) != 1:
-            return False
-        p = inner.producer
-    return p is not None and p.op_type in ("Conv", "Gemm", "MatMul") and on_device(p, nodes[-1])
+        found = producer_through_view(graph, p.input(0), ops)
+        p = found[0] if found is not None else None
+    return p is not None and p.op_type in ops and on_device(p, nodes[-1])
 
 
 def match_activation_form(graph: Graph, last: Node):

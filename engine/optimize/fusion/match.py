@@ -48,19 +48,29 @@ def sole_producer(graph: Graph, v: Value | None, op_types: set[str]) -> Node | N
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 
 
+# Views an epilogue looks through: a chain of them is still a relabelling (magika's
+# convolution, run along W, is reshaped back to [N, C, H, 1] and then squeezed).
+_MAX_VIEW_CHAIN = 4
+
+
 def producer_through_view(graph: Graph, v: Value | None, op_types: set[str]
                           ) -> tuple[Node, Node | None] | None:
     """(producer, None) when v's sole producer is one of op_types; (producer, view) when v
-    is a view (Reshape, ...) of such a producer's output and each is the other's only
-    link (GPT-2's Gemm -> Reshape -> activation); else None."""
+    is a view (Reshape, ...) of such a producer's output, or a view of a view (up to
+    `_MAX_VIEW_CHAIN`), each link the only reader of the one before (GPT-2's Gemm ->
+    Reshape -> activation); `view` is the last view, the one that makes v. Else None."""
     p = sole_producer(graph, v, op_types)
     if p is not None:
         return p, None
-    view = sole_producer(graph, v, set(VIEWS))
-    if view is None:
-        return None
-    p = sole_producer(graph, view.input(0), op_types)
-    return (p, view) if p is not None and on_device(p, view) else None
+    last = view = sole_producer(graph, v, set(VIEWS))
+    for _ in range(_MAX_VIEW_CHAIN):
+        if view is None:
+            return None
+        p = sole_producer(graph, view.input(0), op_types)
+        if p is not None:
+            return (p, last) if on_device(p, last) else None
+        view = sole_producer(graph, view.input(0), set(VIEWS))
+    return None
 
 
 def absorb_through_view(graph: Graph, keep: Node, view: Node | None, gone: Node) -> None:

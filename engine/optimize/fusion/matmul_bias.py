@@ -9,8 +9,9 @@ from .match import Fusion, absorb, on_device, sole_producer
 
 
 def _bias_of(graph: Graph, add: Node, op: str, taken) -> tuple[Node, object] | None:
-    """(the `op` node, the constant float32 [N] bias) when `add` adds one to the sole output
-    of an `op` node that `taken(node)` says has no epilogue yet."""
+    """(the `op` node, the constant float32 [N] bias: its value, or an array for one written
+    [1, .., 1, N]) when `add` adds one to the sole output of an `op` node that `taken(node)`
+    says has no epilogue yet."""
     if add.op_type != "Add":
         return None
     for i in (0, 1):
@@ -19,11 +20,23 @@ def _bias_of(graph: Graph, add: Node, op: str, taken) -> tuple[Node, object] | N
         if mm is None or not on_device(mm, add) or taken(mm):
             continue
         out = mm.outputs[0].meta
-        if (bias is not None and bias.is_constant and bias.const.ndim == 1 and out is not None
-                and out.shape and bias.const.shape[0] == out.shape[-1]
-                and bias.const.dtype == np.float32):
+        if (bias is None or not bias.is_constant or out is None or not out.shape
+                or bias.const.dtype != np.float32):
+            continue
+        const = np.asarray(bias.const)
+        if const.ndim == 1 and const.shape[0] == out.shape[-1]:
             return mm, bias
+        # [1, .., 1, N] (TensorFlow and JAX exports broadcast the bias explicitly): its
+        # [N] values, if it does not widen the output
+        if 1 < const.ndim <= len(out.shape) and const.shape[-1] == out.shape[-1] \
+                and all(d == 1 for d in const.shape[:-1]):
+            return mm, const.reshape(-1)
     return None
+
+
+def _bias_input(graph: Graph, bias):
+    """The [N] bias as a value of the graph (a new constant for a reshaped one)."""
+    return graph.add_constant(None, bias) if isinstance(bias, np.ndarray) else bias
 
 
 def _match_bias(graph: Graph, add: Node):
@@ -33,7 +46,7 @@ def _match_bias(graph: Graph, add: Node):
 
 def _rewrite_bias(graph: Graph, add: Node, ctx) -> str:
     mm, bias = ctx
-    mm.set_inputs([mm.input(0), mm.input(1), bias])
+    mm.set_inputs([mm.input(0), mm.input(1), _bias_input(graph, bias)])
     mm.attrs["_has_bias"] = 1
     absorb(graph, mm, add)
     return f"MatMul+bias: {mm.name} absorbed {add.name}"
@@ -51,7 +64,7 @@ def _match_qweight_bias(graph: Graph, add: Node):
 def _rewrite_qweight_bias(graph: Graph, add: Node, ctx) -> str:
     mm, bias = ctx
     zero = mm.input(3) if len(mm.inputs) > 3 else None
-    mm.set_inputs([mm.input(0), mm.input(1), mm.input(2), zero, bias])
+    mm.set_inputs([mm.input(0), mm.input(1), mm.input(2), zero, _bias_input(graph, bias)])
     absorb(graph, mm, add)
     return f"MatMulQWeight+bias: {mm.name} absorbed {add.name}"
 

@@ -56,6 +56,7 @@ DeviceCaps HostDevice::caps() const {
   c.blocked_format = host_blocked_format();
   c.conv_blocks = block::available();
   c.epilogues = true;  // oneDNN post-ops (dnnl_util.h: Fusion)
+  c.conv_activation2 = true;  // Conv's activation2: a second eltwise post-op
   c.max_weight_segments = static_cast<int>(kMaxWeightSegments);
   c.library = "oneDNN " + onednn_version();
   return c;

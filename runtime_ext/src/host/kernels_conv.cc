@@ -183,6 +183,10 @@ ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
   const Fusion dw_act = parse_activation(a, "dw_activation");
+  // activation2: a second activation after the first (a LeakyRelu then a Max with a scalar,
+  // written as Clip), one more eltwise post-op
+  const Fusion then = parse_activation(a, "activation2");
+  if (then.activation && (dw || !fusion.activation)) invalid("activation2 follows a plain Conv's activation");
   size_t n_in = a.inputs.size();
   if (fusion.sum) {
     if (dw) invalid("ConvDw cannot be combined with sum=1");
@@ -247,6 +251,7 @@ ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
   dnnl::post_ops ops;
   if (r_) ops.append_sum(1.f);
   append_activation(fusion, &ops);
+  append_activation(then, &ops);
   if (dw) {
     ops.append_dw(dt::f32, dt::f32, dt::f32, 3, dw_stride, 1);
     append_activation(dw_act, &ops);

@@ -272,7 +272,7 @@ class DqLstmKernel : public Kernel {
           g[j] = clip_ > 0.f ? std::min(std::max(v, -clip_), clip_) : v;
         }
         // clipped before the peepholes (the reference's order); the cell then clips nothing
-        lstm_cell(*m_, g, h, p, cb, hb, tmp, h, 0.f, input_forget_);
+        lstm_cell(*m_, g, h, p, h, cb, hb, tmp, h, 0.f, input_forget_);
         std::memcpy(y + ((t * dirs_ + d) * batch_ + b) * h, hb, h * sizeof(float));
       }
     }

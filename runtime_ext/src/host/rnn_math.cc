@@ -143,8 +143,8 @@ void pack_panels(const float* m, int64_t row0, int64_t n, int64_t k, float* out)
 
 const RnnMath& rnn_math(bool wide) { return wide ? kAvx512 : kPlain; }
 
-void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, float* c, float* h_out, float* tmp,
-               int64_t h, float clip, bool input_forget) {
+void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, int64_t pstride, float* c, float* h_out,
+               float* tmp, int64_t h, float clip, bool input_forget) {
   auto cl = [clip](float v) { return clip > 0.f ? std::min(std::max(v, -clip), clip) : v; };
   float* gi = g;
   float* go = g + stride;
@@ -152,7 +152,7 @@ void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, float
   float* gc = g + 3 * stride;
   for (int64_t j = 0; j < h; ++j) {
     gi[j] = cl(gi[j] + (p ? p[j] * c[j] : 0.f));
-    gf[j] = cl(gf[j] + (p ? p[2 * h + j] * c[j] : 0.f));
+    gf[j] = cl(gf[j] + (p ? p[2 * pstride + j] * c[j] : 0.f));
     gc[j] = cl(gc[j]);
   }
   m.sigmoid(gi, h);
@@ -165,7 +165,7 @@ void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, float
   for (int64_t j = 0; j < h; ++j) {
     const float cn = gf[j] * c[j] + gi[j] * gc[j];
     c[j] = cn;
-    go[j] = cl(go[j] + (p ? p[h + j] * cn : 0.f));
+    go[j] = cl(go[j] + (p ? p[pstride + j] * cn : 0.f));
     tmp[j] = cn;
   }
   m.sigmoid(go, h);

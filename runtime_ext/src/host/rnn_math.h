@@ -32,11 +32,12 @@ struct RnnMath {
 
 const RnnMath& rnn_math(bool wide);
 
-// One LSTM step of one row. g: the gates' pre-activations i, o, f, c (gate q at q * stride)
-// without the peepholes (every product and bias already in); p: the peepholes [Pi, Po, Pf] or null; c:
-// the cell state, updated in place; h_out: the new hidden state. g is clobbered; tmp holds h
-// floats. clip <= 0: no clipping.
-void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, float* c, float* h_out, float* tmp,
-               int64_t h, float clip, bool input_forget);
+// One LSTM step of one row, over h hidden units (all of them, or a slice: every pointer then
+// starts at the slice). g: the gates' pre-activations i, o, f, c (gate q at q * stride)
+// without the peepholes (every product and bias already in); p: the peepholes Pi, Po, Pf
+// (at 0, pstride, 2 pstride) or null; c: the cell state, updated in place; h_out: the new
+// hidden state. g is clobbered; tmp holds h floats. clip <= 0: no clipping.
+void lstm_cell(const RnnMath& m, float* g, int64_t stride, const float* p, int64_t pstride, float* c, float* h_out,
+               float* tmp, int64_t h, float clip, bool input_forget);
 
 }  // namespace ge
