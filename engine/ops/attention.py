@@ -376,30 +376,47 @@ register(OpSchema("FusedAttention", 3, 4, _fused_attention_infer, _fused_attenti
 ROPE = "graphengine.Rope"
 
 
+def _rotary_dim(node: Node, a: dict[str, Any], d: Any) -> Any:
+    """The rotated prefix of X's last axis (d): attribute rotary_dim, 0 for all of it."""
+    r = int(a.get("rotary_dim", 0))
+    if isinstance(d, int) and (r < 0 or r > d or r % 2):
+        raise shape_error(node, f"rotary_dim {r} must be even and at most X's last axis ({d})")
+    return r or d
+
+
 def _rope_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     dt = check_dtype(node, 0, FLOATS, "X")
     xs, cs, ss = (shape_in(node, i) for i in range(3))
     if xs is not None and cs is not None and ss is not None:
         d = xs[-1] if xs else None
-        if not xs or (isinstance(d, int) and d % 2) or broadcast(node, [xs, cs, ss]) != tuple(xs):
-            raise shape_error(node, f"X {list(xs)} needs an even last axis that cos {list(cs)} "
-                                    f"and sin {list(ss)} broadcast to")
-        if cs[-1] != d or ss[-1] != d:
-            raise shape_error(node, f"cos {list(cs)} and sin {list(ss)} must span X's last "
-                                    f"axis ({d})")
+        r = _rotary_dim(node, a, d)
+        lead = tuple(xs[:-1])
+        if not xs or (isinstance(r, int) and r % 2) or \
+                broadcast(node, [lead, tuple(cs[:-1]), tuple(ss[:-1])]) != lead:
+            raise shape_error(node, f"X {list(xs)} needs an even rotated part whose leading "
+                                    f"axes cos {list(cs)} and sin {list(ss)} broadcast to")
+        if cs[-1] != r or ss[-1] != r:
+            raise shape_error(node, f"cos {list(cs)} and sin {list(ss)} must span the rotated "
+                                    f"part of X's last axis ({r})")
     return [out(dt, xs)]
 
 
 def _rope(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x[..., h:], x[..., :h])."""
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x[..., h:], x[..., :h]), on
+    the first rotary_dim elements of the last axis (all when 0); the rest is copied."""
     x, cos, sin = ins
-    h = x.shape[-1] // 2
-    rotated = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
-    return [(x * cos + rotated * sin).astype(x.dtype)]
+    r = int(a.get("rotary_dim", 0)) or x.shape[-1]
+    part, rest = x[..., :r], x[..., r:]
+    h = r // 2
+    rotated = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
+    y = (part * cos + rotated * sin).astype(x.dtype)
+    return [np.concatenate([y, rest], axis=-1) if rest.shape[-1] else y]
 
 
 def _rope_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    return reject(node) or kernel("Rope", {}, (0, 1, 2))
+    r = int(a.get("rotary_dim", 0))
+    return reject(node) or kernel("Rope", {"rotary_dim": r} if r else {}, (0, 1, 2))
 
 
-register(OpSchema(ROPE, 3, 3, _rope_infer, _rope, device=_rope_device))
+register(OpSchema(ROPE, 3, 3, _rope_infer, _rope, device=_rope_device,
+                  attrs={"rotary_dim": A.i(0)}))

@@ -20,7 +20,8 @@ blocked data are clearly faster on small images and channel counts (MobileNetV2 
 AVX-512 cores: the convolutions take ~25% less time blocked at batch 1 and 32), and only
 they fuse a depthwise convolution into a 1x1 without a round trip through memory (the
 conv_dw fusion). "auto" picks the blocked format for graphs with depthwise convolutions and
-NHWC otherwise.
+NHWC otherwise — and NHWC for a vision transformer, whose depthwise convolutions read token
+sequences reshaped into images (NHWC's bytes: views there, conversions in a blocked region).
 
 A node is layout-agnostic when the device kernel computes the same result in the region's
 format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py `Layout`):
@@ -171,14 +172,16 @@ def storage_nbytes(v: Value) -> int:
 
 def region_format(graph: Graph, requested: str = "auto", target: Target | None = None) -> str:
     """The format of the layout region: `requested`, or for "auto" the target's blocked
-    format when the graph has a depthwise convolution and at least half of its device 4-D
-    activation elements fill whole channel blocks (else NHWC)."""
+    format when the graph has a depthwise convolution, none of which reads a token
+    sequence (`_reads_tokens`), and at least half of its device 4-D activation elements fill
+    whole channel blocks (else NHWC)."""
     if requested not in REGION_FORMATS:
         raise ValueError(f"unknown layout format {requested!r}; known: {list(REGION_FORMATS)}")
     if requested != "auto":
         return requested
     blocked = (target or get_target()).blocked_format
-    if not blocked or not any(_is_depthwise(n) for n in graph.nodes):
+    depthwise = [n for n in graph.nodes if _is_depthwise(n)]
+    if not blocked or not depthwise or any(_reads_tokens(graph, n) for n in depthwise):
         return NHWC
     # Blocked only where most activation bytes fill whole blocks: a value with a partial last
     # block is stored NHWC unless only convolutions read it, so a network of narrow or odd
@@ -194,6 +197,26 @@ def region_format(graph: Graph, requested: str = "auto", target: Target | None =
                 else:
                     whole += v.meta.numel
     return blocked if partial <= whole else NHWC
+
+
+# Nodes that only relabel or reorder the axes on the way from a token sequence to a Conv.
+_RELABELS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
+
+
+def _reads_tokens(graph: Graph, conv: Node) -> bool:
+    """Whether the Conv reads a token sequence [N, L, C] (or [N, C, L]) reshaped into an
+    image: a vision transformer's convolution between linears (SegFormer's Mix-FFN, a
+    convolutional position embedding). The tokens' bytes are NHWC, so NHWC reads them as a
+    view where a blocked format converts in and out around every such convolution (hf_segformer
+    at batch 8: 30 Transposes and 23 TransData blocked, 6 and 3 in NHWC)."""
+    v = conv.input(0)
+    seen = 0
+    while v is not None and v.producer is not None and v.producer.op_type in _RELABELS \
+            and seen < 8:
+        v, seen = v.producer.input(0), seen + 1
+        if v is not None and v.meta is not None and v.meta.rank == 3:
+            return True
+    return False
 
 
 def _is_depthwise(node: Node) -> bool:

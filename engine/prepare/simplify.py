@@ -54,12 +54,41 @@ def _same_type_cast(node) -> bool:
             and src.meta.dtype == out.meta.dtype)
 
 
+def _single_concat(node) -> bool:
+    """A Concat of one input: a copy (a KV-cache concat exported with no past: Phi's key
+    and value), which would also hide the Transpose before it from the attention fusion."""
+    return node.op_type == "Concat" and len(node.inputs) == 1 and node.inputs[0] is not None
+
+
+def _same_size_resize(node) -> bool:
+    """A nearest or linear Resize to the size it has: every output pixel maps onto its own
+    input pixel (scale 1 in each coordinate mode but tf_crop_and_resize), so the output is
+    the input. SegFormer's all-MLP decoder resizes each stage to the first stage's size,
+    that stage's own included (a 32x32 -> 32x32 bilinear pass at batch 8: a quarter of the
+    decoder's resizing)."""
+    if node.op_type != "Resize" or not node.inputs or not node.outputs:
+        return False
+    src, out = node.inputs[0], node.outputs[0]
+    scales = node.input(2)
+    if scales is not None and (not scales.is_constant or (
+            np.size(scales.const) and not np.all(np.asarray(scales.const) == 1))):
+        return False  # a scale of 1.1 on 4 pixels keeps 4, but maps them by 1.1
+    return (src is not None and src.meta is not None and out.meta is not None
+            and src.meta.is_static and src.meta == out.meta
+            and node.attrs.get("mode", "nearest") in ("nearest", "linear")
+            and node.attrs.get("coordinate_transformation_mode", "half_pixel")
+            != "tf_crop_and_resize" and not node.attrs.get("antialias", 0))
+
+
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
-    the type their input has and Slices that keep every element."""
+    the type their input has, Slices that keep every element, one-input Concats and
+    Resizes to the input's own size."""
     removed = 0
     for node in list(graph.nodes):
-        if node.op_type not in _NO_OPS and not _same_type_cast(node) and not _whole_slice(node):
+        if node.op_type not in _NO_OPS and not _same_type_cast(node) \
+                and not _whole_slice(node) and not _single_concat(node) \
+                and not _same_size_resize(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

@@ -91,5 +91,105 @@ def test_the_rope_kernel_checks_its_operands():
     np.testing.assert_allclose(y, x * c + np.concatenate([-x[..., 3:], x[..., :3]], -1) * s,
                                rtol=1e-6, atol=1e-6)
     spec["tensors"][1]["shape"] = spec["tensors"][2]["shape"] = [1, 4, 3]
-    with pytest.raises(_runtime.InvalidArgument, match=r"must span X's last axis \(6\)"):
+    with pytest.raises(_runtime.InvalidArgument, match=r"must span the rotated part of X's "
+                                                       r"last axis \(6\)"):
         _runtime.Model(_runtime.Device(), spec)
+
+
+def test_the_rope_kernel_rotates_a_prefix_and_copies_the_rest():
+    """rotary_dim r: the first r elements of each row rotate (cos/sin span r), the rest is
+    copied; an odd or too large r is refused."""
+    shapes = (("x", [2, 4, 10]), ("cos", [1, 4, 4]), ("sin", [1, 4, 4]), ("y", [2, 4, 10]))
+    spec = {"name": "m", "arena_bytes": 4096, "num_streams": 1, "num_events": 0,
+            "tensors": [{"name": n, "dtype": "float32", "shape": sh, "region": "arena",
+                         "offset": 1024 * i} for i, (n, sh) in enumerate(shapes)],
+            "tasks": [{"kind": "kernel", "name": "r", "op": "Rope", "stream": 0,
+                       "inputs": [0, 1, 2], "outputs": [3], "attrs": {"rotary_dim": 4}}],
+            "inputs": [0, 1, 2], "outputs": [3]}
+    x, c, s = (RNG.standard_normal(sh).astype(np.float32) for _, sh in shapes[:3])
+    (y,) = _runtime.Model(_runtime.Device(), spec).execute([x, c, s])
+    part = x[..., :4]
+    want = part * c + np.concatenate([-part[..., 2:], part[..., :2]], -1) * s
+    np.testing.assert_allclose(y[..., :4], want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(y[..., 4:], x[..., 4:])
+    spec["tasks"][0]["attrs"]["rotary_dim"] = 12
+    with pytest.raises(_runtime.InvalidArgument, match="rotary_dim 12 must be even"):
+        _runtime.Model(_runtime.Device(), spec)
+
+
+def _rotated(x, r, table, tag):
+    """Phi's partial rotary of x [B, H, S, D] on its first r channels: x_rot, x_pass =
+    x[..., :r], x[..., r:]; concat(rope(x_rot), x_pass); the node names carry `tag`."""
+    h = r // 2
+    return [
+        helper.make_node("Slice", [x, "zero", "r", "last"], [f"{tag}_rot"]),
+        helper.make_node("Slice", [x, "r", "end", "last"], [f"{tag}_pass"]),
+        helper.make_node("Slice", [f"{tag}_rot", "h", "end", "last"], [f"{tag}_x2"]),
+        helper.make_node("Neg", [f"{tag}_x2"], [f"{tag}_nx2"]),
+        helper.make_node("Slice", [f"{tag}_rot", "zero", "h", "last"], [f"{tag}_x1"]),
+        helper.make_node("Concat", [f"{tag}_nx2", f"{tag}_x1"], [f"{tag}_half"], axis=-1),
+        helper.make_node("Mul", [f"{tag}_rot", f"{table}cos"], [f"{tag}_a"]),
+        helper.make_node("Mul", [f"{tag}_half", f"{table}sin"], [f"{tag}_b"]),
+        helper.make_node("Add", [f"{tag}_a", f"{tag}_b"], [f"{tag}_roped"]),
+        helper.make_node("Concat", [f"{tag}_roped", f"{tag}_pass"], [f"{tag}_out"], axis=-1),
+    ], h
+
+
+def _phi_attention_model(b=2, s=5, heads=3, d=8, r=4, cos_input=False):
+    """Phi's attention core: q, k, v [B, S, H, D] split into heads by Transposes, a partial
+    rotary on q and k, the key and value through one-input Concats (a KV cache exported
+    without a past), scaled scores, Softmax, P·V and the head merge."""
+    ang = np.arange(s)[:, None] * (1.0 / 10000 ** (np.arange(r // 2) / (r // 2)))[None]
+    cos = np.cos(np.concatenate([ang, ang], -1)).astype(np.float32)[None, None]
+    sin = np.sin(np.concatenate([ang, ang], -1)).astype(np.float32)[None, None]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (
+        ("zero", 0), ("r", r), ("h", r // 2), ("end", BIG), ("last", -1))]
+    inits.append(numpy_helper.from_array(np.array(d ** -0.5, np.float32), "scale"))
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, s, heads, d])
+              for n in "qkv"]
+    feeds = {n: RNG.standard_normal((b, s, heads, d)).astype(np.float32) for n in "qkv"}
+    if cos_input:  # positions gathered at run time: the tables are computed [1, 1, S, r]
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, s, r])
+                   for n in ("cos", "sin")]
+        feeds.update(cos=cos, sin=sin)
+    else:
+        inits += [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    nodes = [helper.make_node("Transpose", [n], [f"{n}t"], perm=[0, 2, 1, 3]) for n in "qkv"]
+    for n in "qk":
+        more, _ = _rotated(f"{n}t", r, "", n)
+        nodes += more
+    nodes += [helper.make_node("Concat", ["k_out"], ["k_all"], axis=-2),
+              helper.make_node("Concat", ["vt"], ["v_all"], axis=-2),
+              helper.make_node("Transpose", ["k_all"], ["kT"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["q_out", "kT"], ["scores"]),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+              helper.make_node("Softmax", ["scaled"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v_all"], ["ctx"]),
+              helper.make_node("Transpose", ["ctx"], ["y"], perm=[0, 2, 1, 3])]
+    graph = helper.make_graph(nodes, "phi_attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8), feeds
+
+
+@pytest.mark.parametrize("cos_input", [False, True])
+def test_partial_rotary_attention_has_no_slice_concat_or_transpose(cos_input):
+    """The partial rotary is one Rope per operand (rotary_dim, no Slice or Concat copies),
+    the Rope runs before the head-split Transpose, and every Transpose (the head split, the
+    key's, the merge) and the one-input Concats become the attention's strided reads."""
+    kinds = _kernels(*_phi_attention_model(cos_input=cos_input))
+    assert sorted(kinds) == ["FusedAttention", "Rope", "Rope"], kinds
+
+
+def test_a_transpose_moving_the_last_axis_stays_before_the_rope():
+    """Rope's rows are the last axis: a Transpose that moves it cannot follow the Rope."""
+    model, feeds = _rope_model(d=16)
+    graph = model.graph
+    graph.input[0].type.tensor_type.shape.dim[3].dim_value = 5
+    graph.input[0].type.tensor_type.shape.dim[2].dim_value = 16
+    graph.node.insert(0, helper.make_node("Transpose", ["q_in"], ["q"], perm=[0, 1, 3, 2]))
+    graph.input[0].name = "q_in"
+    feeds = {"q_in": np.ascontiguousarray(np.swapaxes(feeds["q"], 2, 3))}
+    kinds = _kernels(model, feeds)
+    assert kinds == ["Transpose", "Rope"], kinds

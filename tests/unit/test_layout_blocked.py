@@ -265,3 +265,39 @@ def test_auto_keeps_a_network_of_partial_channel_blocks_nhwc(channels):
     whole = blocked and channels % layout.BLOCKS[blocked] == 0
     assert formats == {blocked if whole else "nhwc"}, formats
     run_both(model, {"x": RNG.normal(size=(1, 8, 12, 12)).astype(np.float32)}, "auto")
+
+
+def _mix_ffn(tokens_side=8, channels=32, hidden=64):
+    """SegFormer's Mix-FFN on x [N, L, C]: fc1, tokens reshaped into an image (Transpose
+    [0, 2, 1] + Reshape), a 3x3 depthwise Conv, back to tokens, GELU-free fc2."""
+    n_tok = tokens_side * tokens_side
+    inits = {"w1": _w(channels, hidden), "dw": _w(hidden, 1, 3, 3), "w2": _w(hidden, channels),
+             "img": [1, hidden, tokens_side, tokens_side], "seq": [1, hidden, n_tok]}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]),
+             helper.make_node("Transpose", ["h"], ["ht"], perm=[0, 2, 1]),
+             helper.make_node("Reshape", ["ht", "img_i"], ["im"]),
+             helper.make_node("Conv", ["im", "dw"], ["c"], group=hidden, pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["c", "seq_i"], ["cs"]),
+             helper.make_node("Transpose", ["cs"], ["ct"], perm=[0, 2, 1]),
+             helper.make_node("Relu", ["ct"], ["r"]),
+             helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    model = _model(nodes, [1, n_tok, channels], ["y"],
+                   {k: v for k, v in inits.items() if k not in ("img", "seq")})
+    for k in ("img", "seq"):
+        model.graph.initializer.append(numpy_helper.from_array(
+            np.asarray(inits[k], np.int64), f"{k}_i"))
+    return model, {"x": RNG.normal(size=(1, n_tok, channels)).astype(np.float32)}
+
+
+def test_auto_keeps_a_vision_transformers_token_convolution_nhwc():
+    """A depthwise Conv that reads tokens reshaped into an image (whole channel blocks, so
+    the blocked rule alone would pick the blocked format) runs in NHWC, where the tokens'
+    bytes are the image's: no Transpose and no TransData task around it. Matches ONNX
+    Runtime."""
+    model, feeds = _mix_ffn()
+    compiled = run_both(model, feeds, "auto")
+    ops = [t.op for p in compiled.programs if hasattr(p, "tasks") for t in p.tasks
+           if t.kind == "kernel"]
+    assert "Transpose" not in ops and "TransData" not in ops, ops
+    g = optimized(model, "auto")
+    assert {n.outputs[0].format for n in g.nodes if n.op_type == "Conv"} == {"nhwc"}

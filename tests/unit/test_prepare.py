@@ -94,6 +94,53 @@ def test_a_cast_to_the_type_it_has_goes_and_a_real_cast_stays():
     assert g.outputs[0].meta.dtype is DType.INT64
 
 
+def test_a_one_input_concat_goes_and_a_real_one_stays():
+    """Phi's key and value pass a KV-cache Concat of one input when exported without a
+    past: a copy, which also hid the value's head-split Transpose from the attention."""
+    g, x = graph_with_x()
+    one = g.add_node("Concat", [x], attrs={"axis": 1}, name="one")
+    two = g.add_node("Concat", [one.outputs[0], x], attrs={"axis": 1}, outputs=["y"],
+                     name="two")
+    g.outputs = two.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == ["two"] and g.node("two").inputs == (x, x)
+    assert g.outputs[0].meta.shape == (2, 6)
+
+
+@pytest.mark.parametrize("mode,goes", [("linear", True), ("nearest", True), ("cubic", False)])
+def test_a_resize_to_its_own_size_goes(mode, goes):
+    """SegFormer's decoder resizes its first stage to that stage's size: an identity for
+    nearest and linear (cubic is left alone); a real resize stays."""
+    g, x = graph_with_x((2, 3, 4, 4))
+    same = g.add_constant("same", np.array([2, 3, 4, 4], np.int64))
+    big = g.add_constant("big", np.array([2, 3, 8, 8], np.int64))
+    own = g.add_node("Resize", [x, None, None, same], attrs={"mode": mode}, name="own")
+    up = g.add_node("Resize", [own.outputs[0], None, None, big], attrs={"mode": mode},
+                    outputs=["y"], name="up")
+    g.outputs = up.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == (["up"] if goes else ["own", "up"])
+    assert (g.node("up").inputs[0] is x) == goes and g.outputs[0].meta.shape == (2, 3, 8, 8)
+
+
+def test_a_resize_by_a_scale_that_keeps_the_size_stays():
+    """Scales [1, 1, 1.1, 1.1] keep 4 pixels (floor(4.4)) but sample at (x + 0.5) / 1.1 -
+    0.5: not the input."""
+    g, x = graph_with_x((2, 3, 4, 4))
+    scales = g.add_constant("scales", np.array([1, 1, 1.1, 1.1], np.float32))
+    node = g.add_node("Resize", [x, None, scales], attrs={"mode": "linear"}, outputs=["y"],
+                      name="r")
+    g.outputs = node.outputs
+    infer_shapes(g)
+    assert g.outputs[0].meta.shape == (2, 3, 4, 4)
+    eliminate_identities(g)
+    assert [n.name for n in g.nodes] == ["r"]
+
+
 def test_cse_merges_equal_nodes_only():
     g, x = graph_with_x()
     a = g.add_node("Softmax", [x], attrs={"axis": 1}, name="a")

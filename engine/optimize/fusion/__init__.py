@@ -60,7 +60,8 @@ FUSIONS: list[Fusion] = [
     # The rotary embedding's Muls and Add are its own before any epilogue or chain row
     # could take them.
     rope.ROW,
-    dataclasses.replace(attention.ROW, after=("layernorm",)),
+    rope.TRANSPOSED_ROW,
+    dataclasses.replace(attention.ROW, after=("layernorm", "rope_transpose")),
     # The epilogues of a Conv/MatMul/Gemm: bias, then the residual sum, then the activation
     # (oneDNN applies post-ops in that order); a Conv's BatchNormalization is folded first,
     # and the Erf form of GELU must be one Gelu node before it can be an activation.

@@ -14,11 +14,13 @@ from a table), and either operand order of the Muls and the Add is the same thin
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ...ir import Graph, Node, Value
 from ...ops.attention import ROPE
-from .match import Fusion, on_device, other, replace_region, sole_producer
+from .match import Fusion, on_device, other, rename_output, replace_region, sole_producer
 
 
 def _slice_bounds(node: Node, d: int) -> tuple[int, int] | None:
@@ -90,10 +92,122 @@ def _match_rope(graph: Graph, add: Node):
     return None
 
 
-def _rewrite_rope(graph: Graph, add: Node, ctx) -> str:
+def _match_partial(graph: Graph, cat: Node):
+    """concat(Rope(X[..., :r]), X[..., r:]) along the last axis: the partial rotary of Phi
+    and GPT-NeoX, one Rope of X with rotary_dim r (the kernel copies the rest)."""
+    y = cat.outputs[0]
+    if len(cat.inputs) != 2 or y.meta is None or y.meta.rank is None \
+            or int(cat.attrs.get("axis", 0)) % y.meta.rank != y.meta.rank - 1:
+        return None
+    rope = sole_producer(graph, cat.inputs[0], {ROPE})
+    rest = sole_producer(graph, cat.inputs[1], {"Slice"})
+    head = sole_producer(graph, rope.input(0), {"Slice"}) if rope is not None else None
+    if head is None or rest is None or rope.attrs.get("rotary_dim", 0) \
+            or head.input(0) is not rest.input(0) or not on_device(cat, rope, head, rest):
+        return None
+    x = head.input(0)
+    d = x.meta.shape[-1] if x.meta is not None and x.meta.rank else None
+    if not isinstance(d, int) or x.meta != y.meta:
+        return None
+    r = _slice_bounds(head, d)
+    if r is None or r[0] != 0 or _slice_bounds(rest, d) != (r[1], d) or r[1] % 2:
+        return None
+    return x, rope.input(1), rope.input(2), r[1], [head, rest, rope, cat]
+
+
+def _match(graph: Graph, node: Node):
+    if node.op_type == "Concat":
+        return _match_partial(graph, node)
+    return _match_rope(graph, node)
+
+
+def _rewrite_rope(graph: Graph, last: Node, ctx) -> str:
+    if len(ctx) == 5:
+        x, cos, sin, r, nodes = ctx
+        node = replace_region(graph, last, nodes, ROPE, [x, cos, sin], {"rotary_dim": r})
+        return (f"Rope(partial, rotary_dim {r}): {node.name} took "
+                f"{', '.join(n.name for n in nodes)}")
     x, cos, sin, nodes = ctx
-    node = replace_region(graph, add, nodes, ROPE, [x, cos, sin], {})
+    node = replace_region(graph, last, nodes, ROPE, [x, cos, sin], {})
     return f"Rope: {node.name} took {', '.join(n.name for n in nodes)}"
 
 
-ROW = Fusion("rope", _match_rope, _rewrite_rope, produces=("Rope",))
+ROW = Fusion("rope", _match, _rewrite_rope, produces=("Rope",))
+
+
+# ---- the head-split Transpose after the Rope -------------------------------------------------
+def _permuted_table(graph: Graph, t: Value, rank: int, inv: tuple[int, ...],
+                    before: Node) -> Value | None:
+    """cos or sin (leading axes padded to `rank`) with its axes permuted by `inv`: a view
+    (Reshape) when only unit axes move, a new constant when it is one, else None."""
+    shape = (1,) * (rank - t.meta.rank) + tuple(t.meta.shape)
+    moved = tuple(shape[i] for i in inv)
+    if t.is_constant:
+        return graph.add_constant(None, np.ascontiguousarray(
+            np.transpose(np.asarray(t.const).reshape(shape), inv)))
+    big = [i for i in inv if shape[i] != 1]
+    if big != sorted(big):
+        return None
+    target = graph.add_constant(None, np.asarray(moved, np.int64))
+    view = graph.add_node("Reshape", [t, target], name=graph.unique_name("rope_table_view"),
+                          after=before)
+    view.meta.engine, view.meta.partition = before.meta.engine, before.meta.partition
+    view.outputs[0].meta = dataclasses.replace(t.meta, shape=moved)
+    return view.outputs[0]
+
+
+def _match_transposed(graph: Graph, rope: Node):
+    """Rope(Transpose(X, perm)) with perm keeping the last axis: the head split of the
+    projections ([B, S, H, D] -> [B, H, S, D]) before the rotary embedding."""
+    if rope.op_type != ROPE:
+        return None
+    t = sole_producer(graph, rope.input(0), {"Transpose"})
+    x = t.input(0) if t is not None else None
+    cos, sin = rope.input(1), rope.input(2)
+    if x is None or not on_device(rope, t) or x.meta is None or not x.meta.is_static \
+            or any(v.meta is None or not v.meta.is_static for v in (cos, sin)):
+        return None
+    rank = x.meta.rank
+    perm = tuple(int(p) for p in t.attrs.get("perm", range(rank - 1, -1, -1)))
+    if len(perm) != rank or perm[-1] != rank - 1 or cos.meta.rank > rank \
+            or sin.meta.rank > rank:
+        return None
+    inv = tuple(int(i) for i in np.argsort(perm))
+    for v in (cos, sin):
+        shape = (1,) * (rank - v.meta.rank) + tuple(v.meta.shape)
+        if not v.is_constant and [i for i in inv if shape[i] != 1] != \
+                sorted(i for i in inv if shape[i] != 1):
+            return None
+    return t, x, perm, inv
+
+
+def _rewrite_transposed(graph: Graph, rope: Node, ctx) -> str:
+    t, x, perm, inv = ctx
+    before = graph.nodes[graph.nodes.index(rope) - 1]
+    tables = []
+    for v in (rope.input(1), rope.input(2)):
+        table = _permuted_table(graph, v, x.meta.rank, inv, before)
+        if table.producer is not None:
+            before = table.producer
+        tables.append(table)
+    node = graph.add_node(ROPE, [x, *tables], attrs=dict(rope.attrs),
+                          name=graph.unique_name("graphengine.rope"), after=rope)
+    node.meta.engine, node.meta.partition = rope.meta.engine, rope.meta.partition
+    node.outputs[0].meta = x.meta
+    out = rope.outputs[0]
+    turn = graph.add_node("Transpose", [node.outputs[0]], attrs={"perm": list(perm)},
+                          name=graph.unique_name(t.name), after=node)
+    turn.meta.engine, turn.meta.partition = t.meta.engine, t.meta.partition
+    turn.outputs[0].meta = out.meta
+    graph.replace_all_uses(out, turn.outputs[0])
+    graph.remove_node(rope)
+    graph.remove_node(t)
+    rename_output(graph, turn.outputs[0], out.name)
+    node.meta.fused = (rope.name, *rope.meta.fused)
+    return f"Rope before its Transpose: {node.name} reads {x.name}, {turn.name} {list(perm)} after"
+
+
+# After `rope`, before `attention`: the Transpose then meets the attention, which reads it as
+# a perm (the kernel's strided operand), so the head split costs no copy.
+TRANSPOSED_ROW = Fusion("rope_transpose", _match_transposed, _rewrite_transposed,
+                        after=("rope",), produces=("Rope",))

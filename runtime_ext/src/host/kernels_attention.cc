@@ -21,6 +21,7 @@
 // added by a loop instead, and such operands are first copied dense by a reorder.
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include <omp.h>
@@ -319,7 +320,10 @@ namespace {
 // (engine/optimize/fusion/rope.py) from the Slices, Neg, Concat, two Muls and the Add
 // exporters write: Y = X * cos + rotate_half(X) * sin, rotate_half(X) = [-X2, X1] for the
 // halves X1, X2 of the last axis. cos and sin (float32, the same shape) span the last axis
-// and broadcast over the others (positions x heads); each row of X is read once.
+// and broadcast over the others (positions x heads); each row of X is read once. A partial
+// rotary (Phi, GPT-NeoX: attribute rotary_dim r < the last axis d) rotates the first r
+// elements of each row with cos/sin spanning r and copies the other d - r, so the Slices
+// and the Concat around a Rope of the sliced part cost nothing.
 class RopeKernel : public Kernel {
  public:
   explicit RopeKernel(const KernelArgs& a) {
@@ -334,7 +338,10 @@ class RopeKernel : public Kernel {
     if (x_->rank() < 1 || x_->shape.back() % 2) invalid("X ", shape_str(x_->shape), " needs an even last axis");
     if (cos_->shape != sin_->shape) invalid("cos ", shape_str(cos_->shape), " and sin ", shape_str(sin_->shape), " differ");
     d_ = x_->shape.back();
-    if (cos_->rank() < 1 || cos_->shape.back() != d_) invalid("cos ", shape_str(cos_->shape), " must span X's last axis (", d_, ")");
+    r_ = a.attr_int("rotary_dim", 0);
+    if (r_ == 0) r_ = d_;
+    if (r_ < 0 || r_ > d_ || r_ % 2) invalid("rotary_dim ", r_, " must be even and at most X's last axis (", d_, ")");
+    if (cos_->rank() < 1 || cos_->shape.back() != r_) invalid("cos ", shape_str(cos_->shape), " must span the rotated part of X's last axis (", r_, ")");
     // The rows of X (its last axis) and where each row's cos/sin row starts: the plan of
     // the broadcast over the leading axes.
     Shape lead_x(x_->shape.begin(), x_->shape.end() - 1), lead_c(cos_->shape.begin(), cos_->shape.end() - 1);
@@ -347,15 +354,16 @@ class RopeKernel : public Kernel {
     const float* c = ctx.ptr<const float>(*cos_);
     const float* s = ctx.ptr<const float>(*sin_);
     float* y = ctx.ptr<float>(*y_);
-    const int64_t d = d_, h = d_ / 2;
+    const int64_t d = d_, r = r_, h = r_ / 2;
     for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
       for (int64_t i = 0; i < n; ++i) {  // row o + i of X, cos/sin row off[0] + i * st[0]
         const float* xr = x + (o + i) * d;
-        const float* cr = c + (off[0] + i * st[0]) * d;
-        const float* sr = s + (off[0] + i * st[0]) * d;
+        const float* cr = c + (off[0] + i * st[0]) * r;
+        const float* sr = s + (off[0] + i * st[0]) * r;
         float* yr = y + (o + i) * d;
         for (int64_t k = 0; k < h; ++k) yr[k] = xr[k] * cr[k] - xr[k + h] * sr[k];
-        for (int64_t k = h; k < d; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
+        for (int64_t k = h; k < r; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
+        if (r < d) std::memcpy(yr + r, xr + r, static_cast<size_t>(d - r) * sizeof(float));
       }
     });
     return Status::Ok();
@@ -364,7 +372,7 @@ class RopeKernel : public Kernel {
 
  private:
   const TensorInfo *x_, *cos_, *sin_, *y_;
-  int64_t d_ = 0;
+  int64_t d_ = 0, r_ = 0;  // the last axis, its rotated prefix
   BroadcastPlan plan_;
 };
 
