@@ -272,8 +272,8 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
         attrs["has_bias"] = 1
         inputs.append(ins[2])
     for key in ("_activation", "_activation_alpha", "_activation_beta", "_activation2",
-                "_activation2_alpha", "_activation2_beta", "_integer_operands",
-                "_bf16_activations"):
+                "_activation2_alpha", "_activation2_beta", "_activation_scale",
+                "_activation_shift", "_integer_operands", "_bf16_activations"):
         if key in node.attrs:
             attrs[key[1:]] = node.attrs[key]
     if node.attrs.get("_sum"):

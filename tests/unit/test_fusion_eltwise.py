@@ -111,7 +111,7 @@ def test_nchw_chain_between_convolutions_stays_channels_last():
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Sigmoid", ["c"], ["s"]),
              helper.make_node("Mul", ["c", "s"], ["m"]),
-             helper.make_node("Mul", ["m", "k"], ["z"]),
+             helper.make_node("Mul", ["m", "m"], ["z"]),  # not a scalar: not the Conv's
              helper.make_node("Add", ["z", "k"], ["z2"]),
              helper.make_node("Conv", ["z2", "w"], ["y"], pads=[1, 1, 1, 1])]
     model = _model(nodes, [1, 4, 6, 6], {"w": w, "k": 1.5})
@@ -119,18 +119,19 @@ def test_nchw_chain_between_convolutions_stays_channels_last():
     fusions, ops = _run(model, [1, 4, 6, 6])
     assert ops.count("EltwiseChain") == 1
     assert sum(op == "TransData" for op in ops) == 2  # graph input and output only
-    # x * sigmoid(x) is the Conv's Swish epilogue; the scale and shift are one chain
+    # x * sigmoid(x) is the Conv's Swish epilogue; the square and shift are one chain
     assert any(f.startswith("Conv+Swish") for f in compiled.report.fusions)
     assert any(f.startswith("EltwiseChain(Mul+Add)") for f in compiled.report.fusions)
 
 
 def test_a_lone_scalar_binary_between_convolutions_keeps_their_layout():
     """Mul by a scalar constant is layout-agnostic (the scalar broadcasts alike in every
-    format), as the runtime's elementwise rule says: no conversion around it. (The Relu
-    keeps the Mul from folding into the Conv's weights.)"""
+    format), as the runtime's elementwise rule says: no conversion around it. (The residual
+    sum keeps the Mul from folding into the Conv's weights; without an activation it is no
+    linear step after one either.)"""
     w = RNG.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2
     nodes = [helper.make_node("Conv", ["x", "w"], ["c0"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c0"], ["c"]),
+             helper.make_node("Add", ["c0", "x"], ["c"]),
              helper.make_node("Mul", ["c", "k"], ["z"]),
              helper.make_node("Conv", ["z", "w"], ["y"], pads=[1, 1, 1, 1])]
     fusions, ops = _run(_model(nodes, [1, 4, 6, 6], {"w": w, "k": 1.5}), [1, 4, 6, 6])

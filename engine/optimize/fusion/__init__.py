@@ -27,6 +27,7 @@ from ...target import Target
 from ...target import get as get_target
 from . import (
     activation,
+    activation_affine,
     activation_form,
     attention,
     conv_bias,
@@ -34,8 +35,10 @@ from . import (
     conv_bn,
     conv_dw,
     conv_head,
+    conv_stride,
     eltwise,
     erf_gelu,
+    hard_swish,
     layernorm,
     matmul_bias,
     pad_conv,
@@ -71,9 +74,15 @@ FUSIONS: list[Fusion] = [
     # spellings) become their op where they can be an epilogue: after the structural Erf-GELU
     # row has taken its own form and the bias has joined its MatMul/Gemm/Conv.
     dataclasses.replace(activation_form.ROW, after=("erf_gelu", "matmul_bias")),
+    # HardSwish written with a Clip (Paddle's export) becomes the op, after the Conv's
+    # per-channel affine (a BatchNorm as Mul and Add) joined the Conv, so it can be an epilogue.
+    dataclasses.replace(hard_swish.ROW, after=("conv_bias",)),
     dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
     dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "activation_form",
-                                               "matmul_bias", "residual_add")),
+                                               "hard_swish", "matmul_bias", "residual_add")),
+    # A 1x1 Conv's stride moves up into the Conv that makes its input, epilogues and all
+    # (its residual sum subsampled), before the Convs are merged into bigger kernels.
+    dataclasses.replace(conv_stride.ROW, after=("residual_add", "activation")),
     # Depthwise, block and head fusions merge Conv nodes that already carry their epilogues
     # into ConvDw, ConvBlock and ConvHead nodes.
     dataclasses.replace(conv_dw.ROW, after=("activation",)),
@@ -82,9 +91,14 @@ FUSIONS: list[Fusion] = [
     # A plain Conv's second activation (a LeakyRelu's clamp): after the fused convolutions
     # took theirs, which have no second stage.
     dataclasses.replace(activation.SECOND_ROW, after=("activation", "conv_head")),
+    # A scalar affine after a plain Conv's activation (PP-LCNetV3's learnable affine block):
+    # after the rows that merge Convs into block kernels, which do not take it. A Conv has
+    # a second activation or an affine, not both (each row leaves the other's Conv alone).
+    dataclasses.replace(activation_affine.ROW, after=("activation", "conv_dw", "conv_block",
+                                                      "conv_head")),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
-                                            "conv_block", "conv_head")),
+                                            "conv_block", "conv_head", "activation_affine")),
 ]
 
 

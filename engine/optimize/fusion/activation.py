@@ -87,8 +87,10 @@ def _match_second(graph: Graph, act: Node):
     if found is None:
         return None
     conv, view = found
+    # (an affine after the activation would have to come before this one: left alone)
     if not on_device(conv, act) or not conv.attrs.get("_activation") \
-            or conv.attrs.get("_activation2"):
+            or conv.attrs.get("_activation2") or "_activation_scale" in conv.attrs \
+            or "_activation_shift" in conv.attrs:
         return None
     return conv, view, {"_activation2" + k: v for k, v in attrs.items()}
 

@@ -112,11 +112,18 @@ Fusion parse_activation(const KernelArgs& a, const std::string& key) {
   } else {
     invalid("unknown ", key, " '", act, "'");
   }
+  const std::string scale_key = key + "_scale", shift_key = key + "_shift";
+  if (a.has_attr(scale_key.c_str()) || a.has_attr(shift_key.c_str())) {
+    f.linear = true;
+    f.scale = static_cast<float>(a.attr_float(scale_key.c_str(), 1.0));
+    f.shift = static_cast<float>(a.attr_float(shift_key.c_str(), 0.0));
+  }
   return f;
 }
 
 void append_activation(const Fusion& f, dnnl::post_ops* ops) {
   if (f.activation) ops->append_eltwise(f.alg, f.alpha, f.beta);
+  if (f.activation && f.linear) ops->append_eltwise(dnnl::algorithm::eltwise_linear, f.scale, f.shift);
 }
 
 dnnl::primitive_attr make_attr(const dnnl::post_ops& ops) {

@@ -39,6 +39,8 @@ bool md_format(const dnnl::memory::desc& md, Format* out);
 // The fusion attributes of Conv, Gemm and MatMul:
 //   activation: "" | Relu | LeakyRelu | Clip | Sigmoid | Tanh | Gelu | GeluTanh |
 //               HardSwish | HardSigmoid | Swish, with activation_alpha / activation_beta,
+//   activation_scale / activation_shift: y = scale * act(x) + shift after the activation
+//               (a learnable affine block after it: PP-LCNetV3's), one linear post-op,
 //   sum: 1 -> the node's last input is a residual added before the activation.
 struct Fusion {
   bool sum = false;
@@ -46,6 +48,9 @@ struct Fusion {
   dnnl::algorithm alg = dnnl::algorithm::undef;
   float alpha = 0.f;
   float beta = 0.f;
+  bool linear = false;  // scale * act(x) + shift after the activation
+  float scale = 1.f;
+  float shift = 0.f;
 };
 
 // Padding of one spatial axis of a convolution or pool under ONNX `auto_pad`: *pb / *pe

@@ -379,6 +379,7 @@ Status ConvKernel::run(ExecContext& ctx) {
 // ---- inverted-residual block (ConvBlock) ---------------------------------------------
 block::Clip block_clip(const Fusion& f, const char* stage) {
   if (!f.activation) return {};
+  if (f.linear) invalid("the block kernel takes no scale or shift after the ", stage, " stage's activation");
   const float inf = std::numeric_limits<float>::infinity();
   if (f.alg == dnnl::algorithm::eltwise_relu && f.alpha == 0.f) return {true, 0.f, inf};
   if (f.alg == dnnl::algorithm::eltwise_clip_v2 || f.alg == dnnl::algorithm::eltwise_clip) {
@@ -617,6 +618,7 @@ ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
   if (fusion.sum) invalid("ConvHead takes no residual (sum)");
+  if (fusion.linear) invalid("ConvHead takes no scale or shift after its activation");
   if (a.inputs.size() != 5) invalid("ConvHead takes X, W, B, the fc weight and bias, got ", a.inputs.size(), " inputs");
   const TensorInfo& x = a.in(0);
   const TensorInfo& w = a.in(1);

@@ -303,6 +303,7 @@ std::unique_ptr<Kernel> make_gemv(const KernelArgs& a, const GemvSpec& s, const 
   if (!cpu_has_avx512() || s.rows < 1 || (s.rows > kMaxGemvRows && !skinny) || s.k < 1 || s.n < 1) return nullptr;
   if (!s.b->constant() || !s.b->data) return nullptr;
   Epilogue e;
+  if (f.linear) return nullptr;  // the oneDNN kernel applies it as a post-op
   if (f.activation) {
     if (f.alg == dnnl::algorithm::eltwise_relu) {
       e.act = Epilogue::Act::kRelu;

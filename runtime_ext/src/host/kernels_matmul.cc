@@ -97,7 +97,7 @@ Status MatmulKernel::run(ExecContext& ctx) {
 
 // The activation's post-op, unless it is a GELU (erf) that run() applies itself.
 void append_or_take_activation(const Fusion& f, MatmulKernel* k, dnnl::post_ops* ops) {
-  if (f.activation && f.alg == dnnl::algorithm::eltwise_gelu_erf && cpu_has_avx512()) {
+  if (f.activation && f.alg == dnnl::algorithm::eltwise_gelu_erf && !f.linear && cpu_has_avx512()) {
     k->gelu_ = true;
   } else {
     append_activation(f, ops);
