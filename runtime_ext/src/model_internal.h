@@ -25,6 +25,12 @@ std::string node_prefix(const std::string& name, const std::string& op);
 // quiet machine ~40 narrow launches in the first ~2000, then two in 1024).
 constexpr uint32_t kProbeMin = 16;
 constexpr uint32_t kProbeMax = 1024;
+// A model whose launches take longer than this builds (and first probes) its narrow set
+// only after kProbeMin launches, not on its second: a probe is two launches of the narrow set
+// (each about `width` times a wide one), which on a 300 ms batch-8 segmentation net made
+// the first few requests 2-4 times slower; 16 launches amortize it. Short launches (where
+// a loaded machine's barrier waits cost the most, relatively) probe at once.
+constexpr uint64_t kEarlyProbeNs = 20'000'000;
 
 struct Model::Launch {
   int64_t iterations = 1;

@@ -108,6 +108,30 @@ def test_a_probe_of_the_other_kernel_set_is_a_warm_up_then_a_timed_launch():
     assert stats["runs"] == 203 and 2 <= stats["probe_warmups"] <= 1 + 200 // 16
 
 
+def test_a_long_launch_probes_its_narrow_set_only_after_a_streak():
+    """A launch of tens of milliseconds (here a 17-GFLOP product on 2 threads: over 38 ms
+    even at this CPU's FMA peak) does not build and probe its single-threaded set on its
+    second launch: the probe's two narrow launches made the first requests of a heavy
+    model 2-4 times slower. It waits kProbeMin (16) launches, then probes as usual."""
+    dev = rt.Device(threads=2)
+    b = SpecBuilder("heavy")
+    a = b.input("a", "float32", (1024, 4096))
+    w = b.const("w", (randn(4096, 2048) * 0.02).astype(np.float32))
+    y = b.tensor("y", "float32", (1024, 2048))
+    b.kernel("MatMul", [a, w], [y])
+    b.outputs = [y]
+    m = b.load(dev)
+    x = randn(1024, 4096)
+    for _ in range(15):
+        m.execute([x])
+    stats = m.stats()
+    assert stats["probe_warmups"] == 0 and stats["narrow_runs"] == 0, stats
+    for _ in range(3):
+        m.execute([x])
+    stats = m.stats()  # the 17th launch builds it and warms it up, the 18th is timed
+    assert stats["probe_warmups"] == 1 and stats["narrow_runs"] >= 2, stats
+
+
 def test_a_width_one_model_has_no_narrow_set():
     dev = rt.Device(threads=1)
     m = _chain().load(dev)
