@@ -74,10 +74,13 @@ def _match(node: Node) -> tuple[Value, int, np.ndarray] | None:
     cast = a.producer
     if table.dtype != np.float32 or table.ndim != 2 or a.meta is None \
             or a.meta.dtype.numpy != np.float32 or cast.input(0) is None \
-            or cast.input(0).producer is None or not np.isfinite(table).all():
+            or cast.input(0).producer is None:
         return None
     found = _ids_against_range(cast.input(0).producer)
-    if found is None or _static(a)[-1] != table.shape[0]:
+    a_shape = _static(a)
+    # the table's scan last: only for a product that is a one-hot's
+    if found is None or a_shape is None or a_shape[-1] != table.shape[0] \
+            or not np.isfinite(table).all():
         return None
     return found[0], found[1], table
 

@@ -300,7 +300,7 @@ class Model {
   uint32_t probe_every_ = 0;
   bool probe_next_ = false;  // guarded by mode_mu_: the warm-up ran; the next alone launch is timed
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
-  std::atomic<uint32_t> launches_seen_{0};  // launches asked for (read until the narrow set is built)
+  std::atomic<uint32_t> launches_seen_{0};  // launches asked for while the narrow set is not built
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task
 };

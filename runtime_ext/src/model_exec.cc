@@ -314,8 +314,8 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   // The narrow set is built when a launch first wants it: the second one (its first
   // probe, pick_narrow) or, where launches are long (kEarlyProbeNs), the kProbeMin-th; or
   // one beside another launch; never on the first launch's path.
-  const uint32_t seen = launches_seen_.fetch_add(1, std::memory_order_relaxed);
   if (has_narrow_ && !narrow_ready_.load(std::memory_order_acquire)) {
+    const uint32_t seen = launches_seen_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t typical = launch_ns_.load(std::memory_order_relaxed);
     if (in_flight_.load(std::memory_order_relaxed) > 0 ||
         (typical != 0 && (typical <= kEarlyProbeNs || seen >= kProbeMin))) {

@@ -11,7 +11,6 @@ from onnx import TensorProto, helper, numpy_helper
 from graphengine.engine.importers import load_model
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import LoadedModel
-from graphengine.engine.target import get as get_target
 
 RNG = np.random.default_rng(19)
 
@@ -50,12 +49,6 @@ def _conv_tasks(compiled):
             if t.kind == "kernel" and t.op == "Conv"]
 
 
-needs_activation2 = pytest.mark.skipif(
-    not get_target().conv_activation2,
-    reason="the native runtime in use predates Conv's activation2 (rebuild runtime_ext)")
-
-
-@needs_activation2
 @pytest.mark.parametrize("bound,value", [("Max", -0.4), ("Min", 0.3)])
 def test_a_clamp_after_the_activation_is_the_convs_second_activation(bound, value):
     """openWakeWord's Conv -> LeakyRelu -> Max(x, -0.4) runs as one Conv task whose
