@@ -28,6 +28,29 @@ from tests import zoo  # noqa: E402
 RNG = np.random.default_rng(7)
 
 
+class _Builder:
+    """Nodes and initializers of an ONNX graph under construction."""
+
+    def __init__(self):
+        self.nodes, self.inits = [], {}
+
+    def init(self, name, value):
+        self.inits[name] = np.asarray(value)
+        return name
+
+    def node(self, op, ins, out, **attrs):
+        self.nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+        return out
+
+    def model(self, name, inputs, outputs) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs,
+                                  [numpy_helper.from_array(v, k) for k, v in self.inits.items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                  ir_version=8)
+        onnx.checker.check_model(model)
+        return model
+
+
 def attention_model(b, s, h, d, *, mask=None, scale="div", sk=None, extra_output=None,
                     k_transpose=(0, 2, 3, 1)) -> onnx.ModelProto:
     """One attention block laid out the way torch exports BERT's self-attention.
@@ -42,20 +65,13 @@ def attention_model(b, s, h, d, *, mask=None, scale="div", sk=None, extra_output
     """
     sk = sk or s
     hd = h * d
-    nodes, inits = [], {}
+    gb = _Builder()
+    init, node = gb.init, gb.node
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, hd])]
     kv_src = "x"
     if sk != s:
         inputs.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [b, sk, hd]))
         kv_src = "m"
-
-    def init(name, value):
-        inits[name] = np.asarray(value)
-        return name
-
-    def node(op, ins, out, **attrs):
-        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
-        return out
 
     for p, src, n in (("q", "x", s), ("k", kv_src, sk), ("v", kv_src, sk)):
         w = init(f"w{p}", RNG.normal(0, 1 / math.sqrt(hd), (hd, hd)).astype(np.float32))
@@ -99,11 +115,7 @@ def attention_model(b, s, h, d, *, mask=None, scale="div", sk=None, extra_output
     if extra_output:
         shape = {"k_t": [b, h, d, sk], "ctx_t": [b, s, h, d]}.get(extra_output, [b, h, s, sk])
         outputs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT, shape))
-    graph = helper.make_graph(nodes, "attention", inputs, outputs,
-                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.checker.check_model(model)
-    return model
+    return gb.model("attention", inputs, outputs)
 
 
 def feeds_for(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -336,3 +348,105 @@ def test_zoo_bert_fuses_every_layer_and_matches_onnxruntime(batch, seq):
     assert len(lines) == 2 and all("4 Transposes" in f and "mask" in f for f in lines), lines
     assert ops.count("FusedAttention") == 2
     assert "Transpose" not in ops and "Softmax" not in ops
+
+
+# ---- several additive terms: T5's position bias and mask ---------------------------------
+def biased_attention_model(b, s, h, d, *, layers=2, bias="const") -> onnx.ModelProto:
+    """`layers` attention blocks laid out the way T5 exports them: no scale, the scores plus
+    a relative-position bias [1,h,s,s] (block 0's, shared by every layer: "const" random,
+    "zeros" as T5's cross-attention, "input" a computed float input) and then the extended
+    mask [b,1,1,s] made from an int64 attention_mask input."""
+    hd = h * d
+    gb = _Builder()
+    init, node = gb.init, gb.node
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, hd]),
+              helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, s])]
+
+    if bias == "input":
+        inputs.append(helper.make_tensor_value_info("pos_bias", TensorProto.FLOAT,
+                                                    [1, h, s, s]))
+    else:
+        init("pos_bias", np.zeros((1, h, s, s), np.float32) if bias == "zeros"
+             else RNG.normal(size=(1, h, s, s)).astype(np.float32))
+    m = node("Unsqueeze", ["attention_mask", init("axes", np.array([1, 2], np.int64))], "m1")
+    m = node("Cast", [m], "m2", to=TensorProto.FLOAT)
+    m = node("Sub", [init("one", np.float32(1)), m], "m3")
+    node("Mul", [m, init("neg", np.float32(-1e9))], "ext_mask")
+    x = "x"
+    for i in range(layers):
+        for p in "qkv":
+            w = init(f"w{p}{i}", RNG.normal(0, 1 / math.sqrt(hd), (hd, hd)).astype(np.float32))
+            mm = node("MatMul", [x, w], f"{p}_proj{i}")
+            node("Reshape", [mm, init(f"heads{i}{p}", np.array([b, s, h, d], np.int64))],
+                 f"{p}_heads{i}")
+        q = node("Transpose", [f"q_heads{i}"], f"q_t{i}", perm=[0, 2, 1, 3])
+        k = node("Transpose", [f"k_heads{i}"], f"k_t{i}", perm=[0, 2, 3, 1])
+        v = node("Transpose", [f"v_heads{i}"], f"v_t{i}", perm=[0, 2, 1, 3])
+        scores = node("MatMul", [q, k], f"scores{i}")
+        scores = node("Add", [scores, "pos_bias"], f"biased{i}")
+        scores = node("Add", [scores, "ext_mask"], f"masked{i}")
+        probs = node("Softmax", [scores], f"probs{i}", axis=-1)
+        ctx = node("MatMul", [probs, v], f"ctx{i}")
+        ctx = node("Transpose", [ctx], f"ctx_t{i}", perm=[0, 2, 1, 3])
+        x = node("Reshape", [ctx, init(f"merge{i}", np.array([b, s, hd], np.int64))],
+                 f"y{i}")
+    return gb.model("t5_attention", inputs,
+                    [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, s, hd])])
+
+
+def test_position_bias_and_mask_become_one_shared_mask():
+    # T5's encoder: every layer adds the same bias and mask; the fused nodes read one sum of
+    # the two, computed by one Add for both layers
+    model = biased_attention_model(2, 6, 3, 4)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    lines = attention_lines(compiled)
+    assert len(lines) == 2, compiled.report.fusions
+    for line in lines:
+        assert line.startswith("Attention(MatMul+Add+Add+Softmax+MatMul, 4 Transposes)"), line
+        assert "mask pos_bias + ext_mask as attention_mask" in line, line
+    assert ops.count("FusedAttention") == 2 and "Softmax" not in ops
+    assert ops.count("Add") == 1  # the shared bias + mask
+    assert "Transpose" not in ops
+
+
+def test_a_zero_position_bias_is_dropped():
+    # T5's cross-attention adds a bias of zeros: the mask alone is the kernel's mask
+    model = biased_attention_model(2, 5, 2, 4, layers=1, bias="zeros")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert line.endswith("(scale 1, mask pos_bias + ext_mask as ext_mask)"), line
+    assert "Add" not in ops and ops.count("FusedAttention") == 1
+
+
+def test_a_computed_position_bias_is_added_at_run_time():
+    model = biased_attention_model(1, 7, 2, 3, layers=2, bias="input")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    assert len(attention_lines(compiled)) == 2
+    assert ops.count("Add") == 1 and ops.count("FusedAttention") == 2
+
+
+def test_constant_terms_are_summed_once_at_compile_time():
+    # a decoder's causal mask and its bias, both constant: one constant for both layers
+    model = biased_attention_model(2, 4, 2, 4)
+    for n in model.graph.node:  # the mask: -1e9 * a constant causal pattern
+        if n.name == "ext_mask":
+            n.input[0] = "causal"
+    c = np.triu(np.ones((4, 4), np.float32), k=1)[None, None]
+    model.graph.initializer.append(numpy_helper.from_array(c, "causal"))
+    for n in list(model.graph.node):
+        if n.output[0] in ("m1", "m2", "m3"):
+            model.graph.node.remove(n)
+    del model.graph.input[1]  # attention_mask is no longer read
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    lines = attention_lines(compiled)
+    assert len(lines) == 2 and all("as attention_mask(" in line for line in lines), lines
+    assert len({line.rsplit(" as ", 1)[1] for line in lines}) == 1  # one shared constant
+    assert "Add" not in ops and ops.count("FusedAttention") == 2

@@ -17,6 +17,14 @@ split and merge cost nothing; the scalar factors multiply into `scale`; the mask
 tensor (constant or computed, e.g. from the attention_mask input) that broadcasts to the
 scores without enlarging them.
 
+T5 (and other relative-position models) add two terms to the scores: the position bias
+[1,H,Sq,Sk] and then the extended mask [B,1,1,Sk] (`Add(Add(scores, bias), mask)`). The row
+takes up to `_MAX_TERMS` such Adds and hands the kernel their sum as its one mask: constant
+terms are summed at compile time (all-zero ones, T5's cross-attention bias, are dropped), a
+computed one is added by one Add node before the fused node, shared by every layer that adds
+the same terms (T5's layers all add block 0's bias and the same mask). The scores are then
+s + (b + m) instead of (s + b) + m: the same terms, summed in another order.
+
 Like every fusion it acts inside one device partition only: each absorbed node is on the device
 in the same partition, and each absorbed intermediate has no other reader (a Transpose on an
 operand whose output is read elsewhere stays, and the node reads its output instead).
@@ -30,11 +38,16 @@ import math
 import numpy as np
 
 from ...dtypes import DType
-from ...ir import Graph, Node, Value
+from ...ir import Graph, Node, TensorMeta, Value
 from ...ops.attention import IDENTITY4
 from .match import Fusion, on_device, rename_output, sole_producer
 
 _FLOAT32_MAX = 3.4e38
+# Additive terms (mask, position bias) taken between the scores and the Softmax.
+_MAX_TERMS = 3
+# Constant terms are summed at compile time into one constant up to this many elements
+# (a larger broadcast sum is added at run time instead of being stored).
+_MAX_FOLDED_MASK = 1 << 20
 
 
 @dataclasses.dataclass
@@ -50,7 +63,7 @@ class _Match:
     q: _Operand
     k: _Operand
     v: _Operand
-    mask: Value | None
+    terms: list[Value]  # added to the scaled scores, in the graph's order
     out_perm: tuple[int, ...]
     scale: float
     nodes: list[Node]  # every absorbed node, in graph order
@@ -125,6 +138,28 @@ def _scores(graph: Graph, v: Value | None) -> tuple[Node, float, list[Node]] | N
         nodes.append(node)
 
 
+def _additive(graph: Graph, v: Value, full: TensorMeta, depth: int = 0
+              ) -> tuple[Node, float, list[Node], list[Node], list[Value]] | None:
+    """v = scaled MatMul(Q, K) + t1 + t2 ... (Adds nested left or right, each of the scores'
+    type `full`, at most _MAX_TERMS): (the MatMul, the scale factor, the scale nodes, the
+    Adds and the terms, both in graph order)."""
+    found = _scores(graph, v)
+    if found is not None:
+        return (*found, [], [])
+    add = sole_producer(graph, v, {"Add"}) if depth < _MAX_TERMS else None
+    if add is None or add.outputs[0].meta != full:
+        return None
+    for i in (0, 1):
+        chain, term = add.input(i), add.input(1 - i)
+        if chain is None or term is None or chain is term:
+            continue
+        inner = _additive(graph, chain, full, depth + 1)
+        if inner is not None:
+            mm, factor, scale_nodes, adds, terms = inner
+            return mm, factor, scale_nodes, adds + [add], terms + [term]
+    return None
+
+
 def _plain_matmul(node: Node) -> bool:
     return not any(node.attrs.get(k) for k in ("_has_bias", "_activation", "_sum"))
 
@@ -138,30 +173,16 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     scores_v = softmax.input(0)
     if not _f32_4d(scores_v):
         return None
-    mask: Value | None = None
-    add = sole_producer(graph, scores_v, {"Add"})
-    found = None
-    if add is not None:
-        for i in (0, 1):
-            m, chain = add.input(1 - i), add.input(i)
-            if m is None or chain is None or m is chain:
-                continue
-            found = _scores(graph, chain)
-            if found is not None:
-                mask = m
-                break
-        if found is None:
-            return None
-    else:
-        found = _scores(graph, scores_v)
+    found = _additive(graph, scores_v, scores_v.meta)
     if found is None:
         return None
-    mm1, factor, scale_nodes = found
+    mm1, factor, scale_nodes, adds, terms = found
     if not _plain_matmul(mm1) or mm1.outputs[0].meta != scores_v.meta:
         return None
-    if mask is not None and (mask.meta is None or not mask.meta.is_static
-                             or mask.meta.dtype is not DType.FLOAT32 or mask.meta.rank > 4):
-        return None
+    for t in terms:
+        if t.meta is None or not t.meta.is_static or t.meta.dtype is not DType.FLOAT32 \
+                or t.meta.rank > 4:
+            return None
     q = _peel(graph, mm1.input(0), mm1, scalars=True)
     k = _peel(graph, mm1.input(1), mm1, scalars=True)
     v = _peel(graph, mm2.input(1), mm2, scalars=False)
@@ -181,22 +202,22 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     scale = factor * q.factor * k.factor
     if not math.isfinite(scale) or abs(scale) > _FLOAT32_MAX:
         return None
-    nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + ([add] if add else []) + \
-        [softmax, mm2] + tail
+    nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + adds + [softmax, mm2] + tail
     if len(set(nodes)) != len(nodes) or not on_device(*nodes):
         return None
     order = {n: i for i, n in enumerate(graph.nodes)}
-    return _Match(q, k, v, mask, out_perm, scale, sorted(nodes, key=order.__getitem__))
+    return _Match(q, k, v, terms, out_perm, scale, sorted(nodes, key=order.__getitem__))
 
 
 def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
     last = m.nodes[-1]
     final = last.outputs[0]
-    inputs = [m.q.source, m.k.source, m.v.source] + ([m.mask] if m.mask is not None else [])
+    mask, anchor = _mask(graph, m.terms, last)
+    inputs = [m.q.source, m.k.source, m.v.source] + ([mask] if mask is not None else [])
     attrs = {"scale": m.scale, "q_perm": list(m.q.perm), "k_perm": list(m.k.perm),
              "v_perm": list(m.v.perm), "out_perm": list(m.out_perm)}
     node = graph.add_node("FusedAttention", inputs, attrs=attrs,
-                          name=graph.unique_name("fused_attention"), after=last)
+                          name=graph.unique_name("fused_attention"), after=anchor)
     node.meta.engine, node.meta.partition = last.meta.engine, last.meta.partition
     node.outputs[0].meta = final.meta
     graph.replace_all_uses(final, node.outputs[0])
@@ -208,9 +229,57 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
     transposes = len(m.nodes) - len(core)
     what = "+".join(core) + (f", {transposes} Transpose{'s' * (transposes != 1)}"
                              if transposes else "")
-    mask = f", mask {m.mask.name}" if m.mask is not None else ""
+    terms = " + ".join(t.name for t in m.terms)
+    if mask is not None and len(m.terms) > 1:
+        terms += f" as {mask.name}"
     return (f"Attention({what}): {len(m.nodes)} nodes -> {node.name} "
-            f"(scale {m.scale:.6g}{mask})")
+            f"(scale {m.scale:.6g}{', mask ' + terms if m.terms else ''})")
+
+
+def _mask(graph: Graph, terms: list[Value], last: Node) -> tuple[Value | None, Node]:
+    """One value holding the sum of `terms` (None for no terms, or only zeros): constants
+    summed now, computed terms added by Add nodes inserted after `last` (the match's last
+    node, so after every term's producer) or an existing identical Add before it; and the
+    node the fused node goes after (`last`, or the last Add inserted)."""
+    consts = [t for t in terms if t.is_constant and np.any(t.const)]
+    live = [t for t in terms if not t.is_constant]
+    if len(consts) > 1:
+        shape = np.broadcast_shapes(*(t.const.shape for t in consts))
+        if math.prod(shape) <= _MAX_FOLDED_MASK:
+            total = consts[0].const.astype(np.float32)
+            for t in consts[1:]:
+                total = total + t.const.astype(np.float32)
+            # named after its terms: the layers that add the same constants share it
+            name = f"attention_mask({'+'.join(t.name for t in consts)})"
+            existing = graph.values.get(name)
+            consts = [existing if existing is not None and existing.is_constant
+                      else graph.add_constant(name, total)]
+    values = consts + live
+    if not values:
+        return None, last
+    acc, anchor = values[0], last
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for t in values[1:]:
+        acc, anchor = _shared_add(graph, acc, t, last, anchor, order)
+    return acc, anchor
+
+
+def _shared_add(graph: Graph, a: Value, b: Value, last: Node, anchor: Node,
+                order: dict[Node, int]) -> tuple[Value, Node]:
+    """a + b: the output of an Add of the two already in `last`'s device partition and
+    before it (an earlier layer's), else of a new one right after `anchor`; and the new
+    anchor."""
+    for user in a.users:
+        if user.op_type == "Add" and {user.input(0), user.input(1)} == {a, b} \
+                and not user.attrs and on_device(last, user) \
+                and order.get(user, len(order)) < order[last]:
+            return user.outputs[0], anchor
+    node = graph.add_node("Add", [a, b], name=graph.unique_name("attention_mask"),
+                          after=anchor)
+    node.meta.engine, node.meta.partition = last.meta.engine, last.meta.partition
+    node.outputs[0].meta = TensorMeta(DType.FLOAT32, tuple(
+        int(d) for d in np.broadcast_shapes(a.meta.shape, b.meta.shape)))
+    return node.outputs[0], node
 
 
 ROW = Fusion("attention", match_attention, rewrite_attention, produces=("FusedAttention",))
