@@ -301,8 +301,10 @@ register(OpSchema("CausalConvWithState", 2, 4, _causal_conv_infer, _causal_conv,
 # the Transposes around them; runs as one native kernel (runtime_ext/src/host/kernels_attention.cc).
 # Q, K, V are read as stored; each perm is a Transpose the fusion absorbed (identity if none):
 #   Y = transpose(softmax(scale * Q' @ K' + mask, axis=-1) @ V', out_perm)
-# with Q' = transpose(Q, q_perm) [B,H,Sq,D], K' = transpose(K, k_perm) [B,H,D,Sk] and
-# V' = transpose(V, v_perm) [B,H,Sk,Dv]; the optional mask broadcasts to [B,H,Sq,Sk].
+# with Q' = transpose(Q, q_perm) [B,H,Sq,D], K' = transpose(K, k_perm) [B,Hkv,D,Sk] and
+# V' = transpose(V, v_perm) [B,Hkv,Sk,Dv]; the optional mask broadcasts to [B,H,Sq,Sk].
+# Grouped-query attention: Hkv may divide H, query head h reading key/value head h // (H/Hkv)
+# (the repeat_kv the fusion absorbed).
 IDENTITY4 = (0, 1, 2, 3)
 _PERMS = ("q_perm", "k_perm", "v_perm", "out_perm")
 
@@ -321,12 +323,16 @@ def _fused_attention(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     q, k, v = (widen(x) for x in ins[:3])
     mask = opt(ins, 3)
     qp, kp, vp, op = (_perm(None, a, key) for key in _PERMS)
-    scores = np.matmul(np.transpose(q, qp), np.transpose(k, kp)) * q.dtype.type(a["scale"])
+    q, k, v = np.transpose(q, qp), np.transpose(k, kp), np.transpose(v, vp)
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    scores = np.matmul(q, k) * q.dtype.type(a["scale"])
     if mask is not None:
         scores = scores + widen(mask).astype(q.dtype)
     e = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
     probs = e / np.sum(e, axis=-1, keepdims=True)
-    y = np.matmul(probs, np.transpose(v, vp))
+    y = np.matmul(probs, v)
     return [np.ascontiguousarray(np.transpose(y, op)).astype(ins[0].dtype)]
 
 
@@ -343,8 +349,10 @@ def _fused_attention_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
         raise shape_error(node, "Q, K and V must be 4-D")
     q4, k4, v4 = ([s[i] for i in p] for s, p in ((qs, qp), (ks, kp), (vs, vp)))
     b, h, sq, d = q4
-    sk, dv = k4[3], v4[3]
-    for what, got, want in (("K", k4, [b, h, d, sk]), ("V", v4, [b, h, sk, dv])):
+    hkv, sk, dv = k4[1], k4[3], v4[3]
+    if isinstance(h, int) and isinstance(hkv, int) and (hkv < 1 or h % hkv):
+        raise shape_error(node, f"K's heads ({hkv}) must divide Q's ({h})")
+    for what, got, want in (("K", k4, [b, hkv, d, sk]), ("V", v4, [b, hkv, sk, dv])):
         if any(isinstance(x, int) and isinstance(y, int) and x != y for x, y in zip(got, want)):
             raise shape_error(node, f"{what} seen through its perm is {got}, expected {want} "
                                     f"for Q seen as [B,H,Sq,D] {q4}")

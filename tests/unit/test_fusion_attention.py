@@ -450,3 +450,96 @@ def test_constant_terms_are_summed_once_at_compile_time():
     assert len(lines) == 2 and all("as attention_mask(" in line for line in lines), lines
     assert len({line.rsplit(" as ", 1)[1] for line in lines}) == 1  # one shared constant
     assert "Add" not in ops and ops.count("FusedAttention") == 2
+
+
+# ---- grouped-query attention: repeat_kv absorbed ------------------------------------------
+def gqa_model(b, s, h, hkv, d, *, extra_output=None) -> onnx.ModelProto:
+    """A decoder's grouped-query attention the way transformers exports it: K and V with hkv
+    heads, repeated to h by repeat_kv (Unsqueeze at 2, Expand [b,hkv,h/hkv,s,d], Reshape
+    [b,h,s,d]), a causal mask, the scale on the scores."""
+    gb = _Builder()
+    init, node = gb.init, gb.node
+    g = h // hkv
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [b, s, h * d])]
+    for p, n in (("q", h), ("k", hkv), ("v", hkv)):
+        w = init(f"w{p}", RNG.normal(0, 1 / math.sqrt(h * d), (h * d, n * d)).astype(np.float32))
+        mm = node("MatMul", ["x", w], f"{p}_proj")
+        node("Reshape", [mm, init(f"heads_{p}", np.array([b, s, n, d], np.int64))], f"{p}_heads")
+        node("Transpose", [f"{p}_heads"], f"{p}_t", perm=[0, 2, 1, 3])
+    for p in "kv":
+        u = node("Unsqueeze", [f"{p}_t", init("ax2", np.array([2], np.int64))], f"{p}_u")
+        e = node("Expand", [u, init("rep", np.array([b, hkv, g, s, d], np.int64))], f"{p}_e")
+        node("Reshape", [e, init("merged", np.array([b, h, s, d], np.int64))], f"{p}_rep")
+    k = node("Transpose", ["k_rep"], "k_tt", perm=[0, 1, 3, 2])
+    scores = node("MatMul", ["q_t", k], "scores")
+    scores = node("Mul", [scores, init("scale", np.float32(d ** -0.5))], "scaled")
+    c = np.triu(np.full((s, s), -1e9, np.float32), k=1)[None, None]
+    scores = node("Add", [scores, init("causal", c)], "masked")
+    probs = node("Softmax", [scores], "probs", axis=-1)
+    ctx = node("MatMul", [probs, "v_rep"], "ctx")
+    ctx = node("Transpose", [ctx], "ctx_t", perm=[0, 2, 1, 3])
+    node("Reshape", [ctx, init("shape_y", np.array([b, s, h * d], np.int64))], "y")
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, h * d])]
+    if extra_output:
+        outputs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT,
+                                                     [b, h, s, d]))
+    return gb.model("gqa", inputs, outputs)
+
+
+@pytest.mark.parametrize("b,s,h,hkv,d", [(2, 6, 4, 2, 8), (1, 5, 6, 1, 4), (3, 4, 8, 2, 16)])
+def test_grouped_query_attention_reads_the_key_value_heads_in_place(b, s, h, hkv, d):
+    model = gqa_model(b, s, h, hkv, d)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert line.startswith(f"Attention(MatMul+Mul+Add+Softmax+MatMul, 5 Transposes, K and V "
+                           f"repeated {h // hkv}x): 16 nodes"), line
+    assert ops.count("FusedAttention") == 1
+    for gone in ("Expand", "Unsqueeze", "Transpose"):
+        assert gone not in ops, ops
+
+
+def test_a_repeat_with_another_reader_is_not_absorbed():
+    # V's repeated heads are a graph output: V's repeat stays, so K's stays too (the kernel
+    # reads K and V with the same number of heads)
+    model = gqa_model(2, 5, 4, 2, 4, extra_output="v_rep")
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    assert_matches_ort(model, feeds, outs)
+    (line,) = attention_lines(compiled)
+    assert "repeated" not in line, line
+    assert ops.count("Expand") == 2 and ops.count("FusedAttention") == 1
+
+
+@pytest.mark.parametrize("on_host", [False, True])
+def test_fused_attention_op_with_fewer_key_value_heads(monkeypatch, on_host):
+    if on_host:
+        def device(node):
+            return "no" if node.op_type == "FusedAttention" else placement.device_accepts(node)
+
+        monkeypatch.setattr(placement, "ENGINES", [(Engine.DEVICE, device),
+                                                   (Engine.HOST, placement.host_accepts)])
+    b, s, h, hkv, d = 2, 5, 6, 2, 4
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [b, s, h, d]),
+              helper.make_tensor_value_info("k", TensorProto.FLOAT, [b, s, hkv, d]),
+              helper.make_tensor_value_info("v", TensorProto.FLOAT, [b, s, hkv, d]),
+              helper.make_tensor_value_info("mask", TensorProto.FLOAT, [b, 1, s, s])]
+    node = helper.make_node("FusedAttention", ["q", "k", "v", "mask"], ["y"], scale=0.5,
+                            q_perm=[0, 2, 1, 3], k_perm=[0, 2, 3, 1], v_perm=[0, 2, 1, 3],
+                            out_perm=[0, 2, 1, 3])
+    graph = helper.make_graph([node], "gqa_fused", inputs, [
+        helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, h, d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = feeds_for(model)
+    compiled, outs, ops = compile_and_run(model, feeds)
+    (placed,) = compiled.report.placements
+    assert placed.engine == (Engine.HOST if on_host else Engine.DEVICE).value
+    rep = {x: np.repeat(feeds[x], h // hkv, axis=2) for x in "kv"}
+    want = reference(feeds["q"], rep["k"], rep["v"], feeds["mask"], 0.5)
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-5)
+    k3 = helper.make_tensor_value_info("k", TensorProto.FLOAT, [b, s, 4, d])  # 4 does not
+    model.graph.input[1].CopyFrom(k3)                                        # divide 6
+    from graphengine.engine.errors import GraphEngineError
+    with pytest.raises(GraphEngineError, match="K's heads"):
+        compile_graph(load_model(model))

@@ -138,7 +138,12 @@ def test_bad_attributes_fail_to_load_naming_the_node(attrs, message):
     ([(1, 4, 2, 3), (1, 4, 2, 5), (1, 4, 2, 3)], (1, 4, 2, 3), None,
      r"K seen through k_perm is \[1,2,5,4\]"),
     ([(1, 4, 2, 3), (1, 4, 2, 3), (1, 6, 2, 3)], (1, 4, 2, 3), None,
-     r"V seen through v_perm is \[1,2,6,3\] but must be \[B,H,Sk,Dv\] = \[1,2,4,Dv\]"),
+     r"V seen through v_perm is \[1,2,6,3\] but must be \[B,Hkv,Sk,Dv\] = \[1,2,4,Dv\]"),
+    # grouped-query attention: K's heads (2) must divide Q's (3), V's equal K's
+    ([(1, 4, 3, 3), (1, 4, 2, 3), (1, 4, 2, 3)], (1, 4, 3, 3), None,
+     r"K seen through k_perm is \[1,2,3,4\] .* with Hkv dividing H = 3"),
+    ([(1, 4, 4, 3), (1, 4, 2, 3), (1, 4, 1, 3)], (1, 4, 4, 3), None,
+     r"V seen through v_perm is \[1,1,4,3\] but must be \[B,Hkv,Sk,Dv\] = \[1,2,4,Dv\]"),
     ([(1, 4, 6), (1, 4, 2, 3), (1, 4, 2, 3)], (1, 4, 2, 3), None, "Q must have rank 4"),
     (QKV, (1, 4, 2, 3), ["float32", "float64", "float32"], "K 'x1' must be float32"),
     (QKV + [(1, 3, 4, 4)], (1, 4, 2, 3), None,

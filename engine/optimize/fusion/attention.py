@@ -55,6 +55,7 @@ class _Operand:
     source: Value  # what the fused node reads
     perm: tuple[int, ...] = IDENTITY4  # the absorbed Transposes, composed
     factor: float = 1.0  # the absorbed scalar Mul/Div factors, multiplied
+    group: int = 1  # query heads per key/value head: an absorbed repeat_kv's factor
     nodes: list[Node] = dataclasses.field(default_factory=list)
 
 
@@ -93,14 +94,45 @@ def _scaled(node: Node) -> tuple[Value, float] | None:
     return a, c
 
 
-def _peel(graph: Graph, v: Value | None, matmul: Node, scalars: bool) -> _Operand | None:
+def _repeated_heads(graph: Graph, v: Value, matmul: Node) -> tuple[Value, int, list[Node]] | None:
+    """v = Reshape(Expand(Unsqueeze(x) [B,Hkv,1,S,D], [B,Hkv,G,S,D]), [B,Hkv*G,S,D]), the
+    repeat_kv of grouped-query attention as transformers exports it, in matmul's partition
+    and read only by the next link: (x, G, the three nodes); else None. The shapes decide
+    the axes (a unit axis inserted before S, repeated G times, merged into the heads)."""
+    reshape = sole_producer(graph, v, {"Reshape"})
+    expand = reshape and sole_producer(graph, reshape.input(0), {"Expand"})
+    unsqueeze = expand and sole_producer(graph, expand.input(0), {"Unsqueeze"})
+    if unsqueeze is None or not on_device(matmul, reshape, expand, unsqueeze):
+        return None
+    x = unsqueeze.input(0)
+    if not _f32_4d(x):
+        return None
+    b, hkv, s, d = x.meta.shape
+    group = v.meta.shape[1] // hkv
+    if group < 2 or tuple(v.meta.shape) != (b, hkv * group, s, d) \
+            or unsqueeze.outputs[0].meta.shape != (b, hkv, 1, s, d) \
+            or expand.outputs[0].meta.shape != (b, hkv, group, s, d):
+        return None
+    return x, group, [reshape, expand, unsqueeze]
+
+
+def _peel(graph: Graph, v: Value | None, matmul: Node, scalars: bool,
+          kv: bool = False) -> _Operand | None:
     """Walks up from an operand of `matmul` through absorbable Transposes (and, if `scalars`,
-    scalar Mul/Div): in matmul's device partition, with no other reader."""
+    scalar Mul/Div; if `kv`, one repeat_kv of the head axis): in matmul's device partition,
+    with no other reader."""
     if v is None or not _f32_4d(v):
         return None
     op = _Operand(v)
     kinds = {"Transpose", "Mul", "Div"} if scalars else {"Transpose"}
     while True:
+        # the logical head axis (1) must be the repeated one, axis 1 where the repeat is
+        if kv and op.group == 1 and op.perm[1] == 1:
+            repeat = _repeated_heads(graph, op.source, matmul)
+            if repeat is not None:
+                op.source, op.group, nodes = repeat
+                op.nodes += nodes
+                continue
         node = sole_producer(graph, op.source, kinds)
         if node is None or not on_device(matmul, node):
             return op
@@ -184,8 +216,11 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
                 or t.meta.rank > 4:
             return None
     q = _peel(graph, mm1.input(0), mm1, scalars=True)
-    k = _peel(graph, mm1.input(1), mm1, scalars=True)
-    v = _peel(graph, mm2.input(1), mm2, scalars=False)
+    k = _peel(graph, mm1.input(1), mm1, scalars=True, kv=True)
+    v = _peel(graph, mm2.input(1), mm2, scalars=False, kv=True)
+    if k is not None and v is not None and k.group != v.group:  # K and V repeat alike or not
+        k = _peel(graph, mm1.input(1), mm1, scalars=True)
+        v = _peel(graph, mm2.input(1), mm2, scalars=False)
     if q is None or k is None or v is None:
         return None
     # MatMul broadcasts batch dims; the kernel does not: Q, K and V must agree on [B,H].
@@ -209,6 +244,9 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     return _Match(q, k, v, terms, out_perm, scale, sorted(nodes, key=order.__getitem__))
 
 
+_REPEAT = frozenset({"Unsqueeze", "Expand", "Reshape"})
+
+
 def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
     last = m.nodes[-1]
     final = last.outputs[0]
@@ -225,10 +263,12 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
         graph.remove_node(n)
     rename_output(graph, node.outputs[0], final.name)
     node.meta.fused = tuple(name for n in m.nodes for name in (n.name, *n.meta.fused))
-    core = [n.op_type for n in m.nodes if n.op_type != "Transpose"]
-    transposes = len(m.nodes) - len(core)
+    core = [n.op_type for n in m.nodes if n.op_type != "Transpose" and n.op_type not in _REPEAT]
+    transposes = sum(n.op_type == "Transpose" for n in m.nodes)
     what = "+".join(core) + (f", {transposes} Transpose{'s' * (transposes != 1)}"
                              if transposes else "")
+    if m.k.group > 1:
+        what += f", K and V repeated {m.k.group}x"
     terms = " + ".join(t.name for t in m.terms)
     if mask is not None and len(m.terms) > 1:
         terms += f" as {mask.name}"
