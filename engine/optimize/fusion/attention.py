@@ -25,6 +25,11 @@ computed one is added by one Add node before the fused node, shared by every lay
 the same terms (T5's layers all add block 0's bias and the same mask). The scores are then
 s + (b + m) instead of (s + b) + m: the same terms, summed in another order.
 
+Grouped-query attention (Mistral, Gemma, Qwen2...): K and V have Hkv heads, repeated to Q's H
+by repeat_kv (Unsqueeze at 2, Expand by G, Reshape to [B,H,S,D]). The row absorbs that repeat
+on both K and V (with the Transposes before it), so the node's K and V keep Hkv heads and the
+kernel reads head h // G for query head h.
+
 Like every fusion it acts inside one device partition only: each absorbed node is on the device
 in the same partition, and each absorbed intermediate has no other reader (a Transpose on an
 operand whose output is read elsewhere stays, and the node reads its output instead).
