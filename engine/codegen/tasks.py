@@ -279,6 +279,9 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     if node.attrs.get("_sum"):
         attrs["sum"] = 1
         inputs.append(ins[node.attrs["_sum_input"]])
+    if node.attrs.get("_mul"):  # after the residual: the runtime takes the last input first
+        attrs["mul"] = 1
+        inputs.append(ins[node.attrs["_mul_input"]])
     return Task("kernel", node.name, 0, kernel.op, inputs, list(outs), attrs)
 
 

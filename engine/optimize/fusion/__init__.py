@@ -41,6 +41,7 @@ from . import (
     hard_swish,
     layernorm,
     matmul_bias,
+    matmul_mul,
     pad_conv,
     residual_add,
     rms_norm,
@@ -96,9 +97,13 @@ FUSIONS: list[Fusion] = [
     # a second activation or an affine, not both (each row leaves the other's Conv alone).
     dataclasses.replace(activation_affine.ROW, after=("activation", "conv_dw", "conv_block",
                                                       "conv_head")),
+    # A gated MLP's product: a MatMul's multiplier, applied after its other epilogues, so
+    # after every row that gives a MatMul one (and before the chain row could take the Mul).
+    dataclasses.replace(matmul_mul.ROW, after=_EPILOGUES),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
-                                            "conv_block", "conv_head", "activation_affine")),
+                                            "conv_block", "conv_head", "activation_affine",
+                                            "matmul_mul")),
 ]
 
 

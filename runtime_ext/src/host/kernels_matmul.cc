@@ -6,6 +6,10 @@
 // is folded into that pre-filled output as beta * C. A GELU (erf form) activation runs
 // after the primitive, over its output, by gelu.h where the CPU has AVX-512 (oneDNN's
 // post-op took 10% of bert_mini's fc1; gelu.h takes 5%), else as a post-op.
+// A MatMul's multiplier (fusion attr mul=1, the last input, the output's shape: a gated
+// MLP's other branch, SwiGLU's silu(gate) * up) multiplies the result after the activation:
+// a binary post-op, or a loop after the primitive where the GELU runs there or oneDNN would
+// fall back to its reference matmul, and after the GEMV kernel.
 #include <omp.h>
 
 #include <cstring>
@@ -46,6 +50,10 @@ class MatmulKernel : public Kernel {
   float beta_ = 0.f;
   int64_t m_ = 0, n_ = 0, c_rows_ = 0, c_cols_ = 0;
   bool gelu_ = false;  // GELU (erf) over the output after the primitive
+  const TensorInfo* mul_ = nullptr;  // the multiplier (mul=1)
+  bool mul_loop_ = false;            // multiplied by run() instead of by a post-op
+  int mul_index_ = 0;                // its post-op's index
+  dnnl::memory::desc mul_md_;
   Prim prim_;
   std::shared_ptr<const AlignedBuffer> weights_;  // constant B in oneDNN's layout (shared)
   WorkspacePlan plan_;
@@ -71,8 +79,36 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
   prim_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);
   if (bias) prim_.arg(DNNL_ARG_BIAS, *bias, Ref::of(*bias_));
   prim_.arg(DNNL_ARG_DST, dst, Ref::of(*y_));
+  if (mul_ && !mul_loop_) prim_.arg(DNNL_ARG_ATTR_MULTIPLE_POST_OP(mul_index_) | DNNL_ARG_SRC_1, mul_md_, Ref::of(*mul_));
   Prim::share_scratchpad(&plan_, {&prim_});
 }
+
+// y *= m elementwise (n floats).
+void multiply(float* y, const float* m, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 15))
+  for (int64_t i = 0; i < n; ++i) y[i] *= m[i];
+}
+
+// Another kernel (the GEMV) and then the multiplier.
+class MulAfter : public Kernel {
+ public:
+  MulAfter(std::unique_ptr<Kernel> inner, const TensorInfo* y, const TensorInfo* m)
+      : inner_(std::move(inner)), y_(y), m_(m) {}
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  void set_instances(int n) override { inner_->set_instances(n); }
+  std::string impl() const override { return inner_->impl() + " + mul"; }
+  Status run(ExecContext& ctx) override {
+    Status st = inner_->run(ctx);
+    if (!st.ok()) return st;
+    multiply(ctx.ptr<float>(*y_), ctx.ptr<const float>(*m_), y_->numel);
+    return st;
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  const TensorInfo* y_;
+  const TensorInfo* m_;
+};
 
 Status MatmulKernel::run(ExecContext& ctx) {
   float* y = ctx.ptr<float>(*y_);
@@ -92,6 +128,7 @@ Status MatmulKernel::run(ExecContext& ctx) {
   }
   prim_.execute(ctx);
   if (gelu_) gelu::erf_form(y, y, y_->numel, omp_get_max_threads());
+  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), y_->numel);
   return Status::Ok();
 }
 
@@ -104,17 +141,22 @@ void append_or_take_activation(const Fusion& f, MatmulKernel* k, dnnl::post_ops*
   }
 }
 
-// Splits off the residual input of sum=1 and checks it.
-const TensorInfo* take_residual(const KernelArgs& a, const Fusion& f, size_t* n_in) {
-  if (!f.sum) return nullptr;
-  if (*n_in < 3) invalid("sum=1 needs a residual as the last input");
+// Splits off the last input when `on` (the residual of sum=1, the multiplier of mul=1) and
+// checks it: float32, the output's shape.
+const TensorInfo* take_last(const KernelArgs& a, bool on, const char* flag, const char* what, size_t* n_in) {
+  if (!on) return nullptr;
+  if (*n_in < 3) invalid(flag, " needs a ", what, " as the last input");
   const TensorInfo* r = &a.in(*n_in - 1);
   --*n_in;
-  a.expect_dtype(*r, DType::kFloat32, "residual");
+  a.expect_dtype(*r, DType::kFloat32, what);
   if (r->shape != a.out(0).shape) {
-    invalid("residual shape ", shape_str(r->shape), " does not match output ", shape_str(a.out(0).shape));
+    invalid(what, " shape ", shape_str(r->shape), " does not match output ", shape_str(a.out(0).shape));
   }
   return r;
+}
+
+const TensorInfo* take_residual(const KernelArgs& a, const Fusion& f, size_t* n_in) {
+  return take_last(a, f.sum, "sum=1", "residual", n_in);
 }
 
 std::unique_ptr<Kernel> build_gemm(const KernelArgs& a) {
@@ -193,6 +235,7 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
   size_t n_in = a.inputs.size();
+  k->mul_ = take_last(a, a.attr_int("mul", 0) != 0, "mul=1", "multiplier", &n_in);
   k->residual_ = take_residual(a, fusion, &n_in);
   const bool has_bias = a.attr_int("has_bias", 0) != 0;
   const size_t want = has_bias ? 3 : 2;
@@ -256,12 +299,26 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   }
   if (bs.size() == 2 && bb.empty()) {  // B is a [K,N] matrix: A's rows are independent
     GemvSpec g{k->a_, k->b_, false, k->bias_, k->residual_, k->y_, shape_numel(ba) * M, K, N};
-    if (auto gemv = make_gemv(a, g, fusion)) return gemv;
+    if (auto gemv = make_gemv(a, g, fusion)) {
+      if (k->mul_) return std::make_unique<MulAfter>(std::move(gemv), k->y_, k->mul_);
+      return gemv;
+    }
   }
   dnnl::post_ops ops;
   if (k->residual_) ops.append_sum(1.f);
   append_or_take_activation(fusion, k.get(), &ops);
+  const dnnl::post_ops base = ops;
+  k->mul_loop_ = k->mul_ && k->gelu_;  // the GELU runs after the primitive: multiply after it
+  if (k->mul_ && !k->mul_loop_) {
+    k->mul_index_ = ops.len();
+    k->mul_md_ = dense(dd);
+    ops.append_binary(dnnl::algorithm::binary_mul, k->mul_md_);
+  }
   k->build(a, dense(sd), dense(wd), has_bias ? &bias_md : nullptr, dense(dd), ops);
+  if (k->mul_ && !k->mul_loop_ && k->impl().find(" ref") != std::string::npos) {
+    k->mul_loop_ = true;  // no fast matmul with this post-op: multiply by a loop
+    k->build(a, dense(sd), dense(wd), has_bias ? &bias_md : nullptr, dense(dd), base);
+  }
   return k;
 }
 
