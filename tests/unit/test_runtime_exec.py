@@ -111,19 +111,24 @@ def test_a_probe_of_the_other_kernel_set_is_a_warm_up_then_a_timed_launch():
     assert 2 <= stats["probe_warmups"] <= 1 + (stats["runs"] - 3) // 16, stats
 
 
+def _heavy(name: str) -> SpecBuilder:
+    """A [1024, 4096] x [4096, 2048] product: 17 GFLOP, over 38 ms on 2 threads here."""
+    b = SpecBuilder(name)
+    a = b.input("a", "float32", (1024, 4096))
+    w = b.const("w", (randn(4096, 2048) * 0.02).astype(np.float32))
+    y = b.tensor("y", "float32", (1024, 2048))
+    b.kernel("MatMul", [a, w], [y])
+    b.outputs = [y]
+    return b
+
+
 def test_a_long_launch_probes_its_narrow_set_only_after_a_streak():
     """A launch of tens of milliseconds (here a 17-GFLOP product on 2 threads: over 38 ms
     even at this CPU's FMA peak) does not build and probe its single-threaded set on its
     second launch: the probe's two narrow launches made the first requests of a heavy
     model 2-4 times slower. It waits kProbeMin (16) launches, then probes as usual."""
     dev = rt.Device(threads=2)
-    b = SpecBuilder("heavy")
-    a = b.input("a", "float32", (1024, 4096))
-    w = b.const("w", (randn(4096, 2048) * 0.02).astype(np.float32))
-    y = b.tensor("y", "float32", (1024, 2048))
-    b.kernel("MatMul", [a, w], [y])
-    b.outputs = [y]
-    m = b.load(dev)
+    m = _heavy("heavy").load(dev)
     x = randn(1024, 4096)
     for _ in range(15):
         m.execute([x])
@@ -156,13 +161,7 @@ def test_a_long_launch_of_little_work_probes_at_once(work_flops, waits):
     loaded, where the narrow set helps most: it builds and probes it on its second launch.
     Here the same 38+ ms product, declared heavy (its real count) or light."""
     dev = rt.Device(threads=2)
-    b = SpecBuilder("declared")
-    a = b.input("a", "float32", (1024, 4096))
-    w = b.const("w", (randn(4096, 2048) * 0.02).astype(np.float32))
-    y = b.tensor("y", "float32", (1024, 2048))
-    b.kernel("MatMul", [a, w], [y])
-    b.outputs = [y]
-    spec = b.spec()
+    spec = _heavy("declared").spec()
     spec["work_flops"] = work_flops
     m = rt.Model(dev, spec)
     x = randn(1024, 4096)
