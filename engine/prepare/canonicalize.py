@@ -22,7 +22,9 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .branches import cheap_if, copy_branch, select_branches
+from .einsum import as_matmul_steps, einsum_as_matmul
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
+from .steps import chain
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -120,18 +122,6 @@ def _rms_norm(node: Node) -> bool:
     return not whole or int(node.attrs.get("stash_type", 1)) != 1
 
 
-def _chain(graph: Graph, node: Node) -> Callable[..., Value]:
-    """``step(op, inputs, **attrs)`` adds a node after the previous one (the first after
-    ``node``), named after ``node``, and returns its output."""
-    last = [node]
-
-    def step(op: str, ins: list, **attrs) -> Value:
-        last[0] = graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(
-            f"{node.name}_{op.lower()}"), after=last[0])
-        return last[0].outputs[0]
-    return step
-
-
 def _as_rms_steps(graph: Graph, node: Node) -> None:
     """RMSNormalization (opset 23) as the steps exporters wrote before it existed:
     x / sqrt(mean(x * x over the trailing axes) + eps) * scale, each a device op."""
@@ -139,7 +129,7 @@ def _as_rms_steps(graph: Graph, node: Node) -> None:
     rank = x.meta.rank
     axis = int(node.attrs.get("axis", -1))
     axis = axis + rank if axis < 0 else axis
-    step = _chain(graph, node)
+    step = chain(graph, node)
 
     sq = step("Mul", [x, x])
     ms = step("ReduceMean", [sq, graph.add_constant(None, np.arange(axis, rank))], keepdims=1)
@@ -204,7 +194,7 @@ def _norm_reduce(node: Node) -> bool:
 def _as_sum_steps(graph: Graph, node: Node) -> None:
     before, after_op = _NORM_REDUCE[node.op_type]
     x = node.inputs[0]
-    step = _chain(graph, node)
+    step = chain(graph, node)
 
     if before is not None:
         x = step(before, [x, x] if before == "Mul" else [x])
@@ -450,6 +440,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_rms_norm, _as_rms_steps),
     (_spatial_reduce, _as_global_pool),
     (_norm_reduce, _as_sum_steps),
+    (einsum_as_matmul, as_matmul_steps),
     (_tall_conv, _as_wide_conv),
     (_conv_1d, _as_conv_2d),
     (_ml_scaler, _as_scale_steps),
