@@ -29,6 +29,7 @@ from . import (
     activation,
     activation_affine,
     activation_form,
+    affine_fold,
     attention,
     conv_bias,
     conv_block,
@@ -96,9 +97,14 @@ FUSIONS: list[Fusion] = [
     # a second activation or an affine, not both (each row leaves the other's Conv alone).
     dataclasses.replace(activation_affine.ROW, after=("activation", "conv_dw", "conv_block",
                                                       "conv_head")),
+    # Runs of constant Muls and Adds no kernel absorbed fold into one Mul and one Add (an
+    # InstanceNormalization's identity affine before a GroupNorm's own), before the chain row.
+    dataclasses.replace(affine_fold.ROW, after=("conv_bias", "conv_bn", "layernorm", "rms_norm",
+                                                "rope", "matmul_bias", "activation_affine")),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
-                                            "conv_block", "conv_head", "activation_affine")),
+                                            "conv_block", "conv_head", "activation_affine",
+                                            "affine_fold")),
 ]
 
 
