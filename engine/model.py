@@ -78,6 +78,9 @@ class ModelSpec:
     # outputs are NCHW either way); False is for comparisons and tests
     channels_last: bool = True
     threads_per_stream: int = 0  # OpenMP threads per stream's kernels; 0: threads / streams
+    # the FLOPs of one launch (engine/flops.py's count over its tasks; 0: unknown): tells the
+    # runtime a launch long by its work from one made long by a loaded machine's preemptions
+    work_flops: int = 0
     # uint8 segments laid end to end, each 64-byte aligned; the native reader decides per
     # segment whether it is used in place or copied (module.cc), so it is read by hand
     weights: list[np.ndarray] = dataclasses.field(default_factory=list,
@@ -122,6 +125,7 @@ class DeviceProgram:
     # the session variables its tensors of region "variable" live in, by their `variable`
     # index: bound at load (LoadedModel), read and written in place
     variables: list[str] = dataclasses.field(default_factory=list)
+    work_flops: int = 0  # of one launch (ModelSpec.work_flops)
 
     def __post_init__(self) -> None:
         if isinstance(self.weights, np.ndarray):  # one segment (and older offline files)
@@ -146,6 +150,7 @@ class DeviceProgram:
                          tensors=self.tensors, tasks=self.tasks, inputs=self.inputs,
                          outputs=self.outputs, num_streams=self.num_streams,
                          num_events=self.num_events, weights=self.weights,
+                         work_flops=self.work_flops,
                          variables=list(variables or [])).to_dict()
 
 

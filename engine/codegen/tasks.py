@@ -456,5 +456,6 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
         arena_bytes=plan.arena_bytes, num_streams=sched.num_streams,
         num_events=sched.num_events, tasks=tasks,
         inputs=[layout.index[v] for v in inputs],
-        outputs=[layout.index[v] for v in outputs], variables=layout.variables)
+        outputs=[layout.index[v] for v in outputs], variables=layout.variables,
+        work_flops=int(sum(node_flops(s.node) for s in steps)))
     return prog, plan.lower_bound, plan.strategy

@@ -22,7 +22,9 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .branches import cheap_if, copy_branch, select_branches
+from .einsum import as_matmul_steps, einsum_as_matmul
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
+from .steps import chain
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -127,13 +129,7 @@ def _as_rms_steps(graph: Graph, node: Node) -> None:
     rank = x.meta.rank
     axis = int(node.attrs.get("axis", -1))
     axis = axis + rank if axis < 0 else axis
-    after = node
-
-    def step(op: str, ins: list, **attrs) -> Value:
-        nonlocal after
-        after = graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(
-            f"{node.name}_{op.lower()}"), after=after)
-        return after.outputs[0]
+    step = chain(graph, node)
 
     sq = step("Mul", [x, x])
     ms = step("ReduceMean", [sq, graph.add_constant(None, np.arange(axis, rank))], keepdims=1)
@@ -177,6 +173,39 @@ def _as_global_pool(graph: Graph, node: Node) -> None:
         pooled = graph.add_node("Squeeze", [pooled, axes], name=graph.unique_name(
             f"{node.name}_squeeze"), after=pooled.producer).outputs[0]
     graph.replace_all_uses(node.outputs[0], pooled)
+    graph.remove_node(node)
+
+
+# ReduceL2 / ReduceSumSquare / ReduceL1 / ReduceLogSum as an elementwise step, the device's
+# ReduceSum, and a step after: ConvNeXt-V2's global response norm (ReduceL2 over H and W) and
+# L2-normalized embeddings otherwise leave the device for a numpy reduction. ReduceLogSumExp
+# stays as it is: its stable form (subtract the max) differs from the plain one where every
+# element is -inf.
+_NORM_REDUCE = {"ReduceL2": ("Mul", "Sqrt"), "ReduceSumSquare": ("Mul", None),
+                "ReduceL1": ("Abs", None), "ReduceLogSum": (None, "Log")}
+
+
+def _norm_reduce(node: Node) -> bool:
+    x = node.input(0)
+    return node.op_type in _NORM_REDUCE and len(node.outputs) == 1 and x is not None \
+        and x.meta.dtype.numpy == np.float32
+
+
+def _as_sum_steps(graph: Graph, node: Node) -> None:
+    before, after_op = _NORM_REDUCE[node.op_type]
+    x = node.inputs[0]
+    step = chain(graph, node)
+
+    if before is not None:
+        x = step(before, [x, x] if before == "Mul" else [x])
+    attrs = {k: node.attrs[k] for k in ("keepdims", "noop_with_empty_axes") if k in node.attrs}
+    ins = [x, *node.inputs[1:]]
+    if "axes" in node.attrs:  # the attribute form a pass may still hold
+        ins = [x, graph.add_constant(None, np.asarray(node.attrs["axes"], np.int64))]
+    out = step("ReduceSum", ins, **attrs)
+    if after_op is not None:
+        out = step(after_op, [out])
+    graph.replace_all_uses(node.outputs[0], out)
     graph.remove_node(node)
 
 
@@ -410,6 +439,8 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_group_norm, _as_layer_norm),
     (_rms_norm, _as_rms_steps),
     (_spatial_reduce, _as_global_pool),
+    (_norm_reduce, _as_sum_steps),
+    (einsum_as_matmul, as_matmul_steps),
     (_tall_conv, _as_wide_conv),
     (_conv_1d, _as_conv_2d),
     (_ml_scaler, _as_scale_steps),

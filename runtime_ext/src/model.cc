@@ -113,6 +113,7 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
     invalid("threads_per_stream must be in [0, ", kMaxWidth, "], got ", spec.threads_per_stream);
   }
   num_streams_ = static_cast<int>(spec.num_streams);
+  work_flops_ = spec.work_flops > 0 ? static_cast<uint64_t>(spec.work_flops) : 0;  // 0: unknown
   num_events_ = static_cast<int>(spec.num_events);
   Scheduler& sched = device_->scheduler();
   const int wanted = spec.threads_per_stream > 0 ? static_cast<int>(spec.threads_per_stream)

@@ -297,9 +297,14 @@ class Model {
   uint64_t wide_ns_ = 0;    // guarded by mode_mu_: 0 until measured
   uint64_t narrow_ns_ = 0;  // guarded by mode_mu_
   uint32_t since_probe_ = 0;
+  // guarded by mode_mu_: the first alone launch ran (untimed: it paid for first touches; an
+  // estimate 10-50 times too slow kept the spaced probes of its set away for good)
+  bool warm_ = false;
+  uint64_t last_probe_ns_ = 0;  // guarded by mode_mu_: when the last probe's warm-up started
   uint32_t probe_every_ = 0;
   bool probe_next_ = false;  // guarded by mode_mu_: the warm-up ran; the next alone launch is timed
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
+  uint64_t work_flops_ = 0;  // of one launch (ModelSpec.work_flops); 0: unknown
   std::atomic<uint32_t> launches_seen_{0};  // launches asked for while the narrow set is not built
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task

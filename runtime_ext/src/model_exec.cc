@@ -312,13 +312,15 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   launch.results = &results;
 
   // The narrow set is built when a launch first wants it: the second one (its first
-  // probe, pick_narrow) or, where launches are long (kEarlyProbeNs), the kProbeMin-th; or
-  // one beside another launch; never on the first launch's path.
+  // probe, pick_narrow) or, where launches are long (kEarlyProbeNs) and so is their work
+  // (kEarlyProbeFlops; unknown counts as long), the kProbeMin-th; or one beside another
+  // launch; never on the first launch's path.
   if (has_narrow_ && !narrow_ready_.load(std::memory_order_acquire)) {
     const uint32_t seen = launches_seen_.fetch_add(1, std::memory_order_relaxed);
     const uint64_t typical = launch_ns_.load(std::memory_order_relaxed);
+    const bool heavy = work_flops_ == 0 || work_flops_ >= kEarlyProbeFlops * static_cast<uint64_t>(width_);
     if (in_flight_.load(std::memory_order_relaxed) > 0 ||
-        (typical != 0 && (typical <= kEarlyProbeNs || seen >= kProbeMin))) {
+        (typical != 0 && (typical <= kEarlyProbeNs || !heavy || seen >= kProbeMin))) {
       ensure_narrow();
     }
   }
@@ -405,9 +407,14 @@ bool Model::pick_narrow(Launch& l) {
     return !prefer;
   }
   // The narrow set's first run is on the second launch (a warm-up; the third is timed):
-  // until then a machine whose cores are taken pays for every wide launch.
-  if (wide_ns_ != 0 && (++since_probe_ >= probe_every_ || narrow_ns_ == 0)) {
+  // until then a machine whose cores are taken pays for every wide launch. Later probes
+  // also wait until kProbeSpacing times their cost has passed since the last one.
+  const uint64_t now = now_ns();
+  const uint64_t probed = prefer ? wide_ns_ : narrow_ns_;  // a probe runs it twice
+  if (warm_ && ((++since_probe_ >= probe_every_ && now - last_probe_ns_ >= kProbeSpacing * 2 * probed) ||
+                        narrow_ns_ == 0)) {
     since_probe_ = 0;
+    last_probe_ns_ = now;
     probe_next_ = true;
     l.warmup = true;
     return !prefer;
@@ -418,6 +425,10 @@ bool Model::pick_narrow(Launch& l) {
 void Model::record_mode(const Launch& l, uint64_t took) {
   if (l.warmup) return;  // paid for waking the other set: not its time
   std::lock_guard<std::mutex> lock(mode_mu_);
+  if (!warm_) {  // the model's first launch paid for first touches: not its set's time
+    warm_ = true;
+    return;
+  }
   const bool before = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
   uint64_t& mine = l.narrow ? narrow_ns_ : wide_ns_;
   const uint64_t other = l.narrow ? wide_ns_ : narrow_ns_;

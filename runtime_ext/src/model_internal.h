@@ -25,12 +25,24 @@ std::string node_prefix(const std::string& name, const std::string& op);
 // quiet machine ~40 narrow launches in the first ~2000, then two in 1024).
 constexpr uint32_t kProbeMin = 16;
 constexpr uint32_t kProbeMax = 1024;
+// ... and only once kProbeSpacing times the probe's own cost (two launches of the other set,
+// at its last time) has passed since the last probe began, so probes take at most ~1/16 of
+// the time. Counted in launches alone, a loaded machine's probes of the team of two (200 ms
+// a launch beside two compiling processes, against 0.3 ms for the narrow set) took 1.7 s of
+// a 2 s stretch of a small decoder's requests.
+constexpr uint64_t kProbeSpacing = 16;
 // A model whose launches take longer than this builds (and first probes) its narrow set
 // only after kProbeMin launches, not on its second: a probe is two launches of the narrow set
 // (each about `width` times a wide one), which on a 300 ms batch-8 segmentation net made
 // the first few requests 2-4 times slower; 16 launches amortize it. Short launches (where
-// a loaded machine's barrier waits cost the most, relatively) probe at once.
+// a loaded machine's barrier waits cost the most, relatively) probe at once. So does a
+// launch long only because the machine is loaded: one whose work (ModelSpec.work_flops) is
+// below kEarlyProbeFlops a thread (20 ms at 100 GFLOP/s). A 0.3 ms decoder of 27 MFLOP took
+// 140-320 ms a launch beside two compiling processes (a barrier per task, each waiting out a
+// preempted lane's time slice) and kept that for its first 16 launches, where the narrow
+// set, once probed, ran it in 0.3-0.4 ms.
 constexpr uint64_t kEarlyProbeNs = 20'000'000;
+constexpr uint64_t kEarlyProbeFlops = 2'000'000'000;
 
 struct Model::Launch {
   int64_t iterations = 1;

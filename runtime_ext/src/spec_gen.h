@@ -56,6 +56,7 @@ struct ModelSpec {
   int64_t num_events = 0;
   bool channels_last = true;
   int64_t threads_per_stream = 0;
+  int64_t work_flops = 0;
   std::vector<WeightSegment> weights;
   std::vector<std::shared_ptr<Variable>> variables;
 };

@@ -91,6 +91,16 @@ def test_rms_normalization_runs_as_device_steps(axis):
            x, inits, opset=23)
 
 
+def _reduce(op, axes, keepdims, opset):
+    """A reduction node over ``axes`` (None: all) as the opset spells them, and its inits."""
+    if axes is None:
+        return helper.make_node(op, ["x"], ["y"], keepdims=keepdims), []
+    if opset >= 18:
+        return (helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims),
+                [numpy_helper.from_array(np.array(axes, np.int64), "axes")])
+    return helper.make_node(op, ["x"], ["y"], axes=axes, keepdims=keepdims), []
+
+
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax"])
 @pytest.mark.parametrize("axes,keepdims,opset", [([2, 3], 1, 13), ([-1, -2], 0, 13),
                                                  ([2, 3], 1, 18), ([1, 2], 1, 13)])
@@ -100,12 +110,7 @@ def test_spatial_reductions_run_as_global_pools(op, axes, keepdims, opset):
     from graphengine.engine.prepare.canonicalize import canonicalize
 
     x = np.random.default_rng(3).standard_normal((2, 6, 5, 7)).astype(np.float32)
-    inits = []
-    if opset >= 18:
-        inits = [numpy_helper.from_array(np.array(axes, np.int64), "axes")]
-        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims)
-    else:
-        node = helper.make_node(op, ["x"], ["y"], axes=axes, keepdims=keepdims)
+    node, inits = _reduce(op, axes, keepdims, opset)
     _check(node, x, inits, opset=opset)
     graph = load_model(helper.make_model(helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
@@ -170,3 +175,17 @@ def test_ml_scaler_runs_on_the_device(offset, scale):
     got = LoadedModel(compiled).execute({"x": x})["y"]
     want = ((x - np.float32(offset)) * np.float32(scale or [1.0])).astype(np.float32)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["ReduceL2", "ReduceSumSquare", "ReduceL1", "ReduceLogSum"])
+@pytest.mark.parametrize("axes,keepdims,opset", [([1, 2], 1, 13), ([-1], 0, 13), (None, 0, 13),
+                                                 ([1, 2], 1, 18), ([0, 3], 0, 18)])
+def test_norm_reductions_run_as_device_sums(op, axes, keepdims, opset):
+    """ReduceL2 (ConvNeXt-V2's global response norm), ReduceSumSquare, ReduceL1 and
+    ReduceLogSum are an elementwise step, ReduceSum and a step after, all on the device."""
+    x = np.random.default_rng(4).uniform(0.1, 2.0, (2, 6, 5, 7)).astype(np.float32)
+    x[0, 1] *= -1  # signs matter to L1 / L2 (not to the log-sum, which needs a positive sum)
+    if op == "ReduceLogSum":
+        x = np.abs(x)
+    node, inits = _reduce(op, axes, keepdims, opset)
+    _check(node, x, inits, opset=opset)

@@ -227,7 +227,8 @@ def test_a_body_that_needs_the_host_keeps_the_whole_loop_there():
     body = helper.make_graph(
         [helper.make_node("Add", ["acc_in", "x"], ["acc_out"]),
          helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-         helper.make_node("Einsum", ["acc_out", "acc_out"], ["e"], equation="i,i->")],
+         # three operands: no matrix product (prepare/einsum.py), the host's numpy einsum
+         helper.make_node("Einsum", ["acc_out", "acc_out", "x"], ["e"], equation="i,i,i->")],
         "body", [_vi("i", I64, []), _vi("cond_in", B, []), _vi("acc_in", F, [6])],
         [_vi("cond_out", B, []), _vi("acc_out", F, [6]), _vi("e", F, [])])
     m = _model([helper.make_node("Loop", ["m", "", "a0"], ["acc", "es"], body=body)],

@@ -312,6 +312,29 @@ def test_a_pre_activation_batch_norm_takes_its_relu(then, fused, batch, c):
     assert (then in ops) != fused, ops
 
 
+@pytest.mark.parametrize("shape", [(50, 24), (7, 1), (3, 24, 5)])
+@pytest.mark.parametrize("relu", [True, False])
+def test_a_batch_norm_of_a_plain_row_tensor_reads_rows_of_channels(shape, relu):
+    """BatchNorm1d's [N, C] input (no spatial axes) runs a row of C channels at a time, not
+    one element a row; [N, C, L] keeps its planes. Outputs equal onnxruntime's."""
+    c = shape[1]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["bn"],
+                              epsilon=1e-3)]
+    nodes += [helper.make_node("Relu", ["bn"], ["y"])] if relu else \
+        [helper.make_node("Identity", ["bn"], ["y"])]
+    model = make(nodes, [("x", list(shape))], [("y", None)],
+                 {"s": RNG.uniform(0.5, 1.5, c), "b": RNG.normal(size=c),
+                  "m": RNG.normal(size=c), "v": RNG.uniform(0.5, 2.0, c)})
+    loaded = load(compile_graph(load_model(model), CompileOptions(lint=True)))
+    impls = [t["impl"] for n in loaded.natives.values() for t in n.profile()]
+    rows_of_c = len(shape) == 2 and c > 1
+    assert ("channel affine loop, rows of channels" in impls) == rows_of_c, impls
+    x = RNG.normal(size=shape).astype(np.float32)
+    got = loaded.execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("fmt,c", [("nhwc", 5), ("nChw8c", 8), ("nChw16c", 16), ("nhwc", 20)])
 @pytest.mark.parametrize("relu", [True, False])
 @pytest.mark.parametrize("batch", [1, 3])

@@ -88,6 +88,29 @@ def test_chain_stops_at_shared_values_graph_outputs_and_broadcasts():
     assert ops == ["Relu", "EltwiseChain", "Add", "Sigmoid"], ops
 
 
+def test_a_group_norms_affine_and_gelu_after_its_normalization_are_one_chain():
+    """wav2vec2's first feature layer: InstanceNormalization (a LayerNormalization once
+    canonical) then the GroupNorm's per-channel [C, 1] Mul and Add, then GELU: one pass. A
+    4-D output's per-channel steps stay apart (they run in a convolution region's format)."""
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "z"], ["n"]),
+             helper.make_node("Mul", ["n", "w"], ["m"]),
+             helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Gelu", ["a"], ["y"], domain="")]
+    inits = {"s": np.ones(6), "z": np.zeros(6), "w": RNG.standard_normal((6, 1)),
+             "b": RNG.standard_normal((6, 1))}
+    model = _model(nodes, [2, 6, 40], inits)
+    model.opset_import[0].version = 20  # Gelu
+    fusions, ops = _run(model, [2, 6, 40])
+    assert any(f.startswith("EltwiseChain(Mul+Add+Gelu)") for f in fusions), fusions
+    assert [op for op in ops if op != "Reshape"] == ["LayerNormalization", "EltwiseChain"], ops
+
+    nodes = [helper.make_node("Mul", ["x", "w4"], ["m"]),
+             helper.make_node("Relu", ["m"], ["y"])]
+    fusions, ops = _run(_model(nodes, [2, 6, 5, 5], {"w4": RNG.standard_normal((6, 1, 1))}),
+                        [2, 6, 5, 5])
+    assert not any(f.startswith("EltwiseChain") for f in fusions), fusions
+
+
 def test_a_chain_that_starts_at_a_lower_rank_operand_of_equal_size():
     """Found by the fuzz harness: Add(c[1], x[1,1,1]) starting a chain took the constant
     (the first of two one-element inputs) as its running value, whose shape is not the

@@ -838,6 +838,28 @@ def test_concat_any_dtype():
     np.testing.assert_array_equal(out, np.concatenate([ia, ib, ia], axis=-1))
 
 
+@pytest.mark.parametrize("shape,perm,copies", [
+    ((1, 2, 58, 28, 28), [0, 2, 1, 3, 4], True),  # a channel shuffle: runs of H * W
+    ((2, 16, 4, 32), [0, 2, 1, 3], True),  # a head split keeping the head dim: runs of 32
+    ((2, 3, 4, 5), [0, 2, 1, 3], False),  # runs of 5 floats: oneDNN's reorder
+    ((3, 40, 24), [1, 0, 2], True),
+])
+def test_a_transpose_keeping_trailing_axes_copies_whole_runs(shape, perm, copies):
+    """A permutation that keeps trailing axes of 64 bytes or more in place copies those
+    contiguous runs (the strided copy's memcpy), not oneDNN's element-wise reorder."""
+    for dtype in ("float32", "int8"):
+        x = (randn(*shape) * 10).astype(dtype)
+        ref = np.transpose(x, perm)
+        model, feeds = load_op("Transpose", [x], ref.shape, dtype, perm=perm)
+        np.testing.assert_array_equal(model.execute(feeds)[0], ref)
+        kept = len(perm)  # trailing axes the permutation keeps
+        while kept and perm[kept - 1] == kept - 1:
+            kept -= 1
+        runs = int(np.prod(shape[kept:])) * np.dtype(dtype).itemsize
+        (impl,) = [t["impl"] for t in model.profile()]
+        assert (impl == "strided copy") == (copies and runs >= 64), (impl, runs)
+
+
 @pytest.mark.parametrize("perm", [[0, 2, 1, 3], [0, 2, 3, 1], [3, 2, 1, 0], None])
 def test_transpose(perm):
     x = randn(2, 3, 4, 5)

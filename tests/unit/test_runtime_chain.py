@@ -46,6 +46,39 @@ def test_runtime_chain_runs_and_checks_its_spec():
         rt.Model(dev, wrong)
 
 
+@pytest.mark.parametrize("channel_shape", [(4, 1), (1, 4, 1)])
+def test_runtime_chain_takes_per_channel_operands_of_a_plain_output(channel_shape):
+    """A GroupNorm's affine and GELU after its normalization: [C, 1] operands of [N, C, L]
+    broadcast along axis 1, beside a full-size and a scalar operand."""
+    dev = rt.Device()
+    spec = _chain_spec("Mul,Add,Gelu,Add,Mul", [1, 2, -1, 3, 4], n_operands=4, shape=(2, 4, 37))
+    spec["tensors"][1]["shape"] = list(channel_shape)
+    spec["tensors"][2]["shape"] = list(channel_shape)
+    spec["tensors"][4]["shape"] = []
+    m = rt.Model(dev, spec)
+    x, full = (RNG.standard_normal((2, 4, 37)).astype(np.float32) for _ in range(2))
+    w, b = (RNG.standard_normal(channel_shape).astype(np.float32) for _ in range(2))
+    k = np.float32(0.75)
+    (y,) = m.execute([x, w, b, full, np.asarray(k)])
+    from math import erf
+    h = (x * w + b).astype(np.float64)
+    gelu = 0.5 * h * (1 + np.vectorize(erf)(h / np.sqrt(2)))
+    np.testing.assert_allclose(y, (gelu + full) * k, rtol=1e-5, atol=1e-5)
+    assert m.profile()[0]["impl"].startswith("oneDNN jit"), m.profile()  # never ref:any
+    # not per-channel: another count, a channel axis other than 1, or a stored format
+    for shape in [(3, 1), (1, 37), (2, 1, 1)]:
+        bad = _chain_spec("Mul", [1], shape=(2, 4, 37))
+        bad["tensors"][1]["shape"] = list(shape)
+        with pytest.raises(rt.InvalidArgument, match="one per channel"):
+            rt.Model(dev, bad)
+    nhwc = _chain_spec("Mul", [1], shape=(2, 4, 3, 5))
+    nhwc["tensors"][1]["shape"] = [1, 4, 1, 1]
+    for t in (0, 2):
+        nhwc["tensors"][t]["format"] = "nhwc"
+    with pytest.raises(rt.InvalidArgument):
+        rt.Model(dev, nhwc)
+
+
 def test_runtime_chain_with_scalar_operand_and_empty_tensors():
     dev = rt.Device()
     spec = _chain_spec("Mul,Sigmoid,Sub", [1, -1, 0])

@@ -29,6 +29,7 @@ from . import (
     activation,
     activation_affine,
     activation_form,
+    affine_fold,
     attention,
     conv_bias,
     conv_block,
@@ -41,6 +42,7 @@ from . import (
     hard_swish,
     layernorm,
     matmul_bias,
+    matmul_bn,
     matmul_mul,
     pad_conv,
     residual_add,
@@ -71,6 +73,8 @@ FUSIONS: list[Fusion] = [
     # and the Erf form of GELU must be one Gelu node before it can be an activation.
     dataclasses.replace(matmul_bias.ROW, after=("attention",)),
     matmul_bias.QWEIGHT_ROW,
+    # A Linear layer's BatchNorm1d folds into its weights and bias (after the bias joined).
+    dataclasses.replace(matmul_bn.ROW, after=("matmul_bias",)),
     # Activations spelled out in arithmetic (GPT-2's gelu_new, SiLU, QuickGELU, other GELU
     # spellings) become their op where they can be an epilogue: after the structural Erf-GELU
     # row has taken its own form and the bias has joined its MatMul/Gemm/Conv.
@@ -78,9 +82,10 @@ FUSIONS: list[Fusion] = [
     # HardSwish written with a Clip (Paddle's export) becomes the op, after the Conv's
     # per-channel affine (a BatchNorm as Mul and Add) joined the Conv, so it can be an epilogue.
     dataclasses.replace(hard_swish.ROW, after=("conv_bias",)),
-    dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias")),
+    dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias", "matmul_bn")),
     dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "activation_form",
-                                               "hard_swish", "matmul_bias", "residual_add")),
+                                               "hard_swish", "matmul_bias", "matmul_bn",
+                                               "residual_add")),
     # A 1x1 Conv's stride moves up into the Conv that makes its input, epilogues and all
     # (its residual sum subsampled), before the Convs are merged into bigger kernels.
     dataclasses.replace(conv_stride.ROW, after=("residual_add", "activation")),
@@ -100,10 +105,14 @@ FUSIONS: list[Fusion] = [
     # A gated MLP's product: a MatMul's multiplier, applied after its other epilogues, so
     # after every row that gives a MatMul one (and before the chain row could take the Mul).
     dataclasses.replace(matmul_mul.ROW, after=_EPILOGUES),
+    # Runs of constant Muls and Adds no kernel absorbed fold into one Mul and one Add (an
+    # InstanceNormalization's identity affine before a GroupNorm's own), before the chain row.
+    dataclasses.replace(affine_fold.ROW, after=("conv_bias", "conv_bn", "layernorm", "rms_norm",
+                                                "rope", "matmul_bias", "activation_affine")),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
                                             "conv_block", "conv_head", "activation_affine",
-                                            "matmul_mul")),
+                                            "matmul_mul", "affine_fold")),
 ]
 
 

@@ -3,22 +3,28 @@
 A chain is a run of device nodes, each reading the previous one's output (which nobody else
 reads) as its running value: unary ops (Relu, Sigmoid, Tanh, Gelu, Clip with constant
 bounds, ...) and Add/Sub/Mul/Div whose other operand has the output's shape or one element
-(Sub/Div only with the running value on the left). The native kernel runs the first step as
-a oneDNN primitive and the rest as its post-ops: one pass over memory instead of one per
-op. The row runs after the epilogue rows, so an activation that a Conv or MatMul can absorb
-goes there first. The whole chain is fused at its last node, so the report shows one line
-per chain.
+(Sub/Div only with the running value on the left), or, where the device's chain kernel takes
+it (`_channels_ok`), a constant with one value per channel (axis 1) of an output of rank 3 or
+5+, which the layout pass leaves plain: a GroupNorm's affine and GELU after its
+normalization (wav2vec2's first feature layer), one pass instead of three. The native kernel
+runs the first step as a oneDNN primitive and the rest as its post-ops: one pass over memory
+instead of one per op. The row runs after the epilogue rows, so an activation that a Conv
+or MatMul can absorb goes there first. The whole chain is fused at its last node, so the
+report shows one line per chain.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
 from ...dtypes import DType
 from ...ir import Graph, Node, Value
 from ...ops.chain import BINARY_STEPS, STEP_OPS
+from ...target import Target
+from ...target import get as get_target
 from .match import Fusion, on_device, rename_output, sole_producer
 
 _COMMUTATIVE = {"Add", "Mul"}
@@ -58,7 +64,8 @@ def _step(node: Node, running: Value | None = None) -> _Step | None:
         if running is not a:
             return None
         operand = b
-        if operand.meta.numel != 1 and tuple(operand.meta.shape) != tuple(out.meta.shape):
+        if operand.meta.numel != 1 and tuple(operand.meta.shape) != tuple(out.meta.shape) \
+                and not _per_channel(operand, out):
             return None
     else:
         x = node.input(0)
@@ -86,6 +93,35 @@ def _step(node: Node, running: Value | None = None) -> _Step | None:
     if tuple(running.meta.shape) != tuple(out.meta.shape):
         return None  # the running value would broadcast: not an in-place chain
     return _Step(op, running, operand, alpha, beta)
+
+
+def _per_channel(operand: Value, out: Value) -> bool:
+    """A constant with one value per channel (axis 1, C > 1) of `out`, which the chain
+    kernel reads as [1, C, 1] against [N, C, rest] when the device takes it. Not of a 4-D
+    output: that is a convolution region's (NHWC or blocked), where a per-channel Mul or Add
+    runs in the region's format and a chain that took it would run plain between two
+    conversions."""
+    shape, y = tuple(operand.meta.shape), tuple(out.meta.shape)
+    if not operand.is_constant or len(y) < 3 or len(y) == 4 or len(shape) > len(y) \
+            or y[1] < 2:
+        return False
+    padded = (1,) * (len(y) - len(shape)) + shape
+    return all(d == (y[1] if i == 1 else 1) for i, d in enumerate(padded)) and _channels_ok()
+
+
+def _channels_ok() -> bool:
+    return _takes_channels(get_target())
+
+
+@functools.lru_cache(maxsize=8)
+def _takes_channels(target: Target) -> bool:
+    """Whether the target's chain kernel takes a per-channel operand (a runtime built before
+    it did refuses the probe: its chains then stop at such a step, as before)."""
+    if not target.runs("EltwiseChain"):
+        return False
+    info = target.kernel_info("EltwiseChain", ["float32", "float32"], [[1, 4, 3], [4, 1]],
+                              {"ops": "Mul", "operands": [1], "alphas": [0.0], "betas": [0.0]})
+    return bool(info.get("supported"))
 
 
 def _link(graph: Graph, node: Node) -> tuple[Node, _Step] | None:

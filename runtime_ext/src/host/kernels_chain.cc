@@ -7,7 +7,10 @@
 // a binary step's second operand, -1 for a unary step), "alphas"/"betas" (per step). The
 // chain's running value is always a binary step's first operand. Every operand has the
 // output's shape or one element, and the output has input 0's shape; operands are read as
-// flat vectors, so any format common to the same-shape tensors works.
+// flat vectors, so any format common to the same-shape tensors works. On a plain output of
+// rank >= 2 an operand may also be per-channel: C values along axis 1 (shape [C, 1],
+// [1, C, 1, 1], ...: a GroupNorm's affine after its normalization); the tensors are then
+// read as [N, C, rest] and such an operand as [1, C, 1] (oneDNN's per-channel broadcast).
 #include <sstream>
 
 #include "dnnl_util.h"
@@ -75,6 +78,18 @@ void fixed_params(Step* s) {
   }
 }
 
+// True when `o` is a per-channel operand of a plain output `y`: right-aligned, its only
+// dimension above 1 is y's axis 1 (C > 1 channels; rank <= y's).
+bool per_channel(const TensorInfo& o, const TensorInfo& y) {
+  const size_t rank = y.shape.size();
+  if (!y.plain() || rank < 2 || o.shape.size() > rank || y.shape[1] < 2 || o.numel != y.shape[1]) return false;
+  for (size_t i = 0; i < o.shape.size(); ++i) {
+    const size_t axis = rank - o.shape.size() + i;
+    if (o.shape[i] != (axis == 1 ? y.shape[1] : 1)) return false;
+  }
+  return true;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;
   std::stringstream in(s);
@@ -103,6 +118,7 @@ class ChainKernel : public PrimitiveKernel {
       invalid("attributes 'operands', 'alphas' and 'betas' need one entry per step (", names.size(), ")");
     }
     const int n_in = static_cast<int>(a.inputs.size());
+    bool channels = false;  // some operand is per-channel: the tensors are read [N, C, rest]
     std::vector<Step> steps(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       Step& s = steps[i];
@@ -119,16 +135,23 @@ class ChainKernel : public PrimitiveKernel {
         if (s.operand >= n_in) invalid("step ", i, ": operand index ", s.operand, " out of range [0, ", n_in, ")");
         const TensorInfo& o = a.in(static_cast<size_t>(s.operand));
         a.expect_dtype(o, DType::kFloat32, "operand");
-        if (o.numel != 1 && (o.shape != y.shape || o.format != y.format)) {
+        if (per_channel(o, y)) {
+          channels = true;
+        } else if (o.numel != 1 && (o.shape != y.shape || o.format != y.format)) {
           invalid("step ", i, ": operand '", o.name, "' ", shape_str(o.shape), " must have the output's shape ",
-                  shape_str(y.shape), " and format, or one element");
+                  shape_str(y.shape), " and format, one element, or (plain) one per channel");
         }
       }
     }
     if (empty_) return;  // checked, nothing to run
-    const dnnl::memory::desc flat = plain_md(Shape{y.numel});
-    const dnnl::memory::desc one = plain_md(Shape{1});
-    auto md_of = [&](const TensorInfo& t) { return t.numel == 1 ? one : flat; };
+    const int64_t c = channels ? y.shape[1] : 1;
+    const dnnl::memory::desc flat =
+        channels ? plain_md(Shape{y.shape[0], c, y.numel / (y.shape[0] * c)}) : plain_md(Shape{y.numel});
+    const dnnl::memory::desc one = channels ? plain_md(Shape{1, 1, 1}) : plain_md(Shape{1});
+    const dnnl::memory::desc per_c = plain_md(Shape{1, c, 1});
+    auto md_of = [&](const TensorInfo& t) {
+      return t.numel == 1 ? one : (channels && per_channel(t, y)) ? per_c : flat;
+    };
     // The chain runs as one binary primitive with the other steps as its post-ops. A chain
     // led by a unary step is led by `x * 1` instead: oneDNN has no jit eltwise primitive
     // with post-ops (it ran them on its reference implementation, 36% of a mel-spectrogram

@@ -129,6 +129,7 @@ class ViewKernel : public Kernel {
     strided_copy(ctx.ptr(*y_), ctx.ptr(*x_) + offset_ * static_cast<int64_t>(es), y_->shape, strides_, es);
     return Status::Ok();
   }
+  std::string impl() const override { return "strided copy"; }
 
  private:
   const TensorInfo* x_;

@@ -295,8 +295,12 @@ class ChannelAffineKernel : public Kernel {
     int64_t spatial = 1;
     for (int i = 2; i < x.rank(); ++i) spatial *= x.shape[i];
     switch (x.format) {
-      case Format::kPlain:  // rows: (n, c) planes of `spatial`
-        rows_ = x.shape[0] * C, len_ = spatial, block_ = 1;
+      case Format::kPlain:  // rows: (n, c) planes of `spatial`; [N, C] (BatchNorm1d): rows of C
+        if (spatial == 1) {
+          rows_ = x.shape[0], len_ = C, block_ = C;
+        } else {
+          rows_ = x.shape[0] * C, len_ = spatial, block_ = 1;
+        }
         break;
       case Format::kNhwc:  // rows: pixels of C
         rows_ = x.shape[0] * spatial, len_ = C, block_ = C;
@@ -321,13 +325,17 @@ class ChannelAffineKernel : public Kernel {
         const int64_t c = r % C;
         row(in, out, len_, a_[c], b_[c]);
       } else {  // rows of whole channel groups: channel = first + (i % block)
-        const int64_t first = x_->format == Format::kNhwc ? 0 : (r % (C / block_)) * block_;
+        const int64_t first = block_ == C ? 0 : (r % (C / block_)) * block_;
         for (int64_t i = 0; i < len_; i += block_) pixels(in + i, out + i, a_.data() + first, b_.data() + first);
       }
     });
     return Status::Ok();
   }
-  std::string impl() const override { return "channel affine loop"; }
+  std::string impl() const override {
+    // a plain [N, C] read a row of channels at a time (an element a row took 0.7 ns each:
+    // 135 us for LeViT's [1568, 128] normalizations at batch 8)
+    return x_->format == Format::kPlain && block_ > 1 ? "channel affine loop, rows of channels" : "channel affine loop";
+  }
 
  private:
   void row(const float* in, float* out, int64_t n, float a, float b) const {

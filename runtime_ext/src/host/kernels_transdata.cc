@@ -119,6 +119,9 @@ std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) {
   return std::make_unique<TransDataKernel>(a);
 }
 
+// A contiguous run this long is copied by memcpy faster than oneDNN reorders it.
+constexpr int64_t kMinRunBytes = 64;
+
 std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int64_t>& perm) {
   const TensorInfo& x = a.in(0);
   const TensorInfo& y = a.out(0);
@@ -148,6 +151,14 @@ std::unique_ptr<Kernel> make_permute(const KernelArgs& a, const std::vector<int6
       if (auto t = batched_transpose(&x, &y, k, m)) return t;
     }
   }
+  // A permutation that keeps trailing axes in place moves whole contiguous runs of them:
+  // the caller's strided copy memcpys each run, where oneDNN's reorder ran jit:uni's loop
+  // (a channel shuffle, [1, 2, 58, 28, 28] by [0, 2, 1, 3, 4]: ~118 us under load).
+  size_t kept = r;
+  while (kept > 0 && perm[kept - 1] == static_cast<int64_t>(kept - 1)) --kept;
+  int64_t run = 1;
+  for (size_t i = kept; i < r; ++i) run *= x.shape[i];
+  if (kept < r && run * static_cast<int64_t>(dtype_size(x.dtype)) >= kMinRunBytes) return nullptr;
   // The output's bytes described in the input's logical dims: input dim perm[i] moves
   // with output dim i's stride.
   const Shape ys = dense_strides(y.shape);
