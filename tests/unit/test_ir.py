@@ -1,3 +1,5 @@
+import pickle
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,19 @@ def test_tensor_meta():
     m = TensorMeta(F32, (2, "batch"))
     assert not m.is_static and str(m) == "float32[2,batch]"
     assert TensorMeta(F32, (2, 3)).nbytes == 24
+
+
+def test_a_meta_counts_its_elements_exactly_and_once():
+    big = TensorMeta(DType.FLOAT32, (1 << 40, 1 << 40))
+    assert big.numel == 1 << 80  # an int64 product wrapped to 0: "small enough to fold"
+    m = TensorMeta(DType.FLOAT32, (2, 3, 4))
+    assert m.is_static and m.numel == 24 and m.nbytes == 96
+    # worked out once: the frozen meta keeps both (neither a field, so equal metas stay equal)
+    assert vars(m)["numel"] == 24 and vars(m)["is_static"] is True
+    same = TensorMeta(DType.FLOAT32, (2, 3, 4))
+    assert m == same and hash(m) == hash(same)
+    assert pickle.loads(pickle.dumps(m)) == m
+    sym = TensorMeta(DType.FLOAT32, ("b", 3))
+    assert not sym.is_static
+    with pytest.raises(ValueError, match="non-static"):
+        _ = sym.numel
