@@ -18,6 +18,7 @@ from .codegen import build_programs
 from .codegen.control import CONTROL_OPS, NotOnDevice, plan_control
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
+from .gc_pause import paused
 from .ir import Dim, Engine, Graph, Node, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig, VariableSig
 from .ops import control
@@ -274,6 +275,7 @@ def bind_shapes(graph: Graph, shapes: Mapping[str, Sequence[int]] | None) -> Gra
     return g
 
 
+@paused
 def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileReport:
     """Validate and infer shapes (symbolic dims allowed) without building anything.
 
@@ -295,6 +297,7 @@ def analyze(graph: Graph, options: CompileOptions | None = None) -> CompileRepor
                          nodes_after=len(g.nodes), total_seconds=time.perf_counter() - start)
 
 
+@paused
 def compile_graph(graph: Graph, options: CompileOptions | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None,

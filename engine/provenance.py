@@ -72,7 +72,9 @@ def record(producer: dict | None, ops: Iterable[str], backend: str, library: str
 @functools.cache
 def _cpuinfo_flags() -> frozenset[str]:
     try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+        # ASCII text, read as UTF-8: the codec every process has loaded (an "ascii" one is
+        # imported on first use, inside the first model's load)
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
                 if line.startswith("flags"):
                     return frozenset(line.partition(":")[2].split())

@@ -27,6 +27,7 @@ from graphengine.errors import Cancelled, DeadlineExceeded
 
 from .bounds import MemoryBudget, physical_memory_bytes
 from .errors import ExecutionError, GraphEngineError, InvalidGraph, InvalidInput
+from .gc_pause import paused
 from .host_plan import HostPlan
 from .model import CompiledModel, DeviceProgram, HostProgram, TensorSig, check_dataflow
 from .provenance import check_cpu
@@ -166,6 +167,7 @@ class LoadedModel:
     (a Tile's repeats, a Range's limit), so the bound is kept as they allocate.
     """
 
+    @paused
     def __init__(self, compiled: CompiledModel, device: _runtime.Device | None = None,
                  instances: int = 1,
                  host_budget: Callable[[], MemoryBudget | None] | None = None,

@@ -15,6 +15,7 @@ from graphengine.tensorflow import graph_def_pb2 as tfpb
 from graphengine.v1 import graph_pb2 as pb
 
 from ..errors import InvalidModel
+from ..gc_pause import paused
 from ..ir import Graph
 from .graphdef import (
     TEXT_SUFFIXES,
@@ -46,6 +47,7 @@ def model_format(model: bytes | bytearray | memoryview | str | os.PathLike) -> s
     return None
 
 
+@paused
 def load_model(model: Any, name: str | None = None, *,
                input_shapes: Mapping[str, Sequence[int]] | None = None,
                outputs: Sequence[str] | None = None) -> Graph:

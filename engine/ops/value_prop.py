@@ -1,6 +1,12 @@
 """Value propagation for small shape tensors, so shape inference sees through
 Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains without constant folding.
 
+Any op constant folding evaluates is evaluated here too once its inputs are known numbers
+(a mobile ViT's unfold computes ceil(h / p) * p through Cast, Div, Ceil and Mul): a value
+inference cannot know becomes a fresh symbol, and a Reshape to it leaves every shape after
+it unknown until the prepare stage has folded the chain and gone round once more (a
+whole sweep of inference, folding and merging again).
+
 A known value is a small numpy array; entries of shape-derived values may be symbol
 strings (object dtype), e.g. Shape of float32[batch,128] is ["batch", 128].
 """
@@ -12,7 +18,7 @@ import math
 
 import numpy as np
 
-from ..ir import Value
+from ..ir import Graph, Value
 from . import symdims
 
 _MAX_ELEMENTS = 64
@@ -85,7 +91,7 @@ def _derive(v: Value, node, depth: int) -> np.ndarray | None:
         if src is None or not src.is_static:
             return None
         return np.array(math.prod(src.shape), dtype=np.int64)  # type: ignore[arg-type]
-    if op not in _STRUCTURAL and op not in _ARITHMETIC:
+    if op not in _STRUCTURAL and op not in _ARITHMETIC and not _evaluable(node):
         return None
     ins = []
     for x in node.inputs:
@@ -98,7 +104,7 @@ def _derive(v: Value, node, depth: int) -> np.ndarray | None:
         ins.append(_as_ints(val))
     if op == "Cast" and ins[0].dtype == object and node.attrs.get("to") in _INT_CODES:
         return ins[0]  # dims cast between integer types stay the same dims
-    if op in _ARITHMETIC and any(x is not None and x.dtype == object for x in ins):
+    if op not in _STRUCTURAL and any(x is not None and x.dtype == object for x in ins):
         res = _symbolic(op, ins)  # the few forms exporters use to compute shapes
         return None if res is None else _as_ints(res)
     from .api import run_node  # late: api imports the registry this module serves
@@ -110,6 +116,19 @@ def _derive(v: Value, node, depth: int) -> np.ndarray | None:
     if res.dtype.kind in "US":
         res = res.astype(object)
     return _as_ints(res) if res.size <= _MAX_ELEMENTS else None
+
+
+def _evaluable(node) -> bool:
+    """Whether constant folding would evaluate the node (deterministic, no side effects),
+    and it holds no body graph to run."""
+    from . import registry  # late, as run_node
+
+    if not registry.has(node.op_type) or not registry.get(node.op_type).foldable:
+        return False
+    for a in node.attrs.values():
+        if isinstance(a, Graph) or (isinstance(a, list) and any(isinstance(x, Graph) for x in a)):
+            return False
+    return True
 
 
 def _sym_equal(a, b):

@@ -134,3 +134,17 @@ def test_external_data_outside_the_models_folder_is_refused(tmp_path, location):
     (tmp_path / "w.bin").write_bytes(np.zeros(2, np.float32).tobytes())
     err = _refused(str(path), match="tensor 'w': external data location")
     assert str(tmp_path) not in err.message  # never the server's own paths
+
+
+@pytest.mark.parametrize("dims", [[1 << 62, 4], [1 << 32, 1 << 32, 3]])
+def test_tensor_dims_whose_product_wraps_int64_are_refused_naming_the_tensor(dims):
+    # 2^64 elements wrapped to 0 in int64, matching an empty raw_data: the importer then
+    # failed in numpy's reshape (a bare ValueError) instead of naming the tensor.
+    t = TensorProto(name="c", data_type=F, dims=dims, raw_data=b"")
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], value=t),
+         helper.make_node("Identity", ["c"], ["y"])], "g", [],
+        [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(InvalidModel, match="tensor 'c': raw data has 0 bytes"):
+        onnx_import.import_onnx(model.SerializeToString())

@@ -144,3 +144,49 @@ def test_a_ceil_mode_window_larger_than_the_input_is_one_clipped_window(op):
         got = sess.run_graph(sess.add_graph(model), {"x": x})["y"]
     assert got.shape == want.shape == (2, 3, 1, 1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _unfold_nodes():
+    """A mobile ViT's unfold: the map is padded to whole patches, its size computed as
+    ceil(h / p) * p through float arithmetic (Cast, Div, Ceil, Mul, Cast), then reshaped."""
+    return [helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Gather", ["s", "i2"], ["h"], axis=0),
+            helper.make_node("Cast", ["h"], ["hf"], to=TensorProto.FLOAT),
+            helper.make_node("Div", ["hf", "p"], ["q"]),
+            helper.make_node("Ceil", ["q"], ["c"]),
+            helper.make_node("Mul", ["c", "p"], ["hp"]),
+            helper.make_node("Cast", ["hp"], ["hi"], to=TensorProto.INT64),
+            helper.make_node("Unsqueeze", ["hi", "zero"], ["hu"]),
+            helper.make_node("Concat", ["neg", "hu"], ["target"], axis=0),
+            helper.make_node("Reshape", ["x", "target"], ["y"])]
+
+
+_UNFOLD_INITS = {"i2": np.array(2, np.int64), "p": np.array(4.0, np.float32),
+                 "zero": np.array([0], np.int64), "neg": np.array([-1], np.int64)}
+
+
+def test_shape_arithmetic_through_ceil_is_known():
+    # Any op constant folding evaluates is evaluated on known shape values: without Ceil
+    # the target was unknown and the Reshape's output a fresh symbol.
+    assert _outputs(_unfold_nodes(), [("x", ["batch", 4, 8, 8])], _UNFOLD_INITS) == \
+        ("32*batch", 8)
+
+
+def test_shape_arithmetic_through_ceil_needs_no_second_prepare_round():
+    from graphengine.engine.pipeline import compile_graph
+
+    graph = helper.make_graph(
+        _unfold_nodes() + [helper.make_node("Shape", ["y"], ["ys"]),
+                           helper.make_node("Reshape", ["y", "ys"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 8, 8])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in _UNFOLD_INITS.items()])
+    g = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                     ir_version=8))
+    compiled = compile_graph(g, input_shapes={"x": (2, 4, 8, 8)})
+    assert compiled.outputs[0].shape == (64, 8)
+    folds = [p for p in compiled.report.passes
+             if p.stage == "prepare" and p.name == "fold_constants"]
+    # the first fold takes the whole chain, the Shape of the Reshape's output too (it is
+    # static once inference knows the target); the second round finds nothing left
+    assert [p.changed for p in folds] == [True, False]

@@ -1,3 +1,5 @@
+import pickle
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,49 @@ def test_tensor_meta():
     m = TensorMeta(F32, (2, "batch"))
     assert not m.is_static and str(m) == "float32[2,batch]"
     assert TensorMeta(F32, (2, 3)).nbytes == 24
+
+
+def test_a_meta_counts_its_elements_exactly_and_once():
+    big = TensorMeta(DType.FLOAT32, (1 << 40, 1 << 40))
+    assert big.numel == 1 << 80  # an int64 product wrapped to 0: "small enough to fold"
+    m = TensorMeta(DType.FLOAT32, (2, 3, 4))
+    assert m.is_static and m.numel == 24 and m.nbytes == 96
+    # worked out once: the frozen meta keeps both (neither a field, so equal metas stay equal)
+    assert vars(m)["numel"] == 24 and vars(m)["is_static"] is True
+    same = TensorMeta(DType.FLOAT32, (2, 3, 4))
+    assert m == same and hash(m) == hash(same)
+    assert pickle.loads(pickle.dumps(m)) == m
+    sym = TensorMeta(DType.FLOAT32, ("b", 3))
+    assert not sym.is_static
+    with pytest.raises(ValueError, match="non-static"):
+        _ = sym.numel
+
+
+def test_a_copy_is_built_directly_and_equal(monkeypatch):
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (2, 3)))
+    w = g.add_constant("w", np.ones((2, 3), np.float32))
+    a = g.add_node("Add", [x, w], outputs=["a"], name="add")
+    r = g.add_node("Relu", [a.outputs[0]], outputs=["r"], name="relu")
+    m = g.add_node("Mul", [r.outputs[0], a.outputs[0]], outputs=["y"], name="mul")
+    a.outputs[0].meta = TensorMeta(DType.FLOAT32, (2, 3))
+    a.meta.fused = ("bias",)
+    g.outputs = [m.outputs[0]]
+
+    # the source's names are unique and its nodes in order: no node or constant is made
+    # through the checking constructors (a compile copies the graph twice)
+    def refuse(*args, **kwargs):
+        raise AssertionError("copy went through add_node / add_constant")
+
+    monkeypatch.setattr(Graph, "add_node", refuse)
+    monkeypatch.setattr(Graph, "add_constant", refuse)
+    c = g.copy()
+    c.lint()
+    assert [n.name for n in c.nodes] == ["add", "relu", "mul"]
+    assert list(c.values) == list(g.values)
+    assert [u.name for u in c.values["a"].users] == ["relu", "mul"]
+    assert c.values["w"].const is g.values["w"].const  # arrays shared, never mutated
+    assert c.values["a"].meta == TensorMeta(DType.FLOAT32, (2, 3))
+    assert c.node("add").meta.fused == ("bias",) and c.node("add").meta is not a.meta
+    assert c.outputs[0].name == "y" and c.outputs[0] is not g.outputs[0]
+    assert c.node("mul").inputs[1] is c.values["a"]

@@ -85,8 +85,8 @@ std::unique_ptr<Kernel> make_not(const KernelArgs& a);
 std::unique_ptr<Kernel> make_resize(const KernelArgs& a);
 // kernels_deconv.cc
 std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
-// For kernel_info: checks the inputs and attributes like load would (a oneDNN primitive
-// descriptor included). Throws Error / dnnl::error.
+// For kernel_info: checks the inputs and attributes like load would, without building
+// oneDNN's primitive descriptor (it runs every shape the checks pass). Throws Error.
 void check_conv_transpose(const KernelArgs& a);
 // kernels_trees.cc
 std::unique_ptr<Kernel> make_tree_ensemble(const KernelArgs& a);  // TreeEnsembleClassifier, Regressor
