@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from graphengine.engine.errors import ShapeError
 from graphengine.engine.importers import load_model
 from graphengine.engine.ops.group_norm import GROUP_NORM
 from graphengine.engine.pipeline import CompileOptions, compile_graph
@@ -61,7 +62,10 @@ def _norm(kind, groups, x, y, shape, act):
                  _arr(f"{y}_one", np.ones(groups)), _arr(f"{y}_zero", np.zeros(groups)),
                  _arr(f"{y}_g", gamma.reshape(per_channel)),
                  _arr(f"{y}_b", beta.reshape(per_channel))]
-    if act is not None:
+    if act == "SiLU":  # torch's export: x * Sigmoid(x)
+        nodes += [helper.make_node("Sigmoid", [out], [f"{y}_sig"]),
+                  helper.make_node("Mul", [out, f"{y}_sig"], [y])]
+    elif act is not None:
         nodes.append(helper.make_node(act, [out], [y]))
     return nodes, inits
 
@@ -74,7 +78,7 @@ def _model(kind, groups, shape, act="Relu", norm=True):
     if norm:
         more, extra = _norm(kind, groups, "h", "a", mid, act)
     else:
-        more, extra = [helper.make_node(act, ["h"], ["a"])], []
+        more, extra = [helper.make_node("Relu" if act == "SiLU" else act, ["h"], ["a"])], []
     nodes += more
     inits += extra
     conv2, w2 = _conv("c2", "a", "y", C, 16, rank)
@@ -123,7 +127,7 @@ def test_a_group_norm_between_convolutions_is_one_task_in_their_format(fmt, kind
 
 @pytest.mark.parametrize("kind,groups", [("torch", 4), ("torch", C), ("GroupNormalization", 1),
                                          ("InstanceNormalization", C)])
-@pytest.mark.parametrize("act", ["Gelu", "Sigmoid", "Relu"])
+@pytest.mark.parametrize("act", ["Gelu", "Sigmoid", "Relu", "LeakyRelu", "Tanh"])
 def test_a_1d_group_norm_and_its_activation_match_onnxruntime(kind, groups, act):
     # [N, C, L]: a speech encoder's feature extractor (GroupNorm(C, C) -> GELU)
     compiled = _check(_model(kind, groups, (2, 5, 50), act=act), "nhwc")
@@ -171,3 +175,27 @@ def test_a_layer_norm_scale_that_varies_along_positions_is_not_a_group_norm():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     ops = _ops(compiled)
     assert GROUP_NORM not in ops and "LayerNormalization" in ops, ops
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw16c"])
+def test_a_silu_written_as_x_times_sigmoid_is_the_group_norms_activation(fmt):
+    # a diffusion UNet's GroupNorm(32, C) -> SiLU, torch's export of nn.SiLU
+    compiled = _check(_model("torch", 8, (2, 3, 12, 10), act="SiLU"), fmt)
+    ops = _ops(compiled)
+    assert ops.count(GROUP_NORM) == 1 and "Sigmoid" not in ops and "Mul" not in ops, ops
+    fused = [f for f in compiled.report.fusions if f.startswith("GroupNorm:")]
+    assert len(fused) == 1 and "(8 groups + Swish)" in fused[0], compiled.report.fusions
+
+
+def test_a_group_norm_node_whose_groups_do_not_divide_the_channels_is_refused():
+    # graphengine.GroupNorm written in a model (domain "graphengine"): checked like any op
+    node = helper.make_node("GroupNorm", ["x", "s", "b"], ["y"], domain="graphengine",
+                            num_groups=3)
+    g = helper.make_graph([node], "bad",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [_arr("s", np.ones(32)), _arr("b", np.zeros(32))])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("graphengine", 1)])
+    with pytest.raises(ShapeError, match="num_groups 3 does not divide the 32 channels"):
+        compile_graph(load_model(model), CompileOptions(lint=True))

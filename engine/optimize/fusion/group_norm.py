@@ -107,7 +107,12 @@ def _match(graph: Graph, ln: Node):
         return None
     scale, shift = np.tile(w, groups), np.tile(b, groups)
     attrs: dict = {"num_groups": groups, "epsilon": float(ln.attrs.get("epsilon", 1e-5))}
-    while (nxt := _reader(graph, v)) is not None:
+    while (nxt := _reader(graph, v)) is not None or (silu := _silu(graph, v)) is not None:
+        if nxt is None:  # x * Sigmoid(x): a diffusion UNet's SiLU after its GroupNorm
+            attrs.update(activation="Swish", activation_alpha=1.0)
+            nodes += silu
+            v = silu[-1].outputs[0]
+            break
         if nxt.op_type in _AFFINE and nxt.outputs[0].meta is not None \
                 and tuple(nxt.outputs[0].meta.shape or ()) == shape:
             c = _per_channel(nxt, v, shape)
@@ -139,6 +144,20 @@ def _match(graph: Graph, ln: Node):
     if not on_device(*nodes):
         return None
     return source, nodes, scale.astype(np.float32), shift.astype(np.float32), attrs
+
+
+def _silu(graph: Graph, v: Value) -> list[Node] | None:
+    """[Sigmoid, Mul] when v's only readers compute v * Sigmoid(v) (torch's SiLU export)."""
+    if len(v.users) != 2 or v in graph.outputs:
+        return None
+    sig = next((u for u in v.users if u.op_type == "Sigmoid"), None)
+    if sig is None or len(sig.outputs) != 1:
+        return None
+    mul = _reader(graph, sig.outputs[0])
+    if mul is None or mul.op_type != "Mul" or {id(u) for u in v.users} != {id(sig), id(mul)} \
+            or len(mul.inputs) != 2 or {id(i) for i in mul.inputs} != {id(v), id(sig.outputs[0])}:
+        return None
+    return [sig, mul]
 
 
 def _same_channels(v: Value, shape: tuple[int, ...]) -> bool:

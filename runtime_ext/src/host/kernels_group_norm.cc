@@ -229,15 +229,19 @@ class GroupNormKernel : public Kernel {
   void finish(float* v, int64_t len) const {
     switch (act_) {
       case Act::kSigmoid:
+#pragma omp simd
         for (int64_t p = 0; p < len; ++p) v[p] = 1.f / (1.f + std::exp(-v[p]));
         break;
       case Act::kTanh:
+#pragma omp simd
         for (int64_t p = 0; p < len; ++p) v[p] = std::tanh(v[p]);
         break;
       case Act::kSwish:
+#pragma omp simd
         for (int64_t p = 0; p < len; ++p) v[p] = v[p] / (1.f + std::exp(-alpha_ * v[p]));
         break;
       case Act::kHardSwish:
+#pragma omp simd
         for (int64_t p = 0; p < len; ++p) v[p] = v[p] * std::min(std::max(v[p] / 6.f + 0.5f, 0.f), 1.f);
         break;
       case Act::kGelu:
