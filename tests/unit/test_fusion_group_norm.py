@@ -199,3 +199,18 @@ def test_a_group_norm_node_whose_groups_do_not_divide_the_channels_is_refused():
                                                 helper.make_opsetid("graphengine", 1)])
     with pytest.raises(ShapeError, match="num_groups 3 does not divide the 32 channels"):
         compile_graph(load_model(model), CompileOptions(lint=True))
+
+
+def test_a_layer_norm_that_nothing_joins_stays_a_layer_norm():
+    # a transformer's LayerNormalization over [B, L, H] with an identity affine (OLMo's
+    # non-parametric one) is a group norm of L groups, but no view, affine or activation
+    # joins it: it stays the LayerNormalization kernel
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["n"], axis=-1),
+             helper.make_node("MatMul", ["n", "w"], ["y"])]
+    inits = [_arr("s", np.ones(16)), _arr("b", np.zeros(16)), _arr("w", rng.normal(0, 1, (16, 8)))]
+    g = helper.make_graph(nodes, "ln",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    ops = _ops(compile_graph(load_model(model), CompileOptions(lint=True)))
+    assert GROUP_NORM not in ops and "LayerNormalization" in ops, ops

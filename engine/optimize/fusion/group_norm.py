@@ -141,7 +141,9 @@ def _match(graph: Graph, ln: Node):
         return None
     source, ups, down = found
     nodes = ups + nodes + down
-    if not on_device(*nodes):
+    # a LayerNormalization alone (a transformer's over [B, L, H] with an identity affine is
+    # one of L groups) stays what it is: nothing joins it
+    if len(nodes) == 1 or not on_device(*nodes):
         return None
     return source, nodes, scale.astype(np.float32), shift.astype(np.float32), attrs
 
