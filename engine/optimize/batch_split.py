@@ -48,6 +48,7 @@ import numpy as np
 from ..flops import node_flops
 from ..ir import Engine, Graph, Node, TensorMeta, Value
 from ..ops.conv_fused import FUSED_CONVS
+from ..ops.group_norm import GROUP_NORM
 from ..passes import PassResult
 
 CACHE_BYTES = 16 << 20  # working set of one chunk: half of a 32 MiB L3, all of 2 cores' L2s
@@ -61,7 +62,7 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", 
           "Ceil", "Identity", "Elu", "Selu", "Mish", "Softsign", "Cast"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
 _DATA0 = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-          "BatchNormalization", "LRN", "InstanceNormalization", *FUSED_CONVS}
+          "BatchNormalization", "LRN", "InstanceNormalization", GROUP_NORM, *FUSED_CONVS}
 
 
 def _carries(v: Value, n: int) -> bool:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import ops
 from ..dtypes import DType
-from ..ir import Node, Value
+from ..ir import Graph, Node, Value
 from ..ops.registry import Layout
 
 NCHW, NHWC = "nchw", "nhwc"
@@ -64,6 +66,29 @@ def per_channel(v: Value, out: Value) -> bool:
     s, y = v.meta.shape, out.meta.shape
     return (y[2] * y[3] > 1 and s[1] == y[1] and s[2] == 1 and s[3] == 1
             and s[0] in (1, y[0]))
+
+
+def channel_constants_as_4d(graph: Graph) -> int:
+    """A constant per-channel operand of a CHANNEL op's 4-D activation written with fewer
+    axes ([C, 1, 1]: PoolFormer's and ConvNeXt's layer scale) becomes the [1, C, 1, 1] it
+    broadcasts as, the form the region's per-channel rule (and the runtime's) reads; the
+    values are the same. Returns how many operands changed."""
+    changed = 0
+    for node in graph.nodes:
+        out = node.outputs[0] if node.outputs else None
+        if layout_of(node) is not Layout.CHANNEL or not is_act4d(out):
+            continue
+        inputs = list(node.inputs)
+        for i, v in enumerate(inputs):
+            if v is None or not v.is_constant or v.meta is None or not 1 <= v.meta.rank < 4:
+                continue
+            shape = (1,) * (4 - v.meta.rank) + tuple(v.meta.shape)
+            if shape[1:] == (out.meta.shape[1], 1, 1) and out.meta.shape[2] * out.meta.shape[3] > 1:
+                inputs[i] = graph.add_constant(None, np.asarray(v.const).reshape(shape))
+                changed += 1
+        if inputs != list(node.inputs):
+            node.set_inputs(inputs)
+    return changed
 
 
 def reads_own_layout(node: Node, index: int) -> bool:

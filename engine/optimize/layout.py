@@ -53,6 +53,7 @@ from .formats import (
     BLOCKS,
     NCHW,
     NHWC,
+    channel_constants_as_4d,
     is_act4d,
     is_conversion,
     layout_of,
@@ -269,6 +270,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     round_trips = drop_reshape_round_trips(graph, outputs)
     if round_trips:
         outputs = set(graph.outputs)
+    channel_constants_as_4d(graph)
     region_nodes = _reached_from_convolutions(
         [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)])
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):

@@ -88,15 +88,16 @@ def test_chain_stops_at_shared_values_graph_outputs_and_broadcasts():
     assert ops == ["Relu", "EltwiseChain", "Add", "Sigmoid"], ops
 
 
-def test_a_group_norms_affine_and_gelu_after_its_normalization_are_one_chain():
-    """wav2vec2's first feature layer: InstanceNormalization (a LayerNormalization once
-    canonical) then the GroupNorm's per-channel [C, 1] Mul and Add, then GELU: one pass. A
-    4-D output's per-channel steps stay apart (they run in a convolution region's format)."""
-    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "z"], ["n"]),
+def test_per_channel_steps_and_gelu_after_a_normalization_are_one_chain():
+    """A per-channel [C, 1] Mul and Add of a rank-3 output, then GELU: one pass. (After a
+    LayerNormalization whose scale varies along the positions, so no group norm: that one
+    with its affine and activation is a GroupNorm, test_fusion_group_norm.py.) A 4-D output's
+    per-channel steps stay apart (they run in a convolution region's format)."""
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "z"], ["n"], axis=-1),
              helper.make_node("Mul", ["n", "w"], ["m"]),
              helper.make_node("Add", ["m", "b"], ["a"]),
              helper.make_node("Gelu", ["a"], ["y"], domain="")]
-    inits = {"s": np.ones(6), "z": np.zeros(6), "w": RNG.standard_normal((6, 1)),
+    inits = {"s": RNG.standard_normal(40), "z": np.zeros(40), "w": RNG.standard_normal((6, 1)),
              "b": RNG.standard_normal((6, 1))}
     model = _model(nodes, [2, 6, 40], inits)
     model.opset_import[0].version = 20  # Gelu

@@ -8,6 +8,7 @@ import pytest
 
 from graphengine import _runtime
 from graphengine.engine import ops
+from graphengine.engine.ops.group_norm import GROUP_NORM
 from tests.unit.device_cases import check, randint, randn
 
 CMP = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
@@ -100,6 +101,9 @@ def test_schema_layouts_agree_with_the_runtime_s_format_rules():
                     (name, info)
         if name == "BatchNormalization":
             info = _runtime.kernel_info(name, ["float32"] * 5, [act] + [[16]] * 4, {})
+        elif name == GROUP_NORM:  # the graphengine domain's op; its kernel's name
+            info = _runtime.kernel_info("GroupNorm", ["float32"] * 3, [act, [16], [16]],
+                                        {"num_groups": 4})
         else:
             n = {"Where": 3}.get(name, 2 if schema.layout in binary else 1)
             info = None

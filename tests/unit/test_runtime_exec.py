@@ -738,6 +738,8 @@ def test_kernel_info_knows_every_device_op():
     dtypes["AssignSlice"] = ["float32", "float32", "int64"]
     attrs["AssignSlice"] = {"axis": 2}
     shapes["PaddedNonMaxSuppression"] = [[1, 6, 4], [1, 2, 6]]  # boxes, scores
+    shapes["GroupNorm"] = [[1, 4, 8, 8], [4], [4]]  # x, per-channel scale and bias
+    attrs["GroupNorm"] = {"num_groups": 2}
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)

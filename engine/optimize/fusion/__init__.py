@@ -39,6 +39,7 @@ from . import (
     conv_stride,
     eltwise,
     erf_gelu,
+    group_norm,
     hard_swish,
     layernorm,
     matmul_bias,
@@ -109,10 +110,14 @@ FUSIONS: list[Fusion] = [
     # InstanceNormalization's identity affine before a GroupNorm's own), before the chain row.
     dataclasses.replace(affine_fold.ROW, after=("conv_bias", "conv_bn", "layernorm", "rms_norm",
                                                 "rope", "matmul_bias", "activation_affine")),
+    # A group normalization's steps (Reshape, LayerNormalization, Reshape, its affine and
+    # activation) are one GroupNorm that stays in the convolutions' format: after the
+    # identity affine of an InstanceNormalization-written GroupNorm folded away.
+    dataclasses.replace(group_norm.ROW, after=("layernorm", "affine_fold")),
     # Last: the epilogues of Conv/MatMul take their activations first.
     dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
                                             "conv_block", "conv_head", "activation_affine",
-                                            "matmul_mul", "affine_fold")),
+                                            "matmul_mul", "affine_fold", "group_norm")),
 ]
 
 

@@ -39,6 +39,7 @@ std::unique_ptr<Kernel> make_softmax(const KernelArgs& a);  // Softmax, LogSoftm
 std::unique_ptr<Kernel> make_layer_norm(const KernelArgs& a);
 std::unique_ptr<Kernel> make_rms_norm(const KernelArgs& a);
 std::unique_ptr<Kernel> make_batch_norm(const KernelArgs& a);
+std::unique_ptr<Kernel> make_group_norm(const KernelArgs& a);  // graphengine.GroupNorm
 // kernels_reduce.cc
 std::unique_ptr<Kernel> make_reduce(const KernelArgs& a);  // ReduceMean Sum Max Min
 // kernels_layout.cc

@@ -65,6 +65,7 @@ const std::vector<OpRow>& op_table() {
       {"LayerNormalization", make_layer_norm, L::kPlainOnly, 2, 3, T::kF32, 1, kAnyRank, check_same_types},
       {"RMSNormalization", make_rms_norm, L::kPlainOnly, 2, 2, T::kF32, 1, kAnyRank, check_same_types},
       {"BatchNormalization", make_batch_norm, L::kUniform, 5, 5, T::kF32, 2, kAnyRank, check_batch_norm},
+      {"GroupNorm", make_group_norm, L::kUniform, 3, 3, T::kF32, 3, kAnyRank, nullptr},
       {"ReduceMean", make_reduce, L::kPlainOnly, 1, 2, T::kF32, 0, kAnyRank, nullptr},
       {"ReduceSum", make_reduce, L::kPlainOnly, 1, 2, T::kArith, 0, kAnyRank, nullptr},
       {"ReduceMax", make_reduce, L::kPlainOnly, 1, 2, T::kArith, 0, kAnyRank, nullptr},
