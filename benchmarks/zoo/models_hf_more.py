@@ -1,4 +1,4 @@
-"""Zoo builders: 34 more ``transformers`` architectures of the issue's families, added after
+"""Zoo builders: 33 more ``transformers`` architectures of the issue's families, added after
 the first zoo (see models_hf.py for how a builder works). Names start with ``more_``.
 
 They were first built outside the zoo as models the project had not seen, to check that the
