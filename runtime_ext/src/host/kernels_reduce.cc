@@ -195,23 +195,21 @@ std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
   if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
   // Integer sums (a count of selected items: ArgMax == label, summed) are the loop's.
   if (!a.inputs.empty() && a.in(0).dtype != DType::kFloat32) return std::make_unique<FoldKernel>(a);
+  const bool plain = !a.inputs.empty() && a.in(0).plain() && !a.outputs.empty() && a.out(0).plain();
   // A small plain reduction (an RMSNorm's mean over a row of 64): the loop.
-  if (!a.inputs.empty() && a.in(0).numel <= kSmallOpElements && a.in(0).plain() && !a.outputs.empty() &&
-      a.out(0).plain()) {
-    return std::make_unique<FoldKernel>(a);
-  }
+  if (plain && a.in(0).numel <= kSmallOpElements) return std::make_unique<FoldKernel>(a);
   // A sum or mean over short trailing rows (Swin-V2's cosine attention normalizes rows of 32
   // head channels: oneDNN's reduction took ~450 us a call at batch 8, 43% of the model): the
   // loop's eight partial sums a row.
-  if (!a.inputs.empty() && a.in(0).plain() && a.in(0).numel <= kShortRowsElements && !a.outputs.empty() &&
-      a.out(0).plain()) {
-    auto fold = std::make_unique<FoldKernel>(a);
+  std::unique_ptr<FoldKernel> fold;
+  if (plain && a.in(0).numel <= kShortRowsElements) {
+    fold = std::make_unique<FoldKernel>(a);
     const int64_t row = fold->trailing_row();
     if (row > 0 && row <= kShortRow) return fold;
   }
   auto k = std::make_unique<ReduceKernel>(a);
-  if (k->impl().find(" ref") != std::string::npos) return std::make_unique<FoldKernel>(a);
-  return k;
+  if (k->impl().find(" ref") == std::string::npos) return k;
+  return fold ? std::move(fold) : std::make_unique<FoldKernel>(a);
 }
 
 }  // namespace ge
