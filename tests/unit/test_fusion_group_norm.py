@@ -214,3 +214,30 @@ def test_a_layer_norm_that_nothing_joins_stays_a_layer_norm():
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     ops = _ops(compile_graph(load_model(model), CompileOptions(lint=True)))
     assert GROUP_NORM not in ops and "LayerNormalization" in ops, ops
+
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw8c", "nChw16c"])
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_large_mean_against_a_small_spread_keeps_the_variance(fmt, n):
+    # activations of mean 1000 and spread ~1.5 (a bias far from the data's scale): the
+    # variance as E[x^2] - mean^2 of float sums cancels to noise (ONNX Runtime's own
+    # GroupNormalization is 1.5 off here); the kernel sums deviations from a sample of each
+    # channel, so it stays the float64 reference's
+    model = _model("GroupNormalization", 4, (n, 3, 40, 36))
+    bias = next(t for t in model.graph.initializer if t.name == "c1_b")
+    bias.CopyFrom(_arr("c1_b", numpy_helper.to_array(bias) + 1000.0))
+    model.graph.output.extend([helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+                               for name in ("h", "a")])
+    compiled = _compile(model, fmt)
+    assert _ops(compiled).count(GROUP_NORM) == 1, _ops(compiled)
+    x = rng.standard_normal((n, 3, 40, 36)).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})
+    h = got["h"].astype(np.float64)
+    assert abs(h.mean() - 1000) < 5 and 0.5 < h.std() < 5, (h.mean(), h.std())
+    params = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    groups = h.reshape(n, 4, -1)
+    normed = ((groups - groups.mean(-1, keepdims=True))
+              / np.sqrt(groups.var(-1, keepdims=True) + 1e-5)).reshape(h.shape)
+    want = np.maximum(normed * params["a_g"][:, None, None] + params["a_b"][:, None, None], 0)
+    np.testing.assert_allclose(got["a"], want, rtol=1e-3, atol=1e-3)

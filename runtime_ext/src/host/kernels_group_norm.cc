@@ -7,10 +7,15 @@
 // Reshapes forced the plain layout (two TransData a GroupNorm in an NHWC region) and the
 // affine and activation ran as tasks of their own.
 //
-// Per sample: pass 1 sums each channel's elements and their squares over the spatial
-// positions (float partial sums of at most kChunk positions, added into double
-// accumulators), the group's mean and 1 / sqrt(var + eps) follow; pass 2 writes
-// y = act(x * a[c] + b[c]), a = gamma[c] * rstd, b = beta[c] - mean * a.
+// Per sample: pass 1 sums each channel's deviations d = x - x0 from the channel's first
+// element x0 and their squares over the spatial positions (float partial sums of at most
+// kChunk positions, added into double accumulators). The shift keeps the sums at the
+// data's spread, not its mean: E[x^2] - mean^2 of unshifted float sums cancels to noise
+// when the mean is large against the spread (mean 1000, spread 1 gave errors of 2). Each
+// channel's mean and sum of squared deviations follow from its shifted sums; the group's
+// combine them (Chan's pairwise formula over channels of equal count), then
+// 1 / sqrt(var + eps); pass 2 writes y = act(x * a[c] + b[c]), a = gamma[c] * rstd,
+// b = beta[c] - mean * a.
 //
 // The stored bytes are viewed as x[n][o][s][i]: plain O = C, I = 1 (channel o); NHWC O = 1,
 // I = C (channel i); blocked O = C / b, I = b (channel o * b + i). Both passes run over work
@@ -82,7 +87,7 @@ class GroupNormKernel : public Kernel {
         std::vector<double> partial(static_cast<size_t>(per_sample * 2 * i_));
         std::vector<float> a(static_cast<size_t>(c_)), b(static_cast<size_t>(c_));
         for (int64_t j = 0; j < per_sample; ++j) sums(x, n * per_sample + j, partial.data() + j * 2 * i_);
-        coefficients(partial.data(), a.data(), b.data());
+        coefficients(x, n, partial.data(), a.data(), b.data());
         for (int64_t j = 0; j < per_sample; ++j) apply(x, y, n * per_sample + j, a.data(), b.data());
       }
       return Status::Ok();
@@ -97,7 +102,7 @@ class GroupNormKernel : public Kernel {
       for (int64_t it = 0; it < items; ++it) sums(x, it, partial.data() + it * 2 * i_);
       std::vector<float> a(static_cast<size_t>(n_ * c_)), b(static_cast<size_t>(n_ * c_));
       for (int64_t n = 0; n < n_; ++n) {
-        coefficients(partial.data() + n * per_sample * 2 * i_, a.data() + n * c_, b.data() + n * c_);
+        coefficients(x, n, partial.data() + n * per_sample * 2 * i_, a.data() + n * c_, b.data() + n * c_);
       }
 #pragma omp for schedule(static) nowait
       for (int64_t it = 0; it < items; ++it) {
@@ -124,14 +129,19 @@ class GroupNormKernel : public Kernel {
     double* sum = out;
     double* sq = out + i_;
     std::fill(out, out + 2 * i_, 0.0);
+    const float* shift = x + no * s_ * i_;  // each channel's first element in this sample
     std::vector<float> fs(static_cast<size_t>(i_)), fq(static_cast<size_t>(i_));
     for (int64_t c0 = s0; c0 < s1; c0 += kChunk) {
       const int64_t c1 = std::min(s1, c0 + kChunk);
       const float* row = x + (no * s_ + c0) * i_;
       if (i_ == 1) {
+        const float k = shift[0];
         float s = 0.f, q = 0.f;
 #pragma omp simd reduction(+ : s, q)
-        for (int64_t p = 0; p < c1 - c0; ++p) s += row[p], q += row[p] * row[p];
+        for (int64_t p = 0; p < c1 - c0; ++p) {
+          const float d = row[p] - k;
+          s += d, q += d * d;
+        }
         sum[0] += s, sq[0] += q;
         continue;
       }
@@ -142,16 +152,20 @@ class GroupNormKernel : public Kernel {
       for (int64_t p = 0; p < c1 - c0; ++p) {
         const float* v = row + p * i_;
 #pragma omp simd
-        for (int64_t i = 0; i < i_; ++i) ps[i] += v[i], pq[i] += v[i] * v[i];
+        for (int64_t i = 0; i < i_; ++i) {
+          const float d = v[i] - shift[i];
+          ps[i] += d, pq[i] += d * d;
+        }
       }
       for (int64_t i = 0; i < i_; ++i) sum[i] += ps[i], sq[i] += pq[i];
     }
   }
 
-  // One sample's a and b per channel from its items' partial sums.
-  void coefficients(const double* partial, float* a, float* b) const {
+  // Sample n's a and b per channel from its items' partial sums (shifted by each channel's
+  // first element in the sample, read again from x).
+  void coefficients(const float* x, int64_t n, const double* partial, float* a, float* b) const {
     const int64_t per_group = c_ / groups_;
-    const double count = static_cast<double>(per_group * s_);
+    const double plane = static_cast<double>(s_);
     std::vector<double> sum(static_cast<size_t>(c_), 0.0), sq(static_cast<size_t>(c_), 0.0);
     for (int64_t o = 0; o < o_; ++o) {
       for (int64_t k = 0; k < k_; ++k) {
@@ -163,11 +177,23 @@ class GroupNormKernel : public Kernel {
         }
       }
     }
+    // Per channel: mean = x0 + sum / plane, and its squared deviations from that mean
+    // m2 = sq - sum^2 / plane (kept in sq).
+    for (int64_t c = 0; c < c_; ++c) {
+      const float x0 = x[((n * o_ + c / i_) * s_) * i_ + c % i_];
+      const double m = sum[c] / plane;
+      sq[c] = std::max(sq[c] - sum[c] * m, 0.0);
+      sum[c] = static_cast<double>(x0) + m;
+    }
     for (int64_t g = 0; g < groups_; ++g) {
-      double s = 0.0, q = 0.0;
-      for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) s += sum[c], q += sq[c];
-      const double mean = s / count;
-      const double var = std::max(q / count - mean * mean, 0.0);
+      double mean = 0.0;
+      for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) mean += sum[c];
+      mean /= static_cast<double>(per_group);
+      double m2 = 0.0;  // the group's: its channels' own plus their means' spread
+      for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) {
+        m2 += sq[c] + plane * (sum[c] - mean) * (sum[c] - mean);
+      }
+      const double var = m2 / (plane * static_cast<double>(per_group));
       const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps_));
       for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) {
         const double scale = gamma_[c] * rstd;
