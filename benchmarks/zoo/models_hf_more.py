@@ -63,7 +63,7 @@ hf("more_levit", "vision",
    pix(3, 112, 112), PV, LOGITS, opset=17,
    notes="LeViT: Linear + BatchNorm1d, attention biases, subsampling attention, hardswish.")
 hf("more_dinov2", "vision",
-   _base("Dinov2Model", "Dinov2", image_size=56, patch_size=8, hidden_size=128,
+   _model("Dinov2Model", "Dinov2", image_size=56, patch_size=8, hidden_size=128,
          num_hidden_layers=3, num_attention_heads=4, mlp_ratio=2),
    pix(3, 56, 56), PV, HIDDEN, opset=17, notes="DINOv2: layer scale, interpolated positions.")
 hf("more_bit", "vision",
@@ -165,19 +165,19 @@ hf("more_bert_s256", "text",
 
 # ---- audio ----------------------------------------------------------------------------------
 
-hf("more_data2vec_audio", "audio", _base("Data2VecAudioModel", "Data2VecAudio", **SPEECH),
+hf("more_data2vec_audio", "audio", _model("Data2VecAudioModel", "Data2VecAudio", **SPEECH),
    wave(16000), ("input_values",), HIDDEN, opset=17)
 hf("more_ast", "audio",
-   _base("ASTModel", "AST", hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+   _model("ASTModel", "AST", hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
          intermediate_size=256, num_mel_bins=64, max_length=128, frequency_stride=10,
          time_stride=10),
    _spectrogram, ("input_values",), HIDDEN, opset=17,
    notes="Audio Spectrogram Transformer: a ViT over a 128 x 64 spectrogram.")
 hf("more_wavlm", "audio",
-   _base("WavLMModel", "WavLM", **{**SPEECH, "num_conv_pos_embeddings": 32}, num_buckets=64,
+   _model("WavLMModel", "WavLM", **{**SPEECH, "num_conv_pos_embeddings": 32}, num_buckets=64,
          max_bucket_distance=200),
    wave(16000), ("input_values",), HIDDEN, opset=17, notes="WavLM: gated relative position bias.")
 hf("more_sew", "audio",
-   _base("SEWModel", "SEW", **{**SPEECH, "conv_dim": (64,) * 13, "num_conv_pos_embeddings": 32},
+   _model("SEWModel", "SEW", **{**SPEECH, "conv_dim": (64,) * 13, "num_conv_pos_embeddings": 32},
          squeeze_factor=2),
    wave(16000), ("input_values",), HIDDEN, opset=17, notes="SEW: squeezed sequence, upsampling.")
