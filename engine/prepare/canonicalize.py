@@ -5,7 +5,8 @@ no task, no copy); InstanceNormalization and GroupNormalization are a LayerNorma
 [N, groups, rest] followed by the per-channel scale and bias; an RMSNormalization whose
 Scale broadcasts is the steps exporters wrote before opset 23 had it (else the device runs
 it whole); a ReduceMean or ReduceMax over H and W of a 4-D
-tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view). The
+tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view); a
+Tile by constant repeats is the device's Expand between two views. The
 forms are exact rewrites (up to summation order; ai.onnx.ml.Scaler of float32 is its Sub
 and Mul),
 so the host runs them as well as the device; the device then needs no kernel of its own for
@@ -336,6 +337,49 @@ def _as_clip(graph: Graph, node: Node) -> None:
     graph.hand_over_outputs(node, [clip])
 
 
+def _tile_shapes(node: Node) -> tuple[list[int], list[int], list[int]] | None:
+    """For a Tile of a static input by constant repeats (some above 1, none 0): the input
+    viewed with a unit axis before each repeated one, that view expanded to the repeats,
+    and the output shape."""
+    x, reps = node.input(0), node.input(1)
+    if node.op_type != "Tile" or x is None or reps is None or not reps.is_constant \
+            or x.meta is None or x.meta.shape is None or len(node.outputs) != 1:
+        return None
+    shape, r = list(x.meta.shape), [int(v) for v in np.asarray(reps.const).reshape(-1)]
+    if len(r) != len(shape) or not all(isinstance(d, int) and d > 0 for d in shape) \
+            or min(r, default=0) < 1 or max(r, default=1) == 1:
+        return None
+    view, wide = [], []
+    for d, k in zip(shape, r):
+        if k > 1:
+            view.append(1)
+            wide.append(k)
+        view.append(d)
+        wide.append(d)
+    return view, wide, [d * k for d, k in zip(shape, r)]
+
+
+def _static_tile(node: Node) -> bool:
+    return _tile_shapes(node) is not None
+
+
+def _as_expand(graph: Graph, node: Node) -> None:
+    """Tile(x, r) of x [d0, d1, ...] is x viewed as [1, d0, 1, d1, ...] (a unit axis before
+    each repeated one), expanded to [r0, d0, r1, d1, ...] and viewed as [r0*d0, r1*d1, ...]:
+    output element i of an axis reads i mod d. Two views and the device's Expand, where the
+    Tile had no device kernel and cut the device program (SwiftFormer's attention: four host
+    round trips)."""
+    view, wide, shape = _tile_shapes(node)
+    step = chain(graph, node)
+
+    def const(v):
+        return graph.add_constant(None, np.array(v, np.int64))
+    out = step("Reshape", [step("Expand", [step("Reshape", [node.inputs[0], const(view)]),
+                                           const(wide)]), const(shape)])
+    graph.replace_all_uses(node.outputs[0], out)
+    graph.remove_node(node)
+
+
 def _ml_scaler(node: Node) -> bool:
     x = node.input(0)
     return (node.op_type == "ai.onnx.ml.Scaler" and x is not None and x.meta is not None
@@ -445,6 +489,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_conv_1d, _as_conv_2d),
     (_ml_scaler, _as_scale_steps),
     (_is_scalar_bound, _as_clip),
+    (_static_tile, _as_expand),
     (one_hot_product, as_row_lookup),
     (elementwise_of_lookups, as_lookup_of_table),
     (_decided_if, _inline_branch),

@@ -189,3 +189,29 @@ def test_norm_reductions_run_as_device_sums(op, axes, keepdims, opset):
         x = np.abs(x)
     node, inits = _reduce(op, axes, keepdims, opset)
     _check(node, x, inits, opset=opset)
+
+
+@pytest.mark.parametrize("shape,reps", [((2, 5, 7), (1, 3, 1)), ((2, 5, 7), (2, 1, 4)),
+                                        ((6,), (3,)), ((1, 4, 1, 3), (2, 1, 5, 1)),
+                                        ((3, 2, 4), (1, 1, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_a_tile_by_constant_repeats_runs_on_the_device(shape, reps, dtype):
+    """Tile (SwiftFormer's attention; no device kernel of its own) is a view, the device's
+    Expand and a view: the whole graph stays on the device and matches ONNX Runtime."""
+    x = np.random.default_rng(5).integers(-50, 50, shape).astype(dtype)
+    onnx_type = TensorProto.FLOAT if dtype == np.float32 else TensorProto.INT64
+    graph = helper.make_graph(
+        [helper.make_node("Tile", ["x", "r"], ["t"]), helper.make_node("Add", ["t", "t"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", onnx_type, list(shape))],
+        [helper.make_tensor_value_info("y", onnx_type, None)],
+        [numpy_helper.from_array(np.array(reps, np.int64), "r")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    engines = {(p.op_type, p.engine) for p in compiled.report.placements}
+    assert all(e == "device" for _, e in engines), compiled.report.render()
+    assert "Tile" not in {op for op, _ in engines}
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
