@@ -1,9 +1,10 @@
 """Ops that address single elements through index data: GatherElements, ScatterElements,
 ScatterND, ReverseSequence.
 
-The device runs GatherElements, ScatterElements and ReverseSequence (kernels_scatter.cc,
-kernels_sequence.cc): it checks every index and length at run time, so the lowerings only
-resolve the axes; which shapes and dtypes the kernels take is the runtime's answer."""
+The device runs GatherElements, ScatterElements, ScatterND and ReverseSequence
+(kernels_scatter.cc, kernels_sequence.cc): it checks every index and length at run time, so
+the lowerings only resolve the axes; which shapes and dtypes the kernels take is the
+runtime's answer."""
 
 from __future__ import annotations
 
@@ -108,7 +109,12 @@ def _scatter_elements_device(node: Node, a: dict[str, Any]) -> DeviceKernel | st
 
 register(OpSchema("ScatterElements", 3, 3, _scatter_elements_infer, _scatter_elements,
                   attrs={"axis": A.i(0), **_SCATTER}, device=_scatter_elements_device))
-register(OpSchema("ScatterND", 3, 3, _scatter_infer, _scatter_nd, attrs=_SCATTER))
+def _scatter_nd_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    return reject(node) or kernel("ScatterND", {"reduction": a["reduction"]}, (0, 1, 2))
+
+
+register(OpSchema("ScatterND", 3, 3, _scatter_infer, _scatter_nd, attrs=_SCATTER,
+                  device=_scatter_nd_device))
 
 
 def _reverse_sequence(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:

@@ -1,5 +1,5 @@
 """Device kernels of the ops that address elements through index data or run along one axis
-(ops/elements.py, CumSum): GatherElements, ScatterElements, ReverseSequence and CumSum,
+(ops/elements.py, CumSum): GatherElements, ScatterElements, ScatterND, ReverseSequence and CumSum,
 each placed on the device and compared with the numpy reference and onnxruntime; index data
 out of range fails the run naming the node and leaves the model usable."""
 
@@ -129,6 +129,61 @@ def test_scatter_elements_reduction_on_bool_stays_on_the_host():
     assert not info["supported"] and "reduction 'add' does not support bool" in info["reason"]
 
 
+# ---- ScatterND ------------------------------------------------------------------------------
+def _distinct_rows(data_shape, rows, k, dtype=np.int64):
+    """`rows` index tuples of length k into data_shape[:k], no two alike, some negative."""
+    rng = np.random.default_rng(7)
+    dims = np.array(data_shape[:k])
+    flat = rng.permutation(int(np.prod(dims)))[:rows]
+    idx = np.stack(np.unravel_index(flat, dims), axis=-1)
+    return np.where(rng.random(idx.shape) < 0.4, idx - dims, idx).astype(dtype)
+
+
+@pytest.mark.parametrize("data,lead,k", [
+    ((6, 5), (3,), 1), ((6, 5), (4,), 2), ((4, 3, 5), (2, 2), 1), ((4, 3, 5), (5,), 2),
+    ((4, 3, 5), (2, 3), 3), ((8,), (3,), 1), ((2, 7, 4), (1, 6), 2)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_scatter_nd_distinct_indices(data, lead, k, dtype):
+    rows = int(np.prod(lead))
+    idx = _distinct_rows(data, rows, k).reshape(*lead, k)
+    check("ScatterND", {"x": _data(data, dtype), "i": idx,
+                        "u": _data(lead + data[k:], dtype)}, {}, {},
+          with_ort=dtype != np.bool_)
+
+
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+def test_scatter_nd_reductions_with_duplicates(reduction, dtype):
+    """Duplicate index rows combine in the indices' order, as ufunc.at does."""
+    x = randint(-5, 6, 4, 3, 2, dtype=dtype)
+    i = randint(-3, 3, 7, 2, dtype=np.int64)
+    u = randint(-5, 6, 7, 2, dtype=dtype)
+    check("ScatterND", {"x": x, "i": i, "u": u}, {}, {"reduction": reduction}, exact=True)
+
+
+def test_scatter_nd_duplicates_without_reduction_keep_the_last_write():
+    i = np.array([[1], [0], [1]], np.int64)
+    u = np.array([[1, 1], [2, 2], [3, 3]], np.float32)
+    (y,) = check("ScatterND", {"x": np.zeros((3, 2), np.float32), "i": i, "u": u}, {}, {},
+                 with_ort=False)
+    np.testing.assert_array_equal(y, [[2, 2], [3, 3], [0, 0]])
+
+
+def test_scatter_nd_of_a_subsampled_mask_runs_on_the_device():
+    """Speech2Text's encoder marks each sample's last valid frame: zeros [N, T] with a 1
+    scattered at [n, length - 1] (it was the one host op in the encoder)."""
+    feeds = {"x": np.zeros((3, 10), np.int64), "i": np.array([[0, 9], [1, 4], [2, 0]], np.int64),
+             "u": np.ones(3, np.int64)}
+    check("ScatterND", feeds, {}, {})
+    assert engines(compile_model(model("ScatterND", feeds, {}, {})))["ScatterND"] == "device"
+
+
+def test_scatter_nd_updates_of_the_wrong_shape_stay_on_the_host_with_the_reason():
+    info = _runtime.kernel_info("ScatterND", ["float32", "int64", "float32"],
+                                [[4, 3], [2, 1], [2, 4]], {"reduction": "none"})
+    assert not info["supported"] and "updates float32[2,4] must be float32[2,3]" in info["reason"]
+
+
 # ---- ReverseSequence -----------------------------------------------------------------------
 @pytest.mark.parametrize("shape,time_axis,batch_axis", [
     ((5, 3, 4), 0, 1), ((3, 5, 2), 1, 0), ((4, 2), 0, 1), ((2, 6), 1, 0), ((6, 2, 3, 2), -4, -3)])
@@ -211,6 +266,23 @@ def test_cumsum_axis_out_of_range_is_a_compile_error_naming_the_node():
 
 
 # ---- bad indices: errors that name the node, never a crash --------------------------------
+@pytest.mark.parametrize("bad", [3, -4, 99, -(2**31)])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_scatter_nd_index_out_of_range_fails_the_run_naming_the_node(bad, dtype):
+    x = randn(3, 4)
+    good = np.array([[1, 3], [-3, 0]], dtype)
+    feeds = {"x": x, "i": good, "u": randn(2)}
+    loaded = load(compile_model(model("ScatterND", feeds, {}, {})))
+    with pytest.raises(InvalidInput, match=rf"node 'scatternd_0' \(ScatterND\): index {bad} out "
+                                           r"of range \[-3, 2\] on data dim 0 \(indices row 1\)"):
+        loaded.execute(dict(feeds, i=np.array([[1, 3], [bad, 0]], dtype)))
+    (y,) = loaded.execute(feeds).values()  # the model stays usable
+    want = x.copy()
+    want[1, 3], want[0, 0] = feeds["u"]
+    np.testing.assert_array_equal(y, want)
+
+
+
 @pytest.mark.parametrize("bad", [5, -6, 99, -(2**31)])
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 @pytest.mark.parametrize("op", ["GatherElements", "ScatterElements"])

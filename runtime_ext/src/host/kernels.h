@@ -94,6 +94,7 @@ std::unique_ptr<Kernel> make_tree_ensemble(const KernelArgs& a);  // TreeEnsembl
 // kernels_scatter.cc
 std::unique_ptr<Kernel> make_gather_elements(const KernelArgs& a);
 std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a);
+std::unique_ptr<Kernel> make_scatter_nd(const KernelArgs& a);
 // kernels_sequence.cc
 std::unique_ptr<Kernel> make_cumsum(const KernelArgs& a);
 std::unique_ptr<Kernel> make_reverse_sequence(const KernelArgs& a);

@@ -1,6 +1,8 @@
 // GatherElements and ScatterElements (ONNX): every element of the indices names one
-// position along `axis`; its other coordinates are the index element's own. Any data dtype,
-// int64 or int32 indices, negative indices wrap once (the range is [-dim, dim)).
+// position along `axis`; its other coordinates are the index element's own. ScatterND: each
+// row of the indices' last dim (k entries) names a slice data[i0, ..., ik-1, :, ...] that
+// the matching slice of the updates replaces (or reduces into). Any data dtype, int64 or
+// int32 indices, negative indices wrap once (the range is [-dim, dim)).
 //
 // Indices are data, so all of them are checked before a byte moves and a bad one fails the
 // run naming it (the model stays usable). The results are the numpy reference's: a data dim
@@ -8,6 +10,7 @@
 // ScatterElements applies the updates in the indices' row-major order, so with duplicate
 // indices the last write wins (reduction none) and sums accumulate in that order, as
 // numpy's ufunc.at does.
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -160,6 +163,32 @@ inline T combine(T old, T upd) {
   return upd;
 }
 
+// The scatter kernel K's run for reduction `red` on `dtype`: K::run_as<reduction, T>, T the
+// element bytes when nothing combines, the arithmetic type otherwise.
+template <class K>
+Status (K::*scatter_run(const std::string& red, DType dtype))(ExecContext&) {
+  static const std::pair<const char*, Reduce> names[] = {
+      {"none", Reduce::kNone}, {"add", Reduce::kAdd}, {"mul", Reduce::kMul}, {"max", Reduce::kMax}, {"min", Reduce::kMin}};
+  const auto* it = std::find_if(std::begin(names), std::end(names), [&](const auto& n) { return red == n.first; });
+  if (it == std::end(names)) invalid("unknown reduction '", red, "'");
+  const Reduce r = it->second;
+  Status (K::*run)(ExecContext&) = nullptr;
+  bool typed;
+  if (r == Reduce::kNone) {
+    typed = with_elem_bytes(dtype_size(dtype), [&](auto e) { run = &K::template run_as<Reduce::kNone, decltype(e)>; });
+  } else {
+    typed = with_arith_type(dtype, [&](auto v) {
+      using T = decltype(v);
+      run = r == Reduce::kAdd   ? &K::template run_as<Reduce::kAdd, T>
+            : r == Reduce::kMul ? &K::template run_as<Reduce::kMul, T>
+            : r == Reduce::kMax ? &K::template run_as<Reduce::kMax, T>
+                                : &K::template run_as<Reduce::kMin, T>;
+    });
+  }
+  if (!typed) invalid("reduction '", red, "' does not support ", dtype_name(dtype));
+  return run;
+}
+
 class ScatterElementsKernel : public Kernel, ElementIndexing {
  public:
   explicit ScatterElementsKernel(const KernelArgs& a)
@@ -175,39 +204,14 @@ class ScatterElementsKernel : public Kernel, ElementIndexing {
         invalid("indices ", shape_str(idx_->shape), " exceed data ", shape_str(data_->shape), " on dim ", d);
       }
     }
-    const std::string red = a.attr_str("reduction", "none");
-    Reduce r = Reduce::kNone;
-    if (red == "add") {
-      r = Reduce::kAdd;
-    } else if (red == "mul") {
-      r = Reduce::kMul;
-    } else if (red == "max") {
-      r = Reduce::kMax;
-    } else if (red == "min") {
-      r = Reduce::kMin;
-    } else if (red != "none") {
-      invalid("unknown reduction '", red, "'");
-    }
-    bool typed;
-    if (r == Reduce::kNone) {
-      typed = with_elem_bytes(dtype_size(data_->dtype), [&](auto e) { run_ = &ScatterElementsKernel::run_as<Reduce::kNone, decltype(e)>; });
-    } else {
-      typed = with_arith_type(data_->dtype, [&](auto v) {
-        using T = decltype(v);
-        run_ = r == Reduce::kAdd   ? &ScatterElementsKernel::run_as<Reduce::kAdd, T>
-               : r == Reduce::kMul ? &ScatterElementsKernel::run_as<Reduce::kMul, T>
-               : r == Reduce::kMax ? &ScatterElementsKernel::run_as<Reduce::kMax, T>
-                                   : &ScatterElementsKernel::run_as<Reduce::kMin, T>;
-      });
-    }
-    if (!typed) invalid("reduction '", red, "' does not support ", dtype_name(data_->dtype));
+    run_ = scatter_run<ScatterElementsKernel>(a.attr_str("reduction", "none"), data_->dtype);
   }
 
   size_t workspace_bytes() const override { return static_cast<size_t>(idx_->numel) * sizeof(int64_t); }
 
   Status run(ExecContext& ctx) override { return (this->*run_)(ctx); }
 
- private:
+  // Public: scatter_run picks it.
   template <Reduce r, class T>
   Status run_as(ExecContext& ctx) {
     int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
@@ -222,9 +226,101 @@ class ScatterElementsKernel : public Kernel, ElementIndexing {
     return Status::Ok();
   }
 
+ private:
   const TensorInfo* upd_;
   const TensorInfo* y_;
   Status (ScatterElementsKernel::*run_)(ExecContext&) = nullptr;
+};
+
+// ScatterND: data [d0, ..., dr-1], indices [m..., k] (1 <= k <= r), updates [m..., dk, ...,
+// dr-1]. The indices are checked whole before a byte moves; the slices are applied in the
+// indices' row-major order on one thread, so duplicates resolve as the reference's (the
+// last write wins; reductions accumulate in order).
+class ScatterNDKernel : public Kernel {
+ public:
+  explicit ScatterNDKernel(const KernelArgs& a) {
+    a.expect_inputs(3, 3);
+    a.expect_outputs(1, 1);
+    data_ = &a.in(0);
+    idx_ = &a.in(1);
+    upd_ = &a.in(2);
+    y_ = &a.out(0);
+    if (idx_->dtype != DType::kInt64 && idx_->dtype != DType::kInt32) {
+      invalid("indices must be int64 or int32, got ", type_str(idx_->dtype, idx_->shape));
+    }
+    if (y_->dtype != data_->dtype || y_->shape != data_->shape) {
+      invalid("output ", type_str(y_->dtype, y_->shape), " must be ", type_str(data_->dtype, data_->shape));
+    }
+    const int r = data_->rank(), q = idx_->rank();
+    if (r < 1 || q < 1) invalid("data ", shape_str(data_->shape), " and indices ", shape_str(idx_->shape), " need rank >= 1");
+    k_ = idx_->shape[q - 1];
+    if (k_ < 1 || k_ > r) invalid("indices' last dim ", k_, " must be in [1, ", r, "] (data rank)");
+    Shape want(idx_->shape.begin(), idx_->shape.end() - 1);
+    want.insert(want.end(), data_->shape.begin() + k_, data_->shape.end());
+    if (upd_->dtype != data_->dtype || upd_->shape != want) {
+      invalid("updates ", type_str(upd_->dtype, upd_->shape), " must be ", type_str(data_->dtype, want));
+    }
+    slice_ = 1;
+    for (int d = static_cast<int>(k_); d < r; ++d) slice_ *= data_->shape[d];
+    rows_ = k_ ? idx_->numel / k_ : 0;
+    run_ = scatter_run<ScatterNDKernel>(a.attr_str("reduction", "none"), data_->dtype);
+  }
+
+  size_t workspace_bytes() const override { return static_cast<size_t>(rows_) * sizeof(int64_t); }
+
+  Status run(ExecContext& ctx) override { return (this->*run_)(ctx); }
+
+ private:
+  // Each index row's slice offset (in elements of data) into `at`, every entry checked.
+  Status offsets(const uint8_t* raw, int64_t* at) const {
+    const bool wide = idx_->dtype == DType::kInt64;
+    for (int64_t row = 0; row < rows_; ++row) {
+      int64_t off = 0;
+      for (int64_t j = 0; j < k_; ++j) {
+        const int64_t t = row * k_ + j;
+        const int64_t v = wide ? reinterpret_cast<const int64_t*>(raw)[t] : reinterpret_cast<const int32_t*>(raw)[t];
+        const int64_t dim = data_->shape[j];
+        if (v < -dim || v >= dim) {
+          return Status::InvalidArgument(cat("index ", v, " out of range [", -dim, ", ", dim - 1, "] on data dim ", j,
+                                             " (indices row ", row, ")"));
+        }
+        off = off * dim + (v < 0 ? v + dim : v);
+      }
+      at[row] = off * slice_;
+    }
+    return Status::Ok();
+  }
+
+ public:
+  // Public: scatter_run picks it.
+  template <Reduce rd, class T>
+  Status run_as(ExecContext& ctx) {
+    int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
+    const Status s = offsets(ctx.ptr(*idx_), at);
+    if (!s.ok()) return s;
+    const uint8_t* src = ctx.ptr(*data_);
+    T* y = ctx.ptr<T>(*y_);
+    if (reinterpret_cast<const uint8_t*>(y) != src) std::memcpy(y, src, y_->nbytes);
+    const T* upd = ctx.ptr<const T>(*upd_);
+    for (int64_t row = 0; row < rows_; ++row) {
+      T* dst = y + at[row];
+      const T* from = upd + row * slice_;
+      if constexpr (rd == Reduce::kNone) {
+        std::memcpy(dst, from, static_cast<size_t>(slice_) * sizeof(T));
+      } else {
+        for (int64_t i = 0; i < slice_; ++i) dst[i] = combine<rd>(dst[i], from[i]);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const TensorInfo* data_ = nullptr;
+  const TensorInfo* idx_ = nullptr;
+  const TensorInfo* upd_ = nullptr;
+  const TensorInfo* y_ = nullptr;
+  int64_t k_ = 0, slice_ = 1, rows_ = 0;
+  Status (ScatterNDKernel::*run_)(ExecContext&) = nullptr;
 };
 
 }  // namespace
@@ -234,5 +330,7 @@ std::unique_ptr<Kernel> make_gather_elements(const KernelArgs& a) { return std::
 std::unique_ptr<Kernel> make_scatter_elements(const KernelArgs& a) {
   return std::make_unique<ScatterElementsKernel>(a);
 }
+
+std::unique_ptr<Kernel> make_scatter_nd(const KernelArgs& a) { return std::make_unique<ScatterNDKernel>(a); }
 
 }  // namespace ge

@@ -110,6 +110,7 @@ const std::vector<OpRow>& op_table() {
       // element indexing, scans along an axis, float predicates: their factories check them
       {"GatherElements", make_gather_elements, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_on_stand_ins},
       {"ScatterElements", make_scatter_elements, L::kPlainOnly, 3, 3, T::kAny, 1, kAnyRank, check_on_stand_ins},
+      {"ScatterND", make_scatter_nd, L::kPlainOnly, 3, 3, T::kAny, 1, kAnyRank, check_on_stand_ins},
       {"CumSum", make_cumsum, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, check_on_stand_ins},
       {"ReverseSequence", make_reverse_sequence, L::kPlainOnly, 2, 2, T::kAny, 2, kAnyRank, check_on_stand_ins},
       // writes to a session's variable (input 0), in place: the output is its bytes
