@@ -23,6 +23,7 @@ from graphengine import _runtime
 from . import ops
 from .bounds import MemoryBudget
 from .errors import GraphEngineError, ResourceExhausted
+from .host_blas import limit_blas_threads
 from .model import HostProgram
 
 # (kernel, attributes, input sources, output names); an input source is (value name, None)
@@ -39,6 +40,8 @@ class HostPlan:
 
     def __init__(self, prog: HostProgram, graph: str,
                  step_attrs: Mapping[int, dict[str, Any]]) -> None:
+        # numpy's BLAS on the calling thread: its spinning pool took the device team's cores
+        limit_blas_threads(1)
         self.graph = graph
         self.index = prog.index
         produced = set(prog.input_names)
