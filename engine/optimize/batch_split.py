@@ -101,8 +101,11 @@ def _separable(node: Node, n: int) -> bool:
         return True
     if op == "Flatten":
         return _axis(node, 1) != 0
-    if op in ("Softmax", "LogSoftmax", "Concat"):
-        return _axis(node, -1 if op != "Concat" else 0) != 0
+    if op == "Concat":  # a constant part (a ViT's class token, folded) spans the batch
+        return _axis(node, 0) != 0 and all(v is not None and not v.is_constant
+                                           for v in node.inputs)
+    if op in ("Softmax", "LogSoftmax"):
+        return _axis(node, -1) != 0
     if op == "Gemm":
         c = node.input(2)
         return (not node.attrs.get("transA") and node.input(1) is not None

@@ -354,6 +354,8 @@ def test_ops_that_keep_the_batch_axis_split_the_graph(monkeypatch, case):
     _tiny([DW, _op("Slice", ["c", "b", "e"])], {**W, "b": _i64(0, 2), "e": _i64(2, 6)}),
     _tiny([DW, _op("ReduceMean", ["c"], keepdims=1)], W),  # over every axis
     _tiny([DW, _op("ReduceMean", ["c"], axes=[0, 1], keepdims=1)], W),
+    # a constant part that spans the batch (a ViT's class token, expanded and folded)
+    _tiny([DW, _op("Concat", ["c", "k"], axis=1)], {**W, "k": RNG.normal(size=(4, 2, 6, 6))}),
 ])
 def test_ops_that_touch_the_batch_axis_keep_the_graph_whole(monkeypatch, model):
     monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)
