@@ -30,7 +30,10 @@ It fires only when
     as independent samples (convolutions, pools, BatchNormalization, elementwise ops whose
     constant operands do not span the batch, Flatten/Softmax/Concat not over axis 0, Gemm
     and MatMul with constant weights, LayerNormalization not over axis 0, Reshape keeping
-    dim 0, an embedding Gather, FusedAttention keeping the batch outermost...);
+    dim 0, Transpose keeping axis 0 first (a TF export's NHWC input), Resize, Pad, Slice and
+    Reduce* leaving axis 0 alone (a feature pyramid's upsample, a channel split, a
+    reduction over C, H, W), fused elementwise chains, ConvTranspose, an embedding Gather,
+    FusedAttention keeping the batch outermost...);
   * the graph is memory-bound: FLOPs of its convolutions and matrix products per byte of
     activations written below MAX_INTENSITY (MobileNetV2 ~40; ResNet18 ~340, compute-bound:
     it gains nothing from chunks);
@@ -61,7 +64,7 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", 
           "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
           "Ceil", "Identity", "Elu", "Selu", "Mish", "Softsign", "Cast"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
-_DATA0 = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+_DATA0 = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
           "BatchNormalization", "LRN", "InstanceNormalization", GROUP_NORM, *FUSED_CONVS}
 
 
@@ -87,7 +90,7 @@ def _separable(node: Node, n: int) -> bool:
     op = node.op_type
     if op in _UNARY or op in _DATA0:
         return node.inputs[0] is not None and not node.inputs[0].is_constant
-    if op in _BINARY:
+    if op in _BINARY or op == "EltwiseChain":
         for v in node.inputs:
             if v is None:
                 continue
@@ -98,8 +101,11 @@ def _separable(node: Node, n: int) -> bool:
         return True
     if op == "Flatten":
         return _axis(node, 1) != 0
-    if op in ("Softmax", "LogSoftmax", "Concat"):
-        return _axis(node, -1 if op != "Concat" else 0) != 0
+    if op == "Concat":  # a constant part (a ViT's class token, folded) spans the batch
+        return _axis(node, 0) != 0 and all(v is not None and not v.is_constant
+                                           for v in node.inputs)
+    if op in ("Softmax", "LogSoftmax"):
+        return _axis(node, -1) != 0
     if op == "Gemm":
         c = node.input(2)
         return (not node.attrs.get("transA") and node.input(1) is not None
@@ -118,11 +124,23 @@ def _separable(node: Node, n: int) -> bool:
         return (axes is not None and axes.is_constant and node.input(0) is not None
                 and not node.input(0).is_constant
                 and all(int(a) % out_rank != 0 for a in np.ravel(axes.const)))
+    if op == "Squeeze":  # explicit axes only: a chunk of one sample would lose axis 0
+        x = node.input(0)
+        return (x is not None and not x.is_constant
+                and _keeps_axis0(node, x.meta.rank))
     if op == "Reshape":  # whole samples keep their bytes: dim 0 stays n (the clone says d)
         x, shape = node.input(0), node.input(1)
         return (x is not None and not x.is_constant and shape is not None and shape.is_constant
                 and shape.const.ndim == 1 and shape.const.size >= 1
                 and int(shape.const[0]) in (n, 0, -1) and x.meta.rank >= 1)
+    if op == "Transpose":  # a TF export's NHWC -> NCHW: samples stay outermost
+        perm = node.attrs.get("perm")
+        return perm is not None and len(perm) == out_rank and int(perm[0]) == 0
+    if op == "Resize":
+        return _resize_axis0(node, n) is not None
+    if op in ("Pad", "Slice") or op.startswith("Reduce"):
+        x = node.input(0)
+        return x is not None and _keeps_axis0(node, x.meta.rank)
     if op == "Gather":
         data_v, idx = node.input(0), node.input(1)
         if data_v is None or idx is None:
@@ -142,6 +160,62 @@ def _separable(node: Node, n: int) -> bool:
                 and (mask is None or (mask.meta.rank == 4 if not mask.is_constant
                                       else mask.const.ndim < 4 or mask.const.shape[0] == 1)))
     return False
+
+
+def _const_ints(v: Value | None) -> list[int] | None:
+    return None if v is None or not v.is_constant else [int(x) for x in np.ravel(v.const)]
+
+
+def _keeps_axis0(node: Node, rank: int) -> bool:
+    """A Pad, Slice, Squeeze or Reduce* whose constant pads/axes leave axis 0 alone (a
+    channel Slice, a spatial Pad, a reduction over C, H, W; `rank` is the input's)."""
+    x = node.input(0)
+    if x is None or x.is_constant or x.meta.rank != rank:
+        return False
+    op = node.op_type
+    if op == "Pad":
+        pads = _const_ints(node.input(1))
+        return (len(node.inputs) <= 3 and pads is not None and len(pads) == 2 * rank
+                and pads[0] == 0 and pads[rank] == 0
+                and (node.input(2) is None or node.input(2).is_constant))
+    if op == "Slice":
+        if len(node.inputs) < 4 or any(v is not None and not v.is_constant
+                                       for v in node.inputs[1:]):
+            return False
+        axes = _const_ints(node.input(3))
+        return axes is not None and all(a % rank != 0 for a in axes)
+    axes = _const_ints(node.input(1)) if len(node.inputs) > 1 else None
+    if axes is None:
+        if len(node.inputs) > 1 and node.input(1) is not None:
+            return False  # axes computed at run time
+        axes = [int(a) for a in node.attrs.get("axes") or []]
+    return bool(axes) and all(a % rank != 0 for a in axes)
+
+
+def _resize_axis0(node: Node, n: int) -> int | None:
+    """For a Resize that leaves axis 0 as it is (a feature pyramid's upsample): the index of
+    the axis-0 entry of its constant `sizes` (n, which a chunk's clone rewrites to its own
+    batch), or -1 when nothing needs rewriting (constant scales keeping axis 0, or `axes`
+    without it); None when it may resize axis 0."""
+    if node.attrs.get("mode") == "tf_crop_and_resize" or len(node.inputs) > 4:
+        return None
+    rank = node.outputs[0].meta.rank
+    axes = node.attrs.get("axes")
+    axes = list(range(rank)) if not axes else [int(a) % rank for a in axes]
+    extra = [v for v in node.inputs[1:] if v is not None]
+    if any(not v.is_constant for v in extra):
+        return None
+    scales, sizes = node.input(2), node.input(3)
+    if sizes is not None and sizes.const.size:
+        if node.attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+            return None
+        if 0 not in axes:
+            return -1
+        k = axes.index(0)
+        return k if sizes.const.size == len(axes) and int(sizes.const[k]) == n else None
+    if scales is None or not scales.const.size or scales.const.size != len(axes):
+        return None
+    return -1 if 0 not in axes or float(scales.const[axes.index(0)]) == 1.0 else None
 
 
 def _batch_of_separable(graph: Graph) -> int | None:
@@ -238,6 +312,11 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
                 target = node.input(1).const.copy()
                 target[0] = d
                 ins[1] = graph.add_constant(None, target)
+            k0 = _resize_axis0(node, n) if node.op_type == "Resize" else -1
+            if k0 is not None and k0 >= 0:
+                sizes = node.input(3).const.copy()
+                sizes[k0] = d
+                ins[3] = graph.add_constant(None, sizes)
             clone = new_node(node.op_type, ins, dict(node.attrs), f"{node.name}_chunk{i}",
                              node.outputs[0], d)
             clone.meta.fused = node.meta.fused

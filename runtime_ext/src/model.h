@@ -34,6 +34,7 @@
 #include "event.h"
 #include "io_plan.h"
 #include "kernel.h"
+#include "kernel_sets.h"
 #include "spec.h"
 #include "status.h"
 #include "tensor.h"
@@ -280,29 +281,12 @@ class Model {
   ModelStats stats_;  // guarded by stats_mu_ (except stream_ns_)
   std::unique_ptr<std::atomic<uint64_t>[]> stream_ns_;
   std::atomic<uint64_t> launch_ns_{0};  // moving average of launch time per iteration
-  // Which kernel set a launch alone runs. An OpenMP team's barrier waits for its slowest
-  // thread: when other processes hold the cores, a descheduled helper costs each parallel
-  // region a timeslice (hf_mobilenet_v2 at batch 1 with two busy processes: p50 0.6 ms, p90
-  // 7-13 ms, p99 13-270 ms on the team of two; p90 0.85 ms single-threaded). So both sets'
-  // times per iteration (alone launches) are kept as moving averages and the faster one
-  // runs; every probe_every_ launches the other set runs once to refresh its time (the
-  // interval doubles, up to kProbeMax, while the choice holds, and drops back when it
-  // changes). A probe is two launches of the other set, the first not timed: after a long
-  // streak on one set the other's first launch pays for waking what the streak left idle
-  // (the OpenMP team, cold caches), and timed alone it always looked slower (byte_cnn and
-  // hf_llama ran the narrow set on 96-100% of launches on a quiet machine).
+  // Which kernel set a launch alone runs (kernel_sets.h): pick_narrow sets the launch's
+  // narrow/probe/warmup flags, record_mode feeds back its time.
   bool pick_narrow(Launch& l);
   void record_mode(const Launch& l, uint64_t took_ns);
   std::mutex mode_mu_;
-  uint64_t wide_ns_ = 0;    // guarded by mode_mu_: 0 until measured
-  uint64_t narrow_ns_ = 0;  // guarded by mode_mu_
-  uint32_t since_probe_ = 0;
-  // guarded by mode_mu_: the first alone launch ran (untimed: it paid for first touches; an
-  // estimate 10-50 times too slow kept the spaced probes of its set away for good)
-  bool warm_ = false;
-  uint64_t last_probe_ns_ = 0;  // guarded by mode_mu_: when the last probe's warm-up started
-  uint32_t probe_every_ = 0;
-  bool probe_next_ = false;  // guarded by mode_mu_: the warm-up ran; the next alone launch is timed
+  KernelSetChoice mode_;  // guarded by mode_mu_
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
   uint64_t work_flops_ = 0;  // of one launch (ModelSpec.work_flops); 0: unknown
   std::atomic<uint32_t> launches_seen_{0};  // launches asked for while the narrow set is not built

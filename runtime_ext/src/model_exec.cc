@@ -400,49 +400,15 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
 
 bool Model::pick_narrow(Launch& l) {
   std::lock_guard<std::mutex> lock(mode_mu_);
-  const bool prefer = narrow_ns_ != 0 && wide_ns_ != 0 && narrow_ns_ < wide_ns_;
-  if (probe_next_) {  // the warm-up ran on the last alone launch: this one is timed
-    probe_next_ = false;
-    l.probe = true;
-    return !prefer;
-  }
-  // The narrow set's first run is on the second launch (a warm-up; the third is timed):
-  // until then a machine whose cores are taken pays for every wide launch. Later probes
-  // also wait until kProbeSpacing times their cost has passed since the last one.
-  const uint64_t now = now_ns();
-  const uint64_t probed = prefer ? wide_ns_ : narrow_ns_;  // a probe runs it twice
-  if (warm_ && ((++since_probe_ >= probe_every_ && now - last_probe_ns_ >= kProbeSpacing * 2 * probed) ||
-                        narrow_ns_ == 0)) {
-    since_probe_ = 0;
-    last_probe_ns_ = now;
-    probe_next_ = true;
-    l.warmup = true;
-    return !prefer;
-  }
-  return prefer;
+  const KernelSetChoice::Pick p = mode_.pick(now_ns());
+  l.warmup = p.warmup;
+  l.probe = p.probe;
+  return p.narrow;
 }
 
 void Model::record_mode(const Launch& l, uint64_t took) {
-  if (l.warmup) return;  // paid for waking the other set: not its time
   std::lock_guard<std::mutex> lock(mode_mu_);
-  if (!warm_) {  // the model's first launch paid for first touches: not its set's time
-    warm_ = true;
-    return;
-  }
-  const bool before = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
-  uint64_t& mine = l.narrow ? narrow_ns_ : wide_ns_;
-  const uint64_t other = l.narrow ? wide_ns_ : narrow_ns_;
-  if (mine == 0) {
-    mine = took;
-  } else if (l.probe) {  // one sample after a long gap: weighs more, and a fast one switches
-    mine = took < other ? took : (mine + took) / 2;
-  } else {
-    mine = (mine * 7 + took) / 8;
-  }
-  if (l.probe) {
-    const bool after = narrow_ns_ != 0 && narrow_ns_ < wide_ns_;
-    probe_every_ = after == before ? std::min(probe_every_ * 2, kProbeMax) : kProbeMin;
-  }
+  mode_.record({l.narrow, l.warmup, l.probe}, took);
 }
 
 Status Model::start(Launch& l, Instance& in) {

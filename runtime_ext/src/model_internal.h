@@ -14,23 +14,6 @@ namespace ge {
 
 std::string node_prefix(const std::string& name, const std::string& op);
 
-// One execute() call: owned by the caller (on its stack) until it returns. It waits in the
-// model's queue when every instance is busy; whoever frees an instance (the lane that
-// completes a launch, or the caller itself) starts it, binding it to that instance. From
-// then on it is read-only for the lanes, except the result buffers they fill and the
-// completion fields below.
-// pick_narrow(): a launch alone runs the other kernel set twice (a warm-up, then a timed run)
-// every probe_every_ launches;
-// the interval starts at kProbeMin and doubles up to kProbeMax while the choice holds (in a
-// quiet machine ~40 narrow launches in the first ~2000, then two in 1024).
-constexpr uint32_t kProbeMin = 16;
-constexpr uint32_t kProbeMax = 1024;
-// ... and only once kProbeSpacing times the probe's own cost (two launches of the other set,
-// at its last time) has passed since the last probe began, so probes take at most ~1/16 of
-// the time. Counted in launches alone, a loaded machine's probes of the team of two (200 ms
-// a launch beside two compiling processes, against 0.3 ms for the narrow set) took 1.7 s of
-// a 2 s stretch of a small decoder's requests.
-constexpr uint64_t kProbeSpacing = 16;
 // A model whose launches take longer than this builds (and first probes) its narrow set
 // only after kProbeMin launches, not on its second: a probe is two launches of the narrow set
 // (each about `width` times a wide one), which on a 300 ms batch-8 segmentation net made
@@ -44,6 +27,11 @@ constexpr uint64_t kProbeSpacing = 16;
 constexpr uint64_t kEarlyProbeNs = 20'000'000;
 constexpr uint64_t kEarlyProbeFlops = 2'000'000'000;
 
+// One execute() call: owned by the caller (on its stack) until it returns. It waits in the
+// model's queue when every instance is busy; whoever frees an instance (the lane that
+// completes a launch, or the caller itself) starts it, binding it to that instance. From
+// then on it is read-only for the lanes, except the result buffers they fill and the
+// completion fields below.
 struct Model::Launch {
   int64_t iterations = 1;
   bool return_all = false;

@@ -38,6 +38,7 @@ using namespace nb::literals;
 void bind_host_budget(nb::module_& m);  // host_budget.cc
 void bind_host_nms(nb::module_& m);     // host_nms.cc
 void bind_kernel_plugins(nb::module_& m);  // plugin_py.cc
+void bind_kernel_sets(nb::module_& m);     // kernel_sets_py.cc
 
 namespace {
 
@@ -716,6 +717,7 @@ NB_MODULE(_runtime, m) {
   bind_variables(m);
   bind_host_nms(m);
   bind_kernel_plugins(m);
+  bind_kernel_sets(m);
   m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");
   m.def("supported_ops", [] { return host_device().supported_ops(); },
         "Op names the host backend's kernels implement (Device.supported_ops() for any device).");

@@ -291,3 +291,73 @@ def test_each_chunk_converts_its_own_part_of_an_nhwc_output(monkeypatch):
     assert sorted(t.stream for t in to_nchw) == [0, 1]
     (join,) = [t for t in kernels if t.op == "Concat" and t.name.startswith("output")]
     assert kernels.index(join) > max(kernels.index(t) for t in to_nchw)
+
+
+def _op(op, ins, **attrs):
+    return helper.make_node(op, ins, ["y"], **attrs)
+
+
+def _i64(*v):
+    return np.array(v, np.int64)
+
+
+# Ops between convolutions that leave the batch axis alone: a TF export's NHWC -> NCHW
+# Transpose, a feature pyramid's Resize (by scales, or by sizes that the chunks rewrite), a
+# fused elementwise chain, a spatial Pad, a channel Slice, a reduction over C, H, W, a
+# Squeeze of a unit axis, a ConvTranspose. Each blocked the data-parallel split of whole
+# conv nets (opennsfw and capspot_siamese: the input Transpose; ppocrv4_det: Resize and
+# ConvTranspose; more_bit: Pad; shufflenetv2: Slice and Squeeze; more_convnextv2: ReduceSum).
+SEPARABLE = {
+    "transpose": (_tiny([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 3, 1, 2]),
+                         helper.make_node("Conv", ["t", "w"], ["y"], group=8, pads=[1, 1, 1, 1])],
+                        W, x_shape=(4, 6, 6, 8)), "TransposeView"),  # a view per chunk
+    "resize_scales": (_tiny([DW, _op("Resize", ["c", "", "s"], mode="linear")],
+                            {**W, "s": np.array([1, 1, 2, 2], np.float32)}), "Resize"),
+    "resize_sizes": (_tiny([DW, _op("Resize", ["c", "", "", "z"], mode="nearest")],
+                           {**W, "z": _i64(4, 8, 12, 12)}), "Resize"),
+    "eltwise_chain": (_tiny([DW, helper.make_node("Exp", ["c"], ["e"]),
+                             helper.make_node("Tanh", ["e"], ["t"]), _op("Sub", ["t", "c"])], W),
+                      "EltwiseChain"),
+    "pad": (_tiny([DW, _op("Pad", ["c", "p"], mode="reflect")],
+                  {**W, "p": _i64(0, 0, 1, 2, 0, 0, 2, 1)}), "Pad"),
+    "slice": (_tiny([DW, _op("Slice", ["c", "b", "e", "a"])],
+                    {**W, "b": _i64(2), "e": _i64(6), "a": _i64(1)}), "Slice"),
+    "reduce_axes_input": (_tiny([DW, _op("ReduceSum", ["c", "a"], keepdims=1)],
+                                {**W, "a": _i64(2, 3)}), "ReduceSum"),
+    "reduce_axes_attr": (_tiny([DW, _op("ReduceMean", ["c"], axes=[1, 2, 3], keepdims=0)], W),
+                         "ReduceMean"),
+    "squeeze": (_tiny([DW, helper.make_node("ReduceMax", ["c"], ["r"], axes=[3], keepdims=1),
+                       _op("Squeeze", ["r", "q"])], {**W, "q": _i64(3)}), "Squeeze"),
+    "conv_transpose": (_tiny([DW, _op("ConvTranspose", ["c", "v"], strides=[2, 2])],
+                             {**W, "v": RNG.normal(size=(8, 4, 2, 2))}), "ConvTranspose"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEPARABLE))
+def test_ops_that_keep_the_batch_axis_split_the_graph(monkeypatch, case):
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)
+    model, op = SEPARABLE[case]
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = RNG.normal(size=shape).astype(np.float32)
+    compiled = _compile_and_check(model, {"x": x}, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
+    # one per chunk (and the two Slices that cut the input into chunks)
+    assert _count(compiled, op) == 2 + 2 * (op == "Slice")
+
+
+@pytest.mark.parametrize("model", [
+    _tiny([DW, _op("Resize", ["c", "", "s"], mode="nearest")],
+          {**W, "s": np.array([2, 1, 1, 1], np.float32)}),  # doubles the batch
+    _tiny([DW, _op("Pad", ["c", "p"])], {**W, "p": _i64(1, 0, 0, 0, 0, 0, 0, 0)}),
+    _tiny([DW, _op("Slice", ["c", "b", "e", "a"])],
+          {**W, "b": _i64(0), "e": _i64(2), "a": _i64(0)}),
+    _tiny([DW, _op("Slice", ["c", "b", "e"])], {**W, "b": _i64(0, 2), "e": _i64(2, 6)}),
+    _tiny([DW, _op("ReduceMean", ["c"], keepdims=1)], W),  # over every axis
+    _tiny([DW, _op("ReduceMean", ["c"], axes=[0, 1], keepdims=1)], W),
+    # a constant part that spans the batch (a ViT's class token, expanded and folded)
+    _tiny([DW, _op("Concat", ["c", "k"], axis=1)], {**W, "k": RNG.normal(size=(4, 2, 6, 6))}),
+])
+def test_ops_that_touch_the_batch_axis_keep_the_graph_whole(monkeypatch, model):
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)
+    x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
+    assert _splits(_compile_and_check(model, {"x": x}, data_parallel=2)) == []
