@@ -728,8 +728,10 @@ def test_kernel_info_knows_every_device_op():
         dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
     # element indexing and scans (kernels_scatter.cc, kernels_sequence.cc)
     dtypes.update({"GatherElements": ["float32", "int64"], "ReverseSequence": ["float32", "int64"],
-                   "ScatterElements": ["float32", "int64", "float32"]})
+                   "ScatterElements": ["float32", "int64", "float32"],
+                   "ScatterND": ["float32", "int64", "float32"]})
     shapes.update({"GatherElements": [[5, 4], [3, 4]], "ScatterElements": [[5, 4], [3, 4], [3, 4]],
+                   "ScatterND": [[5, 4], [3, 1], [3, 4]],
                    "ReverseSequence": [[5, 2, 4], [2]]})
     attrs["CumSum"] = {"axis": 1}
     # writes to a session variable (kernels_variable.cc): the variable, then its operands
