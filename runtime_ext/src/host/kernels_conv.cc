@@ -180,13 +180,13 @@ int64_t check_dw(const KernelArgs& a, const TensorInfo& w, const TensorInfo& dw_
 }
 
 // A 1-D convolution (a speech encoder's layer as the [N, C, 1, W] view) over a long row
-// with an eltwise post-op, at few channels: oneDNN's brgemm convolution then takes the row
-// as one block and generates the post-op's code for every output of it, so creating the
-// primitive grows with the width (64 -> 64 channels, 3 taps, stride 2, 1599 outputs: 19-46
-// ms with GELU, 4 ms with Relu, 1 ms without a post-op; 199 outputs: 3.8 ms), once for the
-// load and once more for the narrow kernel set. Its direct JIT kernel creates in 0.4-0.7 ms
-// and ran these rows as fast (32-128 channels, 399-1599 outputs, batch 1 and 8, one and two
-// threads: within 1% at the minimum of 400 runs, one 128-channel case 3-9% in one of four).
+// with an eltwise post-op, at few channels: creating oneDNN's brgemm convolution for it
+// grows with the row's length and the post-op's code (64 -> 64 channels, 3 taps, stride 2,
+// 1599 outputs: 19-46 ms with GELU, 4 ms with Relu, 1 ms without a post-op; 199 outputs:
+// 3.8 ms), once for the load and once more for the narrow kernel set. Its direct JIT
+// kernel creates in 0.4-0.7 ms and ran these rows as fast (32-128 channels, 399-1599
+// outputs, batch 1 and 8, one and two threads: within 1% at the minimum of 400 runs; one
+// 128-channel case 3-9% slower in one of four rounds). docs/ARCHITECTURE.md, compile+load.
 constexpr int64_t kLongRow = 128;
 constexpr int64_t kDirectMaxChannels = 128;
 
