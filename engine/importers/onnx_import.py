@@ -27,7 +27,7 @@ from ..errors import InvalidGraph, InvalidModel, bounded_text, decode_problem
 from ..ir import Dim, Graph, TensorMeta, Value
 from .onnx_functions import inline_functions
 from .onnx_upgrade import NodeSpec, upgrade
-from .onnx_wire import WeightBuffer, WireError, split_weights
+from .onnx_wire import WeightBuffer, WireError, packed_field, split_weights
 from .text import check_text
 
 STANDARD_DOMAINS = ("", "ai.onnx")
@@ -179,6 +179,9 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
             raise InvalidModel(f"tensor '{t.name}': raw data has {len(raw)} bytes, dims "
                                f"{list(t.dims)} need {count * fast.itemsize}", tensor=t.name)
         return np.frombuffer(raw, dtype=fast).reshape(tuple(t.dims))
+    listed = _listed_array(t)
+    if listed is not None:
+        return listed
     try:
         arr = numpy_helper.to_array(t, base_dir or "")
     except (OSError, ValueError) as exc:
@@ -190,6 +193,34 @@ def tensor_array(t: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
         arr = np.vectorize(lambda v: v.decode("utf-8") if isinstance(v, bytes) else v,
                            otypes=[object])(arr) if arr.size else arr
     return arr
+
+
+# Element types whose listed values (not raw_data) are a packed field of little-endian
+# fixed-width numbers: TensorProto.float_data (4) and double_data (10).
+_PACKED = {onnx.TensorProto.FLOAT: (4, "float_data", np.dtype("<f4")),
+           onnx.TensorProto.DOUBLE: (10, "double_data", np.dtype("<f8"))}
+
+
+def _listed_array(t: onnx.TensorProto) -> np.ndarray | None:
+    """A float or double tensor written as a list of values (PaddlePaddle's exporter writes
+    every weight so) read from its serialized bytes as one buffer: reading the repeated
+    field converts a Python float per element (~120 ns each: ppocr_cls's 134 k weights took
+    16 ms of a 0.15-s compile+load). None when the tensor is not such a list, and the
+    general reader takes it (its messages for a short list)."""
+    packed = _PACKED.get(t.data_type)
+    if packed is None or t.data_location == onnx.TensorProto.EXTERNAL or t.HasField("raw_data"):
+        return None
+    number, attr, dtype = packed
+    count = math.prod(t.dims)
+    if count < 64 or len(getattr(t, attr)) != count:
+        return None
+    try:
+        payload = packed_field(t.SerializeToString(), number)
+    except WireError:
+        return None
+    if payload is None or len(payload) != count * dtype.itemsize:
+        return None
+    return np.frombuffer(payload, dtype=dtype).reshape(tuple(t.dims))
 
 
 def _check_external_location(t: onnx.TensorProto, base_dir: str) -> None:

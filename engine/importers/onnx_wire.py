@@ -251,6 +251,29 @@ def _split(src: _Source) -> tuple[bytes, WeightBuffer]:
     return bytes(out), WeightBuffer(buf, spans)
 
 
+def packed_field(message: bytes, number: int) -> bytes | None:
+    """The payload of a packed repeated field of fixed-width numbers (TensorProto's
+    float_data, double_data) in a serialized message: its chunks joined, b"" when absent.
+    None when the field also occurs unpacked (a writer may do that; the caller then reads it
+    the ordinary way). Raises WireError on bytes that are not a message."""
+    mem = memoryview(message).cast("B")
+    src = _Source(None, mem, len(mem))
+    chunks: list[memoryview] = []
+    while src.pos < src.size:
+        key = src.varint()
+        field, wire = key >> 3, key & 7
+        if field != number:
+            _skip_value(src, wire, None)
+        elif wire == 2:
+            n = src.varint()
+            start = src.pos
+            src.skip(n)
+            chunks.append(mem[start:start + n])
+        else:
+            return None
+    return b"".join(chunks)
+
+
 def top_level_fields(path: str | os.PathLike | None = None,
                      data: bytes | memoryview | None = None, limit: int = 64
                      ) -> tuple[list[tuple[int, int]], str | None]:

@@ -138,3 +138,41 @@ def test_truncated_file_is_reported_by_the_importer(tmp_path) -> None:
     path.write_bytes(data[:len(data) // 2])
     with pytest.raises(InvalidModel, match="is not an ONNX model"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize("dtype,code", [(np.float32, TensorProto.FLOAT),
+                                        (np.float64, TensorProto.DOUBLE)])
+def test_listed_weights_are_read_as_one_buffer(monkeypatch, dtype, code) -> None:
+    """A weight written as a list of values (PaddlePaddle's Constant nodes) is read from
+    the packed field's bytes, not converted value by value: the general reader is never
+    asked, and the array equals the list."""
+    from graphengine.engine.importers import onnx_import
+
+    w = RNG.standard_normal((16, 8, 3, 3)).astype(dtype)
+    nodes = [helper.make_node("Constant", [], ["w"], value=helper.make_tensor(
+                 "w", code, list(w.shape), w.ravel().tolist())),
+             helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "listed", [helper.make_tensor_value_info(
+        "x", code, [1, 8, 6, 6])], [helper.make_tensor_value_info("y", code, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    def general(*args, **kwargs):
+        raise AssertionError("the general reader converted a listed weight")
+
+    monkeypatch.setattr(onnx_import.numpy_helper, "to_array", general)
+    g = load_model(model.SerializeToString())
+    (const,) = [v.const for v in g.constants() if v.const.shape == w.shape]
+    assert const.dtype == dtype
+    np.testing.assert_array_equal(const, w)
+
+
+def test_packed_field_joins_chunks_and_refuses_unpacked_values() -> None:
+    from graphengine.engine.importers.onnx_wire import packed_field
+
+    a, b = np.arange(3, dtype="<f4").tobytes(), np.arange(5, dtype="<f4").tobytes()
+    two = b"\x22" + bytes([len(a)]) + a + b"\x08\x02" + b"\x22" + bytes([len(b)]) + b
+    assert packed_field(two, 4) == a + b
+    assert packed_field(b"\x08\x02", 4) == b""
+    assert packed_field(b"\x25" + a[:4], 4) is None  # one float written unpacked
+    with pytest.raises(WireError):
+        packed_field(b"\x22\x10\x00", 4)

@@ -179,6 +179,39 @@ int64_t check_dw(const KernelArgs& a, const TensorInfo& w, const TensorInfo& dw_
   return stride;
 }
 
+// A 1-D convolution (a speech encoder's layer as the [N, C, 1, W] view) over a long row
+// with an eltwise post-op, at few channels: creating oneDNN's brgemm convolution for it
+// grows with the row's length and the post-op's code (64 -> 64 channels, 3 taps, stride 2,
+// 1599 outputs: 19-46 ms with GELU, 4 ms with Relu, 1 ms without a post-op; 199 outputs:
+// 3.8 ms), once for the load and once more for the narrow kernel set. Its direct JIT
+// kernel creates in 0.4-0.7 ms and ran these rows as fast (32-128 channels, 399-1599
+// outputs, batch 1 and 8, one and two threads: within 1% at the minimum of 400 runs; one
+// 128-channel case 3-9% slower in one of four rounds). docs/ARCHITECTURE.md, compile+load.
+constexpr int64_t kLongRow = 128;
+constexpr int64_t kDirectMaxChannels = 128;
+
+bool long_row_with_post_op(bool eltwise, int64_t group, const Shape& xs, const Shape& ws, const Shape& ys) {
+  return eltwise && group == 1 && xs.size() == 4 && xs[2] == 1 && ws[2] == 1 && ys[2] == 1 &&
+         ys[3] >= kLongRow && ws[0] <= kDirectMaxChannels && ws[1] <= kDirectMaxChannels;
+}
+
+// `pd` or, when it is the brgemm convolution, the direct JIT one of the same ISA that `again`
+// (a fresh descriptor of the same problem) also offers with the same activation layouts.
+template <class Again>
+dnnl::convolution_forward::primitive_desc direct_for_long_row(const dnnl::convolution_forward::primitive_desc& pd,
+                                                              const Again& again) {
+  const std::string impl = pd.impl_info_str();
+  if (impl.rfind("brgconv:", 0) != 0) return pd;
+  const std::string direct = "jit:" + impl.substr(impl.find(':') + 1);
+  dnnl::convolution_forward::primitive_desc other = again();
+  while (other && other.next_impl()) {
+    if (direct != other.impl_info_str()) continue;
+    if (other.src_desc() == pd.src_desc() && other.dst_desc() == pd.dst_desc()) return other;
+    break;
+  }
+  return pd;
+}
+
 ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
@@ -292,6 +325,9 @@ ConvKernel::ConvKernel(const KernelArgs& a, bool dw) : dev_(*a.device) {
     if (usable(any) || !pd) pd = any;
   }
   if (!pd) invalid("oneDNN has no convolution for these shapes and attributes");
+  if (!dw && long_row_with_post_op(fusion.activation || then.activation, group, xs, ws, inner)) {
+    pd = direct_for_long_row(pd, [&] { return make_pd(req_x, req_y); });
+  }
   if (dw && pd.dst_desc().get_dims() != dnnl_dims(y_->shape)) {
     const dnnl::memory::dims d = pd.dst_desc().get_dims();
     invalid("the depthwise post-op gives shape ", shape_str(Shape(d.begin(), d.end())), ", expected ",
