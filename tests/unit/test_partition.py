@@ -117,3 +117,40 @@ def test_placement_asks_the_kernel_info_store_each_question_once():
     place_nodes(g, target=dataclasses.replace(target, kernel_info=counting))
     assert all(n.meta.engine is DEV for n in g.nodes)
     assert len(asked) == 2  # alpha 0.1 once for five nodes; alpha -0.0 is another question
+
+
+def _typed_chain(ops: str, shape=(2,)) -> Graph:
+    """`_chain` with typed values; letters: d / h a device / host Relu, m a device MatMul."""
+    g = Graph("typed")
+    v = g.add_input("x", TensorMeta(DType.FLOAT32, shape))
+    for i, e in enumerate(ops):
+        node = g.add_node("MatMul" if e == "m" else "Relu", [v, v] if e == "m" else [v],
+                          outputs=[f"v{i}"], name=f"n{i}")
+        node.meta.engine = HOST if e == "h" else DEV
+        node.outputs[0].meta = TensorMeta(DType.FLOAT32, shape)
+        v = node.outputs[0]
+    g.outputs = [v]
+    return g
+
+
+def test_a_small_device_island_between_host_steps_runs_on_the_host():
+    # a mixture-of-experts layer: shape arithmetic and routing weights between the host
+    # steps after a NonZero alternated 26 host and 26 device partitions
+    g = _typed_chain("dhddhdhd")
+    partition_graph(g)
+    assert [(p.engine.value, [n.name for n in p.nodes]) for p in collect_partitions(g)] == [
+        ("device", ["n0"]), ("host", ["n1", "n2", "n3", "n4", "n5", "n6"]), ("device", ["n7"])]
+    moved = g.node("n2").meta.rejections[0]
+    assert moved.startswith("device: a small device island between host steps"), moved
+
+
+@pytest.mark.parametrize("ops,shape,why", [
+    ("hmh", (4, 4), "a matmul's work grows faster than its bytes"),
+    ("hdh", (1024, 512), "half a million elements: a device program's work"),
+    ("h" + "d" * 17 + "h", (2,), "more nodes than an island"),
+    ("dhd", (2,), "first and last partitions are no islands")])
+def test_device_partitions_that_are_no_small_island_stay(ops, shape, why):
+    g = _typed_chain(ops, shape)
+    partition_graph(g)
+    engines = [p.engine.value for p in collect_partitions(g)]
+    assert "device" in engines and engines.count("host") == ops.count("h"), why
