@@ -240,3 +240,50 @@ def test_a_long_1d_conv_with_an_activation_is_not_a_brgemm_convolution(activatio
     if "avx2" not in impl and "avx512" not in impl:
         pytest.skip(f"this CPU's convolution is {impl}: no brgemm kernel to avoid")
     assert impl.startswith("oneDNN jit:"), impl
+
+
+@pytest.mark.parametrize("group", [1, 16])
+def test_a_batch_norm_after_a_1d_conv_folds_into_it_through_its_view(group):
+    """A Conformer's conv module: depthwise Conv1d -> BatchNorm1d -> activation. The 1-D
+    convolution runs as a 2-D one reshaped back to [N, C, T]; the normalization on that view
+    (axis 1 still the Conv's channels) folds into the Conv's weights and bias, and the
+    activation after it becomes the Conv's post-op: one Conv task (before: Conv,
+    BatchNormalization and Relu tasks, with layout conversions between)."""
+    c = 16
+    x = RNG.standard_normal((2, c, 40)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((c, c // group, 15)).astype(np.float32) * 0.2,
+             "b": RNG.standard_normal(c).astype(np.float32),
+             "scale": RNG.uniform(0.5, 1.5, c).astype(np.float32),
+             "shift": RNG.standard_normal(c).astype(np.float32),
+             "mean": RNG.standard_normal(c).astype(np.float32),
+             "var": RNG.uniform(0.5, 2.0, c).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["h"], pads=[7, 7], group=group),
+             helper.make_node("BatchNormalization", ["h", "scale", "shift", "mean", "var"],
+                              ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    compiled, ops = _run(nodes, {"x": x}, inits, atol=1e-4)
+    assert _compute(ops) == ["Conv"], compiled.report.render()
+    (conv,) = _conv_tasks(compiled)
+    assert conv.attrs["activation"] == "Relu"
+    assert any(line.startswith("Conv+BatchNormalization") and "through Reshape" in line
+               for line in compiled.report.fusions), compiled.report.fusions
+
+
+def test_a_batch_norm_on_a_view_that_moves_the_channels_stays():
+    """A view of the Conv's output whose axis 1 is not the Conv's channels (8 channels of 6
+    steps read as 4 of 12): the normalization's channels are not the Conv's, it stays."""
+    x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((8, 4, 3)).astype(np.float32),
+             "shape": np.asarray([2, 4, 12], np.int64),
+             "scale": RNG.uniform(0.5, 1.5, 4).astype(np.float32),
+             "shift": RNG.standard_normal(4).astype(np.float32),
+             "mean": RNG.standard_normal(4).astype(np.float32),
+             "var": RNG.uniform(0.5, 2.0, 4).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"]),
+             helper.make_node("Reshape", ["h", "shape"], ["v"]),
+             helper.make_node("BatchNormalization", ["v", "scale", "shift", "mean", "var"],
+                              ["y"])]
+    compiled, ops = _run(nodes, {"x": x}, inits, atol=1e-4)
+    assert "BatchNormalization" in _compute(ops), compiled.report.render()
+    assert not any(line.startswith("Conv+BatchNormalization")
+                   for line in compiled.report.fusions)
