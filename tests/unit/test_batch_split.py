@@ -102,8 +102,6 @@ DW = helper.make_node("Conv", ["x", "w"], ["c"], group=8, pads=[1, 1, 1, 1])
 
 
 @pytest.mark.parametrize("model", [
-    # a constant that spans the batch
-    _tiny([DW, helper.make_node("Add", ["c", "k"], ["y"])], {**W, "k": np.ones((4, 8, 6, 6))}),
     # a reduction over the batch
     _tiny([DW, helper.make_node("ReduceSum", ["c", "ax"], ["y"], keepdims=1)],
           {**W, "ax": np.array([0], np.int64)}),
