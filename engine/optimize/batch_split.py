@@ -65,6 +65,8 @@ _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
 # Elementwise too: masks and position ids (compare, logic, select); inputs broadcast.
 _LOGIC = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
           "Not", "Where", "EltwiseChain"}
+_REDUCE = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2",
+           "ReduceProd", "ReduceLogSumExp"}
 # Ops whose operands of the output's rank line up with it on axis 0: a constant operand
 # with N rows there (a mask or position table expanded to the batch) is sliced per chunk.
 _ALIGNED = _BINARY | _LOGIC | {"GatherElements", ROPE, "FusedAttention", "Concat"}
@@ -108,6 +110,13 @@ def _separable(node: Node, n: int) -> bool:
         return (d0 is not None and idx is not None and not idx.is_constant
                 and _axis(node, 0) != 0 and d0.meta.rank == out_rank
                 and (not d0.is_constant or d0.const.shape[0] == n))
+    if op in _REDUCE:  # over other axes only (axes given: all of them would include 0)
+        axes = node.input(1) if len(node.inputs) > 1 else None
+        given = np.ravel(axes.const) if axes is not None and axes.is_constant else \
+            node.attrs.get("axes") if axes is None else None
+        rank = node.input(0).meta.rank if node.input(0) is not None else 0
+        return given is not None and len(given) > 0 and rank == out_rank \
+            and all(int(a) % rank != 0 for a in given)
     if op == "CumSum":
         axis = node.input(1)
         return (axis is not None and axis.is_constant and np.size(axis.const) == 1

@@ -42,7 +42,8 @@ def _mask_path(nd: bool):
 def _encoder(nd: bool = False):
     """x [N, S, H] float and mask [N, S] int64 -> an attention over the sequence with the
     mask as an additive bias, a cumulative sum along it, a class row of a batch constant in
-    front and a table row per sample picked by GatherElements of a batch constant."""
+    front, a mean over the features and a table row per sample picked by GatherElements of a
+    batch constant."""
     mask_nodes, mask_inits = _mask_path(nd)
     nodes = mask_nodes + [
         helper.make_node("Equal", ["m3", "zero_i"], ["masked"]),
@@ -60,7 +61,9 @@ def _encoder(nd: bool = False):
         helper.make_node("GatherElements", ["table", "pos"], ["picked"], axis=1),
         helper.make_node("Cast", ["picked"], ["pickedf"], to=TensorProto.FLOAT),
         helper.make_node("Unsqueeze", ["pickedf", "axis2"], ["pcol"]),
-        helper.make_node("Mul", ["seq", "pcol"], ["y"]),
+        helper.make_node("ReduceMean", ["seq"], ["mean"], axes=[-1], keepdims=1),
+        helper.make_node("Sub", ["seq", "mean"], ["centered"]),
+        helper.make_node("Mul", ["centered", "pcol"], ["y"]),
     ]
     causal = np.tril(np.ones((S, S), bool))[None]
     inits = mask_inits + [
