@@ -50,6 +50,7 @@ import numpy as np
 
 from ..flops import node_flops
 from ..ir import Engine, Graph, Node, TensorMeta, Value
+from ..ops.attention import ROPE
 from ..ops.conv_fused import FUSED_CONVS
 from ..ops.group_norm import GROUP_NORM
 from ..passes import PassResult
@@ -64,6 +65,12 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", 
           "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
           "Ceil", "Identity", "Elu", "Selu", "Mish", "Softsign", "Cast"}
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
+# Elementwise too: masks and position ids (compare, logic, select); inputs broadcast.
+_LOGIC = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
+          "Not", "Where", "EltwiseChain"}
+# Ops whose operands of the output's rank line up with it on axis 0: a constant operand
+# with N rows there (a mask or position table expanded to the batch) is sliced per chunk.
+_ALIGNED = _BINARY | _LOGIC | {"GatherElements", ROPE, "FusedAttention", "Concat"}
 _DATA0 = {"Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
           "BatchNormalization", "LRN", "InstanceNormalization", GROUP_NORM, *FUSED_CONVS}
 
@@ -90,20 +97,38 @@ def _separable(node: Node, n: int) -> bool:
     op = node.op_type
     if op in _UNARY or op in _DATA0:
         return node.inputs[0] is not None and not node.inputs[0].is_constant
-    if op in _BINARY or op == "EltwiseChain":
+    if op in _BINARY or op in _LOGIC or op == ROPE:
         for v in node.inputs:
             if v is None:
                 continue
             if not v.is_constant and v.meta.rank != out_rank:
                 return False  # its axis 0 is not the batch axis
-            if v.is_constant and v.const.ndim == out_rank and v.const.shape[0] != 1:
-                return False  # a constant that spans the batch
+            if v.is_constant and v.const.ndim == out_rank and v.const.shape[0] not in (1, n):
+                return False  # a constant neither broadcast over the batch nor one row each
         return True
+    if op == "GatherElements":  # along another axis; the data may be a batch constant
+        d0, idx = node.input(0), node.input(1)
+        return (d0 is not None and idx is not None and not idx.is_constant
+                and _axis(node, 0) != 0 and d0.meta.rank == out_rank
+                and (not d0.is_constant or d0.const.shape[0] == n))
+    if op == "CumSum":
+        axis = node.input(1)
+        return (axis is not None and axis.is_constant and np.size(axis.const) == 1
+                and int(np.ravel(axis.const)[0]) % out_rank != 0)
+    if op == "Expand":  # the batch stays on axis 0 (a target with N there is rewritten)
+        x, shape = node.input(0), node.input(1)
+        return (x is not None and not x.is_constant and x.meta.rank == out_rank
+                and shape is not None and shape.is_constant and shape.const.ndim == 1
+                and (shape.const.size < out_rank or int(shape.const[0]) in (1, n)))
+    if op == "RMSNormalization":  # not over axis 0
+        return (node.input(0) is not None and not node.input(0).is_constant and len(data) == 1
+                and _axis(node, -1) != 0)
     if op == "Flatten":
         return _axis(node, 1) != 0
-    if op == "Concat":  # a constant part (a ViT's class token, folded) spans the batch
-        return _axis(node, 0) != 0 and all(v is not None and not v.is_constant
-                                           for v in node.inputs)
+    if op == "Concat":  # a constant part (a class token expanded to the batch) is sliced
+        return _axis(node, 0) != 0 and all(
+            v is not None and v.meta.rank == out_rank and v.meta.shape[0] == n
+            for v in node.inputs)
     if op in ("Softmax", "LogSoftmax"):
         return _axis(node, -1) != 0
     if op == "Gemm":
@@ -113,6 +138,8 @@ def _separable(node: Node, n: int) -> bool:
                 and (c is None or (c.is_constant and (c.const.ndim < 2 or c.const.shape[0] == 1))))
     if op == "MatMul":
         a, b = node.input(0), node.input(1)
+        if a is not None and b is not None and not b.is_constant and out_rank >= 3:
+            return all(v.meta.rank == out_rank for v in data)  # a batch of products each
         return (a is not None and b is not None and not a.is_constant and a.meta.rank >= 2
                 and a.meta.rank == out_rank and b.is_constant and b.const.ndim == 2
                 and all(v.meta.rank == out_rank for v in data))  # a residual too
@@ -158,7 +185,7 @@ def _separable(node: Node, n: int) -> bool:
         return (all(int(p[0]) == 0 for p in perms)
                 and all(v is not None and not v.is_constant for v in node.inputs[:3])
                 and (mask is None or (mask.meta.rank == 4 if not mask.is_constant
-                                      else mask.const.ndim < 4 or mask.const.shape[0] == 1)))
+                                      else mask.const.ndim < 4 or mask.const.shape[0] in (1, n))))
     return False
 
 
@@ -272,6 +299,18 @@ def plan_parallel(graph: Graph, ways: int) -> tuple[int, int] | None:
     return n, n // ways
 
 
+def _chunk_of(graph: Graph, node: Node, v: Value | None, n: int, start: int,
+              d: int) -> Value | None:
+    """A chunk's operand: a constant with the batch's N rows on the output's axis 0 (of an
+    op in _ALIGNED) is cut to the chunk's d rows; anything else as it is."""
+    if v is None or not v.is_constant or node.op_type not in _ALIGNED or n == d:
+        return v
+    c = np.asarray(v.const)
+    if c.ndim != node.outputs[0].meta.rank or c.shape[0] != n:
+        return v
+    return graph.add_constant(None, np.ascontiguousarray(c[start:start + d]))
+
+
 def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassResult:
     """`parallel` >= 2: the device runs that many streams at once (one core each), and a
     compute-heavy separable graph is split into that many chunks, one per stream (the
@@ -308,7 +347,8 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
             m[x] = new_node("Slice", [x, *bounds], {}, f"{x.name}_chunk{i}", x, d).outputs[0]
         for node in old:
             ins = [m.get(v, v) if v is not None else None for v in node.inputs]
-            if node.op_type == "Reshape" and int(node.input(1).const[0]) == n:
+            if node.op_type in ("Reshape", "Expand") and node.input(1).const.size == \
+                    node.outputs[0].meta.rank and int(node.input(1).const[0]) == n:
                 target = node.input(1).const.copy()
                 target[0] = d
                 ins[1] = graph.add_constant(None, target)
@@ -317,6 +357,7 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
                 sizes = node.input(3).const.copy()
                 sizes[k0] = d
                 ins[3] = graph.add_constant(None, sizes)
+            ins = [_chunk_of(graph, node, v, n, i * d, d) for v in ins]
             clone = new_node(node.op_type, ins, dict(node.attrs), f"{node.name}_chunk{i}",
                              node.outputs[0], d)
             clone.meta.fused = node.meta.fused

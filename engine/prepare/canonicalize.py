@@ -26,6 +26,14 @@ from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
 from .steps import chain
+from .views import (
+    as_one_view,
+    as_reshape,
+    identity_gather,
+    identity_gather_nd,
+    nd_as_reshape,
+    view_of_view,
+)
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
 _GLOBAL_POOLS = ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
@@ -495,6 +503,9 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
     (_loop_invariant_state, _as_enclosing_reads),
+    (identity_gather, as_reshape),
+    (identity_gather_nd, nd_as_reshape),
+    (view_of_view, as_one_view),
 ]
 
 

@@ -102,8 +102,6 @@ DW = helper.make_node("Conv", ["x", "w"], ["c"], group=8, pads=[1, 1, 1, 1])
 
 
 @pytest.mark.parametrize("model", [
-    # a constant that spans the batch
-    _tiny([DW, helper.make_node("Add", ["c", "k"], ["y"])], {**W, "k": np.ones((4, 8, 6, 6))}),
     # a reduction over the batch
     _tiny([DW, helper.make_node("ReduceSum", ["c", "ax"], ["y"], keepdims=1)],
           {**W, "ax": np.array([0], np.int64)}),
@@ -330,6 +328,10 @@ SEPARABLE = {
                        _op("Squeeze", ["r", "q"])], {**W, "q": _i64(3)}), "Squeeze"),
     "conv_transpose": (_tiny([DW, _op("ConvTranspose", ["c", "v"], strides=[2, 2])],
                              {**W, "v": RNG.normal(size=(8, 4, 2, 2))}), "ConvTranspose"),
+    # a constant part with one row per sample (a ViT's class token, expanded and folded):
+    # each chunk's Concat reads its own rows of it
+    "concat_batch_constant": (_tiny([DW, _op("Concat", ["c", "k"], axis=1)],
+                                    {**W, "k": RNG.normal(size=(4, 2, 6, 6))}), "Concat"),
 }
 
 
@@ -341,8 +343,9 @@ def test_ops_that_keep_the_batch_axis_split_the_graph(monkeypatch, case):
     x = RNG.normal(size=shape).astype(np.float32)
     compiled = _compile_and_check(model, {"x": x}, data_parallel=2)
     assert _splits(compiled) == ["batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
-    # one per chunk (and the two Slices that cut the input into chunks)
-    assert _count(compiled, op) == 2 + 2 * (op == "Slice")
+    # one per chunk (and the two Slices that cut the input into chunks, the Concat that
+    # joins them)
+    assert _count(compiled, op) == 2 + 2 * (op == "Slice") + (op == "Concat")
 
 
 @pytest.mark.parametrize("model", [
@@ -354,8 +357,6 @@ def test_ops_that_keep_the_batch_axis_split_the_graph(monkeypatch, case):
     _tiny([DW, _op("Slice", ["c", "b", "e"])], {**W, "b": _i64(0, 2), "e": _i64(2, 6)}),
     _tiny([DW, _op("ReduceMean", ["c"], keepdims=1)], W),  # over every axis
     _tiny([DW, _op("ReduceMean", ["c"], axes=[0, 1], keepdims=1)], W),
-    # a constant part that spans the batch (a ViT's class token, expanded and folded)
-    _tiny([DW, _op("Concat", ["c", "k"], axis=1)], {**W, "k": RNG.normal(size=(4, 2, 6, 6))}),
 ])
 def test_ops_that_touch_the_batch_axis_keep_the_graph_whole(monkeypatch, model):
     monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)

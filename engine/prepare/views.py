@@ -1,0 +1,116 @@
+"""Canonical views: a Gather that picks every row in order, and a view of a view.
+
+Transformers' mask code (`masking_utils`, traced through vmap) flattens the [N, S] attention
+mask to [N * S, 1], gathers it back with the constant indices arange(N * S) shaped
+[N, 1, 1, S] and reshapes twice: four nodes that only reshape the mask, and whose middle
+shapes mix the batch with the sequence, so the graph did not look batch-separable to the
+data-parallel split (engine/optimize/batch_split.py) and no encoder or decoder of the zoo
+split at batch 8. A Gather along axis 0 whose constant indices are 0, 1, ..., rows - 1 in
+order is a Reshape of its data to indices.shape + data.shape[1:] (a GatherND listing every
+position of data's leading axes in order, LLaMA's form of the same code, likewise), and a
+Reshape or Flatten of a Reshape or Flatten (read by nothing else) is one Reshape of the
+first one's input to the last one's shape: the chain above becomes one Reshape
+[N, S] -> [N, 1, 1, S]. Both are exact (the same bytes in the same order) and views on the
+device (no task).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+
+_FLAT_VIEWS = ("Reshape", "Flatten")
+MAX_INDEX_CHECK = 1 << 24  # indices compared against arange at compile time, at most
+
+
+def _static(v: Value | None) -> bool:
+    return v is not None and v.meta is not None and v.meta.shape is not None \
+        and v.meta.is_static
+
+
+def identity_gather(node: Node) -> bool:
+    """Gather(data, arange(rows) in any shape, axis=0) on a computed data tensor."""
+    if node.op_type != "Gather" or len(node.outputs) != 1:
+        return False
+    data, idx = node.input(0), node.input(1)
+    if not _static(data) or data.is_constant or data.meta.rank < 1 or idx is None \
+            or not idx.is_constant:
+        return False
+    if int(node.attrs.get("axis", 0)) % data.meta.rank != 0:
+        return False
+    c = np.asarray(idx.const)
+    rows = data.meta.shape[0]
+    if c.dtype.kind not in "iu" or c.size != rows or c.size > MAX_INDEX_CHECK:
+        return False
+    return bool(np.array_equal(c.reshape(-1), np.arange(rows)))
+
+
+def identity_gather_nd(node: Node) -> bool:
+    """GatherND(data, indices, batch_dims=0) whose constant index tuples (the last axis, k
+    long) list every position of data's first k axes in order: [N, 1, 1, S, 2] of (n, s)."""
+    if node.op_type != "GatherND" or len(node.outputs) != 1 or node.attrs.get("batch_dims", 0):
+        return False
+    data, idx = node.input(0), node.input(1)
+    if not _static(data) or data.is_constant or idx is None or not idx.is_constant:
+        return False
+    c = np.asarray(idx.const)
+    if c.dtype.kind not in "iu" or c.ndim < 1 or not 1 <= c.shape[-1] <= data.meta.rank \
+            or c.size > MAX_INDEX_CHECK:
+        return False
+    lead = tuple(data.meta.shape[:c.shape[-1]])
+    if c.size // c.shape[-1] != int(np.prod(lead, dtype=np.int64)):
+        return False
+    every = np.indices(lead).reshape(len(lead), -1).T
+    return bool(np.array_equal(c.reshape(-1, c.shape[-1]), every))
+
+
+def _reshape(graph: Graph, node: Node, source: Value, shape: tuple[int, ...]) -> None:
+    target = graph.add_constant(None, np.asarray(shape, np.int64))
+    view = graph.add_node("Reshape", [source, target], outputs=[], after=node,
+                          name=graph.unique_name(f"{node.name}_view"))
+    graph.hand_over_outputs(node, [view])
+
+
+def as_reshape(graph: Graph, node: Node) -> None:
+    data, idx = node.input(0), node.input(1)
+    _reshape(graph, node, data, tuple(np.shape(idx.const)) + tuple(data.meta.shape[1:]))
+
+
+def nd_as_reshape(graph: Graph, node: Node) -> None:
+    data, idx = node.input(0), node.input(1)
+    k = np.shape(idx.const)[-1]
+    _reshape(graph, node, data, tuple(np.shape(idx.const)[:-1]) + tuple(data.meta.shape[k:]))
+
+
+def view_of_view(node: Node) -> bool:
+    """A Reshape/Flatten (static, no zero-sized dims) of a Reshape/Flatten whose output only
+    it reads."""
+    if node.op_type not in _FLAT_VIEWS or len(node.outputs) != 1:
+        return False
+    x, y = node.input(0), node.outputs[0]
+    if not _static(y) or 0 in y.meta.shape or x is None or x.is_constant:
+        return False
+    first = x.producer
+    return _collapsible(first, x, node)
+
+
+def _collapsible(first: Node | None, x: Value, reader: Node) -> bool:
+    return (first is not None and first.op_type in _FLAT_VIEWS and x.users == [reader]
+            and x not in reader.graph.outputs and _static(first.input(0))
+            and not first.input(0).is_constant)
+
+
+def as_one_view(graph: Graph, node: Node) -> None:
+    """The whole chain of such views before `node` (a Gather made a Reshape later in the
+    same pass, the Flatten before it visited already) becomes one Reshape."""
+    chain = [node.input(0).producer]
+    while _collapsible(chain[-1].input(0).producer, chain[-1].input(0), chain[-1]):
+        chain.append(chain[-1].input(0).producer)
+    _reshape(graph, node, chain[-1].input(0), tuple(node.outputs[0].meta.shape))
+    for view in chain:
+        graph.remove_node(view)
+
+
+__all__ = ["as_one_view", "as_reshape", "identity_gather", "identity_gather_nd", "nd_as_reshape",
+           "view_of_view"]
