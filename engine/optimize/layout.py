@@ -152,6 +152,39 @@ def _reached_from_convolutions(candidates: list[Node]) -> list[Node]:
     return [n for n in candidates if n in inside]
 
 
+def _grown_backwards(graph: Graph, region: list[Node], candidates: list[Node],
+                     outputs: set[Value]) -> list[Node]:
+    """The region plus the candidates whose output only region nodes read, in their own
+    layout, so the conversion moves from their output to their inputs: a UNIFORM or SPATIAL
+    node (an upsampling Resize, a Pad) whose input is not larger than its output (a GLPN
+    decoder's two bilinear x2 Resizes into the head's convolution: one TransData of a map 16
+    times smaller instead of the full-resolution one, and the Resizes run vectorized over
+    the stored channels), and a Concat with a part made by a candidate (an all-MLP
+    decoder's upsampled maps into its fuse conv: the same bytes converted in parts, which
+    then grow further back, to the Resizes' small inputs or token views). Walks the graph
+    backwards so a chain (Resize -> Resize -> Concat -> Conv) joins as a whole."""
+    inside = set(region)
+    allowed = set(candidates)
+    for node in reversed(graph.nodes):
+        if node in inside or node not in allowed or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        if out in outputs or not out.users:
+            continue
+        if layout_of(node) is Layout.CONCAT:
+            # the same bytes converted in parts; worth it when a part then grows further
+            if not any(v.producer in allowed for v in _data_inputs(node)):
+                continue
+        elif (layout_of(node) not in (Layout.UNIFORM, Layout.SPATIAL)
+              or node.input(0).meta.nbytes > out.meta.nbytes):
+            continue
+        if all(u in inside and all(reads_own_layout(u, i)
+                                   for i, w in enumerate(u.inputs) if w is out)
+               for u in out.users):
+            inside.add(node)
+    return [n for n in graph.nodes if n in inside]
+
+
 def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
     """A Concat along the batch axis into a graph output (the batch split's join) stays
     plain: each part is converted where it is made, on its own stream, instead of the whole
@@ -271,8 +304,9 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if round_trips:
         outputs = set(graph.outputs)
     channel_constants_as_4d(graph)
-    region_nodes = _reached_from_convolutions(
-        [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)])
+    candidates = [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)]
+    region_nodes = _grown_backwards(graph, _reached_from_convolutions(candidates), candidates,
+                                    outputs)
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, round_trips > 0, "no convolution: layouts stay plain")
     region = region_format(graph, fmt, target)
