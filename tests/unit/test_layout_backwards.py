@@ -14,9 +14,10 @@ from tests.unit.test_layout_pad import _compile_and_check
 RNG = np.random.default_rng(11)
 
 
-def _gated_decoder(channels: int, batch: int, scale: float):
-    """conv -> conv to 2 maps -> sigmoid -> Slice the first -> Mul (broadcast over channels)
-    -> Resize(scale) -> Resize(scale) -> conv head."""
+def _gated_decoder(channels: int, batch: int, scale: float, rows: bool = True, size: int = 8):
+    """conv -> conv to 2 maps -> sigmoid -> Slice the first (-> its mean over H: a
+    [N, 1, 1, W] gate, which a Mul broadcasts plain only, if `rows`) -> Mul (broadcast over
+    channels) -> Resize(scale) -> Resize(scale) -> conv head."""
     c = channels
     inits = [numpy_helper.from_array(RNG.normal(0, 0.3, s).astype(np.float32), n)
              for n, s in (("w1", (c, 3, 3, 3)), ("wa", (2, c, 3, 3)), ("w3", (4, c, 3, 3)))]
@@ -29,11 +30,12 @@ def _gated_decoder(channels: int, batch: int, scale: float):
              helper.make_node("Conv", ["a", "wa"], ["att"], pads=[1, 1, 1, 1]),
              helper.make_node("Sigmoid", ["att"], ["sig"]),
              helper.make_node("Slice", ["sig", "s0", "s1", "ax"], ["gate"]),
-             helper.make_node("Mul", ["a", "gate"], ["g"]),
+             helper.make_node("ReduceMean", ["gate"], ["gate_rows"], axes=[2]),
+             helper.make_node("Mul", ["a", "gate_rows" if rows else "gate"], ["g"]),
              helper.make_node("Resize", ["g", "", "scales"], ["u1"], **kw),
              helper.make_node("Resize", ["u1", "", "scales"], ["u2"], **kw),
              helper.make_node("Conv", ["u2", "w3"], ["y"], pads=[1, 1, 1, 1])]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 8, 8])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, size, size])
     graph = helper.make_graph(nodes, "gated_decoder", [x], [
         helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
@@ -59,10 +61,10 @@ def test_upsampling_resizes_join_the_region_of_their_reader(fmt, channels, batch
 
 
 
-def _gated_concat(channels: int, batch: int):
-    """Two gated maps (broadcasting Muls, plain), the second upsampled x2 (the first is at
-    the target size), joined by a Concat over channels and fused by a 1x1 conv: an all-MLP
-    decoder's upsample + Concat + fuse."""
+def _gated_concat(channels: int, batch: int, rows: bool = True):
+    """Two gated maps (broadcasting Muls, plain if `rows`: the gates' means over H), the
+    second upsampled x2 (the first is at the target size), joined by a Concat over channels
+    and fused by a 1x1 conv: an all-MLP decoder's upsample + Concat + fuse."""
     c = channels
     inits = [numpy_helper.from_array(RNG.normal(0, 0.3, s).astype(np.float32), n)
              for n, s in (("w1", (c, 3, 3, 3)), ("w2", (c, c, 3, 3)), ("wa", (1, c, 3, 3)),
@@ -72,10 +74,12 @@ def _gated_concat(channels: int, batch: int):
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
              helper.make_node("Conv", ["a", "wa"], ["att"], pads=[1, 1, 1, 1]),
              helper.make_node("Sigmoid", ["att"], ["gate"]),
-             helper.make_node("Mul", ["a", "gate"], ["g1"]),
-             helper.make_node("Conv", ["a", "w2"], ["b"], pads=[1, 1, 1, 1], strides=[2, 2]),
              helper.make_node("MaxPool", ["gate"], ["gp"], kernel_shape=[2, 2], strides=[2, 2]),
-             helper.make_node("Mul", ["b", "gp"], ["g2"]),
+             helper.make_node("ReduceMean", ["gate"], ["gate_r"], axes=[2]),
+             helper.make_node("ReduceMean", ["gp"], ["gp_r"], axes=[2]),
+             helper.make_node("Mul", ["a", "gate_r" if rows else "gate"], ["g1"]),
+             helper.make_node("Conv", ["a", "w2"], ["b"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node("Mul", ["b", "gp_r" if rows else "gp"], ["g2"]),
              helper.make_node("Resize", ["g2", "", "scales"], ["u2"], **kw),
              helper.make_node("Concat", ["g1", "u2"], ["cat"], axis=1),
              helper.make_node("Conv", ["cat", "wf"], ["y"])]
