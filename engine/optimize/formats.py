@@ -68,6 +68,17 @@ def per_channel(v: Value, out: Value) -> bool:
             and s[0] in (1, y[0]))
 
 
+def pixel_map(v: Value, out: Value) -> bool:
+    """Whether v is a per-pixel map [N|1, 1, H, W] of out [N, C, H, W] (C > 1): a decoder's
+    spatial attention gating its features. One channel: the same bytes plain and NHWC, which
+    the runtime reads broadcast over an NHWC output's stored channels
+    (runtime_ext/src/host/layout.h, pixel_map_of)."""
+    if not is_act4d(v):
+        return False
+    s, y = v.meta.shape, out.meta.shape
+    return y[1] > 1 and s[1] == 1 and s[2:] == y[2:] and s[0] in (1, y[0])
+
+
 def channel_constants_as_4d(graph: Graph) -> int:
     """A constant per-channel operand of a CHANNEL op's 4-D activation written with fewer
     axes ([C, 1, 1]: PoolFormer's and ConvNeXt's layer scale) becomes the [1, C, 1, 1] it

@@ -58,6 +58,7 @@ from .formats import (
     is_conversion,
     layout_of,
     per_channel,
+    pixel_map,
     reads_own_layout,
     same_bytes,
     spatial_only,
@@ -99,8 +100,10 @@ def _is_head(node: Node) -> bool:
     return layout_of(node) is Layout.CONV and out is not None and out.rank != 4
 
 
-def _agnostic(node: Node) -> bool:
-    """Whether the node may run with its 4-D activations NHWC."""
+def _agnostic(node: Node, maps: bool = False) -> bool:
+    """Whether the node may run with its 4-D activations NHWC; `maps`: an elementwise op
+    may broadcast a per-pixel map (`pixel_map`) over the channels (an NHWC region on a
+    runtime that takes them, `_takes_pixel_maps`)."""
     if node.meta.engine is not Engine.DEVICE or not node.outputs:
         return False
     if _is_head(node):
@@ -125,11 +128,23 @@ def _agnostic(node: Node) -> bool:
             is_act4d(v) and v.meta == out.meta
             or v.is_constant and v.meta is not None and v.meta.numel == 1
             or kind is Layout.CHANNEL and per_channel(v, out) and (second is None or v is second)
+            or maps and pixel_map(v, out) and (second is None or v is second)
             for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
         return all(v.is_constant and v.meta.numel == 1 if not is_act4d(v)
                    else v.meta == out.meta for v in node.inputs)
     return False
+
+
+def _takes_pixel_maps(target: Target) -> bool:
+    """Whether the target's elementwise kernels broadcast a [N, 1, H, W] map into an NHWC
+    output (its kernel info offers NHWC for that Mul)."""
+    try:
+        info = target.kernel_info("Mul", ["float32", "float32"], [[2, 4, 3, 3], [2, 1, 3, 3]],
+                                  None)
+    except Exception:  # a compile-only target without kernel info
+        return False
+    return bool(info.get("supported")) and NHWC in info.get("formats", ())
 
 
 def _data_inputs(node: Node) -> list[Value]:
@@ -150,6 +165,39 @@ def _reached_from_convolutions(candidates: list[Node]) -> list[Node]:
                 v is not None and v.producer in inside for v in node.inputs):
             inside.add(node)
     return [n for n in candidates if n in inside]
+
+
+def _grown_backwards(graph: Graph, region: list[Node], candidates: list[Node],
+                     outputs: set[Value]) -> list[Node]:
+    """The region plus the candidates whose output only region nodes read, in their own
+    layout, so the conversion moves from their output to their inputs: a UNIFORM or SPATIAL
+    node (an upsampling Resize, a Pad) whose input is not larger than its output (a GLPN
+    decoder's two bilinear x2 Resizes into the head's convolution: one TransData of a map 16
+    times smaller instead of the full-resolution one, and the Resizes run vectorized over
+    the stored channels), and a Concat with a part made by a candidate (an all-MLP
+    decoder's upsampled maps into its fuse conv: the same bytes converted in parts, which
+    then grow further back, to the Resizes' small inputs or token views). Walks the graph
+    backwards so a chain (Resize -> Resize -> Concat -> Conv) joins as a whole."""
+    inside = set(region)
+    allowed = set(candidates)
+    for node in reversed(graph.nodes):
+        if node in inside or node not in allowed or len(node.outputs) != 1:
+            continue
+        out = node.outputs[0]
+        if out in outputs or not out.users:
+            continue
+        if layout_of(node) is Layout.CONCAT:
+            # the same bytes converted in parts; worth it when a part then grows further
+            if not any(v.producer in allowed for v in _data_inputs(node)):
+                continue
+        elif (layout_of(node) not in (Layout.UNIFORM, Layout.SPATIAL)
+              or node.input(0).meta.nbytes > out.meta.nbytes):
+            continue
+        if all(u in inside and all(reads_own_layout(u, i)
+                                   for i, w in enumerate(u.inputs) if w is out)
+               for u in out.users):
+            inside.add(node)
+    return [n for n in graph.nodes if n in inside]
 
 
 def _joins_outputs(node: Node, outputs: set[Value]) -> bool:
@@ -271,11 +319,14 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if round_trips:
         outputs = set(graph.outputs)
     channel_constants_as_4d(graph)
-    region_nodes = _reached_from_convolutions(
-        [n for n in graph.nodes if _agnostic(n) and not _joins_outputs(n, outputs)])
+    region = region_format(graph, fmt, target)
+    maps = region == NHWC and _takes_pixel_maps(target)
+    candidates = [n for n in graph.nodes
+                  if _agnostic(n, maps) and not _joins_outputs(n, outputs)]
+    region_nodes = _grown_backwards(graph, _reached_from_convolutions(candidates), candidates,
+                                    outputs)
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
         return PassResult(graph, round_trips > 0, "no convolution: layouts stay plain")
-    region = region_format(graph, fmt, target)
     own: dict[Node, str] = {}
     for n in region_nodes:  # in graph order: a producer's format is known before its readers'
         own[n] = region if _is_head(n) else _output_format(n, region, outputs, own)

@@ -667,8 +667,11 @@ def test_kernel_info_per_op_dtype_and_rank():
     ki = rt.kernel_info
     assert ki("Relu", ["float32"], [[1, 16, 8, 8]])["preferred_format"] == "any"
     assert ki("Add", ["int64", "int64"], [[3], [3]])["supported"]
+    # a per-pixel map (one channel: the same bytes plain and NHWC) broadcasts in NHWC too
     add_b = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 1, 8, 8]])
-    assert add_b["supported"] and add_b["formats"] == ["nchw"]
+    assert add_b["supported"] and add_b["formats"] == ["nchw", "nhwc"]
+    add_r = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 1, 1, 8]])
+    assert add_r["supported"] and add_r["formats"] == ["nchw"]
     # a per-channel operand (a squeeze-excitation's scale) broadcasts in any format
     add_c = ki("Add", ["float32", "float32"], [[1, 16, 8, 8], [1, 16, 1, 1]])
     assert add_c["supported"] and "nhwc" in add_c["formats"] and "nChw16c" in add_c["formats"]

@@ -103,12 +103,22 @@ KernelInfo host_kernel_info(const Device& device, const std::string& op, const s
     case LayoutRule::kChannel: {
       Shape out = s0;
       for (int i = 1; i < n; ++i) broadcast_shapes(out, shapes[i], &out);  // checked above
-      bool same = true;
+      bool same = true, maps = false;
       for (int i = 0; i < n; ++i) {
         const bool channel = rule->layout == LayoutRule::kChannel && per_channel_of(shapes[i], out);
-        if (shape_numel(shapes[i]) > 1 && shapes[i] != out && !channel) same = false;
+        if (shape_numel(shapes[i]) > 1 && shapes[i] != out && !channel) {
+          if (pixel_map_of(shapes[i], out)) {
+            maps = true;  // a per-pixel map: broadcast over NHWC's stored channels
+          } else {
+            same = false;
+          }
+        }
       }
-      r.formats = same ? formats_for(out) : std::vector<std::string>{"nchw"};
+      if (same && maps) {
+        r.formats = {"nchw", "nhwc"};
+      } else {
+        r.formats = same ? formats_for(out) : std::vector<std::string>{"nchw"};
+      }
       r.preferred_format = same ? "any" : "nchw";
       break;
     }

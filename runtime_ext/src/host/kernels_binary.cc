@@ -122,6 +122,14 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
             type_str(b_->dtype, b_->shape), " -> ", type_str(y_->dtype, y_->shape));
   }
   plan_ = plan_binary(*a_, *b_, *y_);
+  if (y_->format == Format::kNhwc && y_->shape.size() == 4) {
+    // The loops run over the stored order [N, H, W, C]: the operands the format rule lets
+    // in are NHWC of the output's shape, or plain with the same bytes as their NHWC (a
+    // per-pixel map [N|1, 1, H, W], a per-channel [N|1, C, 1, 1], a scalar).
+    auto stored = [](const Shape& s) { return s.size() == 4 ? Shape{s[0], s[2], s[3], s[1]} : s; };
+    const Shape sa = stored(a_->shape), sb = stored(b_->shape), sy = stored(y_->shape);
+    plan_ = plan_broadcast(sy, {&sa, &sb}, {"A", "B"});
+  }
   switch (a_->dtype) {
     case DType::kFloat32: fn_ = pick<float>(op_); break;
     case DType::kFloat64: fn_ = pick<double>(op_); break;
@@ -281,7 +289,9 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   const TensorInfo& y = a.out(0);
   if (x.dtype != DType::kFloat32 || z.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) return nullptr;
   if (y.numel == 0 || y.rank() > DNNL_MAX_NDIMS) return nullptr;
-  if (y.numel <= kSmallOpElements && x.plain() && z.plain() && y.plain()) return nullptr;  // the loops
+  // the loops take plain operands, and NHWC outputs over their stored order (BinaryKernel)
+  const bool loops = y.plain() ? x.plain() && z.plain() : y.format == Format::kNhwc;
+  if (y.numel <= kSmallOpElements && loops) return nullptr;  // the loops
 
   using alg = dnnl::algorithm;
   alg f;
@@ -311,9 +321,9 @@ std::unique_ptr<Kernel> dnnl_binary(const KernelArgs& a) {
   // oneDNN runs some broadcasts (a middle axis: Swin's window mask [1,4,1,16,16] onto
   // [1,4,2,16,16]) on its reference implementation, several times slower than our loops
   // over collapsed rows (31% of that model's run): then the loops, which take any plain
-  // broadcast. Formats other than plain (a squeeze-excitation's per-channel scale of an
-  // NHWC map) need oneDNN, whatever it picks: the loops read logical (plain) strides.
-  if (k->impl().find(" ref") != std::string::npos && x.plain() && z.plain() && y.plain()) return nullptr;
+  // broadcast, and NHWC ones over the stored order. Blocked formats (a squeeze-excitation's
+  // per-channel scale of an nChw16c map) need oneDNN, whatever it picks.
+  if (k->impl().find(" ref") != std::string::npos && loops) return nullptr;
   return k;
 }
 
@@ -324,7 +334,7 @@ std::unique_ptr<Kernel> make_binary(const KernelArgs& a) {
   if (auto fast = dnnl_binary(a)) return fast;
   const TensorInfo& y = a.out(0);
   for (const TensorInfo* t : {&a.in(0), &a.in(1)}) {
-    if (!y.plain() && y.numel > 0 && t->numel > 1 && t->shape != y.shape) {
+    if (!y.plain() && y.format != Format::kNhwc && y.numel > 0 && t->numel > 1 && t->shape != y.shape) {
       invalid("a broadcast into a ", format_name(y.format), " output runs on oneDNN only (float32 Add/Sub/Mul/Div)");
     }
   }

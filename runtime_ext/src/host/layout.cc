@@ -44,6 +44,11 @@ bool per_channel_of(const Shape& s, const Shape& y) {
          (s[0] == 1 || s[0] == y[0]);
 }
 
+bool pixel_map_of(const Shape& s, const Shape& y) {
+  return s.size() == 4 && y.size() == 4 && y[1] > 1 && s[1] == 1 && s[2] == y[2] && s[3] == y[3] &&
+         (s[0] == 1 || s[0] == y[0]);
+}
+
 bool spatial_pads(const std::vector<int64_t>& pads) {
   return pads.size() == 8 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0;
 }
@@ -271,6 +276,10 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
           std::string e = format_invariant(*ti) ? "" : need_plain(ti, "a per-channel operand is read plain");
           if (!e.empty()) return e;
           continue;
+        }
+        if (same && y->format == Format::kNhwc && pixel_map_of(ti->shape, y->shape) &&
+            (ti->plain() || ti->format == Format::kNhwc)) {
+          continue;  // one channel: the same bytes plain and NHWC, broadcast over the channels
         }
         same = same && ti->shape == y->shape;
         data.push_back(i);

@@ -52,6 +52,12 @@ LayoutRule layout_rule(const std::string& op);
 // [N|1, C/b, 1, 1, b] in a blocked format, so a kChannel kernel reads it in any format.
 bool per_channel_of(const Shape& s, const Shape& y);
 
+// True when `s` is a per-pixel map of an output `y` [N, C, H, W] with C > 1: [N or 1, 1, H,
+// W] (a decoder's spatial attention gating its features). One channel: its bytes are the
+// same plain and NHWC, so a kElementwise kernel with an NHWC output reads it broadcast over
+// the stored channels (oneDNN's binary describes it in the output's format).
+bool pixel_map_of(const Shape& s, const Shape& y);
+
 // Decides the format of every tensor (heuristic mode: plain or nhwc). Pure: reads the
 // spec's tasks and I/O lists and the validated `tensors` (shape, dtype, region, offset);
 // returns one Format per tensor. Assumes indices were validated.
