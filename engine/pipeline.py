@@ -19,6 +19,7 @@ from .codegen.control import CONTROL_OPS, NotOnDevice, plan_control
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
 from .gc_pause import paused
+from .host_blas import limit_blas_threads
 from .ir import Dim, Engine, Graph, Node, TensorMeta, ValueKind
 from .model import CompiledModel, DeviceProgram, TensorSig, VariableSig
 from .ops import control
@@ -317,6 +318,8 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     the enclosing program expands, codegen/control.py).
     """
     options = options or CompileOptions()
+    # constant folding's numpy matmuls: a threaded BLAS's pool spun on into the first run
+    limit_blas_threads(1)
     start = time.perf_counter()
     output_names = [v.name for v in graph.outputs]
     g = bind_shapes(graph, input_shapes)
