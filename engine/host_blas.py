@@ -55,21 +55,6 @@ def _entry(lib: ctypes.CDLL, names: tuple[str, ...]):
     return None
 
 
-def blas_threads() -> dict[str, int]:
-    """Each mapped BLAS library's thread count, by path."""
-    found = {}
-    for path in _mapped_libraries():
-        for part, _, getters in _BLAS:
-            if part in Path(path).name.lower():
-                try:
-                    get = _entry(ctypes.CDLL(path), getters)
-                except OSError:
-                    get = None
-                if get is not None:
-                    found[path] = int(get())
-    return found
-
-
 _found: list[tuple[str, object, object]] | None = None  # (path, set, get), found once
 
 

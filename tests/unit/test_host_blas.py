@@ -30,6 +30,20 @@ def _openblas():
     return None
 
 
+@pytest.fixture
+def blas_threads():
+    """numpy's OpenBLAS set to two threads (as numpy starts on a 2-core machine); yields its
+    get-threads entry point."""
+    blas = _openblas()
+    if blas is None:
+        pytest.skip("this numpy is built on another BLAS than OpenBLAS (PyPI's wheels, which "
+                    "the project installs, carry OpenBLAS): no OpenBLAS pool to check")
+    _, get, set_ = blas
+    set_(ctypes.c_int(2))
+    assert get() == 2
+    return get
+
+
 def _host_matmul_model():
     """A MatMul after a NonZero: its rows are data-dependent, so it runs on the host."""
     w = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
@@ -47,32 +61,21 @@ def _host_matmul_model():
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), w
 
 
-def test_a_model_with_host_steps_runs_numpys_blas_on_one_thread():
-    blas = _openblas()
-    if blas is None:
-        pytest.skip("numpy here is not built with OpenBLAS (no pool of its own to limit)")
-    _, get, set_ = blas
-    set_(ctypes.c_int(2))  # as numpy starts on a 2-core machine
-    assert get() == 2
+def test_a_model_with_host_steps_runs_numpys_blas_on_one_thread(blas_threads):
     model, w = _host_matmul_model()
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     assert {p.engine for p in compiled.report.placements if p.op_type == "MatMul"} == {"host"}
     loaded = LoadedModel(compiled)
-    assert get() == 1
+    assert blas_threads() == 1
     x = np.random.default_rng(4).standard_normal((6, 8)).astype(np.float32)
     m = np.array([1, 0, 1, 1, 0, 1], bool)
     np.testing.assert_allclose(loaded.execute({"x": x, "m": m})["y"], x[m] @ w, rtol=1e-5,
                                atol=1e-5)
 
 
-def test_compiling_a_graph_runs_numpys_blas_on_one_thread():
+def test_compiling_a_graph_runs_numpys_blas_on_one_thread(blas_threads):
     """Constant folding multiplies in numpy: OpenBLAS's woken pool spun on into the first
     run (a fresh process's first run of a 0.3 ms model stalled 77-94 ms in 6 of 8)."""
-    blas = _openblas()
-    if blas is None:
-        pytest.skip("numpy here is not built with OpenBLAS (no pool of its own to limit)")
-    _, get, set_ = blas
-    set_(ctypes.c_int(2))
     a = np.random.default_rng(5).standard_normal((64, 64)).astype(np.float32)
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["a", "a"], ["aa"]),
@@ -82,7 +85,7 @@ def test_compiling_a_graph_runs_numpys_blas_on_one_thread():
         [numpy_helper.from_array(a, "a")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
-    assert get() == 1
+    assert blas_threads() == 1
     assert [p.op_type for p in compiled.report.placements] == ["Add"]  # the MatMul folded
     x = np.ones((64, 64), np.float32)
     np.testing.assert_allclose(LoadedModel(compiled).execute({"x": x})["y"], x + a @ a,

@@ -163,6 +163,16 @@ inline T combine(T old, T upd) {
   return upd;
 }
 
+// A scatter's output y as a copy of its data (already one when the plan runs it in place),
+// for the updates to land in.
+template <class T>
+T* scatter_target(ExecContext& ctx, const TensorInfo& data, const TensorInfo& y) {
+  const uint8_t* src = ctx.ptr(data);
+  T* out = ctx.ptr<T>(y);
+  if (reinterpret_cast<const uint8_t*>(out) != src) std::memcpy(out, src, y.nbytes);
+  return out;
+}
+
 // The scatter kernel K's run for reduction `red` on `dtype`: K::run_as<reduction, T>, T the
 // element bytes when nothing combines, the arithmetic type otherwise.
 template <class K>
@@ -217,9 +227,7 @@ class ScatterElementsKernel : public Kernel, ElementIndexing {
     int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
     const Status s = normalize(ctx.ptr(*idx_), at);
     if (!s.ok()) return s;
-    const uint8_t* src = ctx.ptr(*data_);
-    T* y = ctx.ptr<T>(*y_);
-    if (reinterpret_cast<const uint8_t*>(y) != src) std::memcpy(y, src, y_->nbytes);
+    T* y = scatter_target<T>(ctx, *data_, *y_);
     const T* upd = ctx.ptr<const T>(*upd_);
     // In order on one thread: duplicates must see the updates before them.
     each(at, false, 0, [&](int64_t t, int64_t off) { y[off] = combine<r>(y[off], upd[t]); });
@@ -298,9 +306,7 @@ class ScatterNDKernel : public Kernel {
     int64_t* at = reinterpret_cast<int64_t*>(ctx.workspace);
     const Status s = offsets(ctx.ptr(*idx_), at);
     if (!s.ok()) return s;
-    const uint8_t* src = ctx.ptr(*data_);
-    T* y = ctx.ptr<T>(*y_);
-    if (reinterpret_cast<const uint8_t*>(y) != src) std::memcpy(y, src, y_->nbytes);
+    T* y = scatter_target<T>(ctx, *data_, *y_);
     const T* upd = ctx.ptr<const T>(*upd_);
     for (int64_t row = 0; row < rows_; ++row) {
       T* dst = y + at[row];
