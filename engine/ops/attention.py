@@ -380,7 +380,7 @@ register(OpSchema("FusedAttention", 3, 4, _fused_attention_infer, _fused_attenti
                       "out_perm": A.ints(list(IDENTITY4))}))
 
 
-# ---- Rope: the rotate-half rotary embedding, fused ------------------------------------------
+# ---- Rope: the rotary embedding (rotate-half or interleaved pairs), fused --------------------
 ROPE = "graphengine.Rope"
 
 
@@ -410,21 +410,26 @@ def _rope_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
 
 
 def _rope(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
-    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x[..., h:], x[..., :h]), on
-    the first rotary_dim elements of the last axis (all when 0); the rest is copied."""
+    """x * cos + rotate(x) * sin on the first rotary_dim elements of the last axis (all when
+    0); the rest is copied. rotate_half(x) = concat(-x[..., h:], x[..., :h]); with
+    `interleaved`, the pairs (x[2i], x[2i+1]) turn: rotate(x)[2i] = -x[2i+1],
+    rotate(x)[2i+1] = x[2i] (GPT-J's rotate_every_two)."""
     x, cos, sin = ins
     r = int(a.get("rotary_dim", 0)) or x.shape[-1]
     part, rest = x[..., :r], x[..., r:]
-    h = r // 2
-    rotated = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
+    if int(a.get("interleaved", 0)):
+        rotated = np.stack([-part[..., 1::2], part[..., 0::2]], axis=-1).reshape(part.shape)
+    else:
+        h = r // 2
+        rotated = np.concatenate([-part[..., h:], part[..., :h]], axis=-1)
     y = (part * cos + rotated * sin).astype(x.dtype)
     return [np.concatenate([y, rest], axis=-1) if rest.shape[-1] else y]
 
 
 def _rope_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    r = int(a.get("rotary_dim", 0))
-    return reject(node) or kernel("Rope", {"rotary_dim": r} if r else {}, (0, 1, 2))
+    attrs = {k: int(a.get(k, 0)) for k in ("rotary_dim", "interleaved") if int(a.get(k, 0))}
+    return reject(node) or kernel("Rope", attrs, (0, 1, 2))
 
 
 register(OpSchema(ROPE, 3, 3, _rope_infer, _rope, device=_rope_device,
-                  attrs={"rotary_dim": A.i(0)}))
+                  attrs={"rotary_dim": A.i(0), "interleaved": A.i(0)}))

@@ -1,5 +1,5 @@
-"""Fusion row rope: the rotate-half rotary embedding as one Rope node, exact against ONNX
-Runtime; near misses stay the ops they are."""
+"""Fusion row rope: the rotary embedding (rotate-half, or GPT-J's interleaved pairs) as one
+Rope node, exact against ONNX Runtime; near misses stay the ops they are."""
 
 import numpy as np
 import onnxruntime as ort
@@ -53,6 +53,61 @@ def _rope_model(d=16, swap=False, halves_swapped=False, cos_input=False):
                              ir_version=8), feeds
 
 
+def _pairs(x, tag, neg_first=True, negate_even=False):
+    """GPT-J's rotate_every_two of x as an exporter writes it: flatten(stack([-x[..., 1::2],
+    x[..., 0::2]], -1)) — two strided Slices, a Neg (before or after its Unsqueeze), two
+    Unsqueezes, a Concat and a Reshape back to x's shape. `negate_even` negates the wrong
+    one (not a rotation)."""
+    odd, even = f"{tag}_odd", f"{tag}_even"
+    neg, keep = (even, odd) if negate_even else (odd, even)
+    nodes = [helper.make_node("Slice", [x, "one", "end", "last", "two"], [odd]),
+             helper.make_node("Slice", [x, "zero", "end", "last", "two"], [even])]
+    if neg_first:
+        nodes += [helper.make_node("Neg", [neg], [f"{tag}_n"]),
+                  helper.make_node("Unsqueeze", [f"{tag}_n", "last"], [f"{tag}_u0"])]
+    else:
+        nodes += [helper.make_node("Unsqueeze", [neg, "last"], [f"{tag}_un"]),
+                  helper.make_node("Neg", [f"{tag}_un"], [f"{tag}_u0"])]
+    nodes += [helper.make_node("Unsqueeze", [keep, "last"], [f"{tag}_u1"]),
+              helper.make_node("Concat", [f"{tag}_u0", f"{tag}_u1"], [f"{tag}_st"], axis=-1),
+              helper.make_node("Shape", [x], [f"{tag}_shape"]),
+              helper.make_node("Reshape", [f"{tag}_st", f"{tag}_shape"], [f"{tag}_rot"])]
+    return nodes
+
+
+def _pair_tables(s, r):
+    """GPT-J's cos/sin [1, 1, s, r]: each frequency repeated for its pair."""
+    ang = np.arange(s)[:, None] * (1.0 / 10000 ** (np.arange(r // 2) / (r // 2)))[None]
+    return (np.repeat(f(ang), 2, axis=-1).astype(np.float32)[None, None] for f in (np.cos,
+                                                                                   np.sin))
+
+
+def _interleaved_model(d=16, swap=False, cos_input=False, neg_first=True,
+                       negate_even=False):
+    """q [2, 3, 5, d] rotated pairwise by cos/sin [1, 1, 5, d] (GPT-J)."""
+    cos, sin = _pair_tables(5, d)
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (
+        ("zero", 0), ("one", 1), ("two", 2), ("end", BIG), ("last", -1))]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 3, 5, d])]
+    feeds = {"q": RNG.standard_normal((2, 3, 5, d)).astype(np.float32)}
+    if cos_input:
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1, 5, d])
+                   for n in ("cos", "sin")]
+        feeds.update(cos=cos, sin=sin)
+    else:
+        inits += [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin")]
+    pair = (lambda a, b: [b, a]) if swap else (lambda a, b: [a, b])
+    nodes = _pairs("q", "q", neg_first, negate_even) + [
+        helper.make_node("Mul", pair("q", "cos"), ["a"]),
+        helper.make_node("Mul", pair("q_rot", "sin"), ["b"]),
+        helper.make_node("Add", pair("a", "b"), ["y"])]
+    graph = helper.make_graph(nodes, "rope_pairs", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8), feeds
+
+
 def _kernels(model, feeds):
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     got = LoadedModel(compiled).execute(feeds)["y"]
@@ -75,7 +130,7 @@ def test_negating_the_other_half_is_not_a_rope():
     assert "Rope" not in kinds and "Concat" in kinds, kinds
 
 
-def test_the_rope_kernel_checks_its_operands():
+def test_the_rope_kernel_checks_its_operands(isa):
     spec = {"name": "m", "arena_bytes": 4096, "num_streams": 1, "num_events": 0,
             "tensors": [{"name": n, "dtype": "float32", "shape": s, "region": "arena",
                          "offset": 1024 * i}
@@ -96,7 +151,7 @@ def test_the_rope_kernel_checks_its_operands():
         _runtime.Model(_runtime.Device(), spec)
 
 
-def test_the_rope_kernel_rotates_a_prefix_and_copies_the_rest():
+def test_the_rope_kernel_rotates_a_prefix_and_copies_the_rest(isa):
     """rotary_dim r: the first r elements of each row rotate (cos/sin span r), the rest is
     copied; an odd or too large r is refused."""
     shapes = (("x", [2, 4, 10]), ("cos", [1, 4, 4]), ("sin", [1, 4, 4]), ("y", [2, 4, 10]))
@@ -193,3 +248,88 @@ def test_a_transpose_moving_the_last_axis_stays_before_the_rope():
     feeds = {"q_in": np.ascontiguousarray(np.swapaxes(feeds["q"], 2, 3))}
     kinds = _kernels(model, feeds)
     assert kinds == ["Transpose", "Rope"], kinds
+
+
+@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("cos_input", [False, True])
+@pytest.mark.parametrize("neg_first", [False, True])
+def test_interleaved_rope_is_one_task(swap, cos_input, neg_first):
+    """GPT-J's rotate_every_two — strided Slices, Neg, Unsqueezes, Concat, Reshape, the Muls
+    and the Add — is one Rope (attribute interleaved), exact against ONNX Runtime."""
+    kinds = _kernels(*_interleaved_model(swap=swap, cos_input=cos_input,
+                                         neg_first=neg_first))
+    assert kinds == ["Rope"], kinds
+
+
+def test_negating_the_even_elements_is_not_an_interleaved_rope():
+    kinds = _kernels(*_interleaved_model(negate_even=True))
+    assert "Rope" not in kinds and "Concat" in kinds, kinds
+
+
+def test_the_rope_kernel_turns_neighbouring_pairs_when_interleaved(isa):
+    """interleaved: y[2i] = x[2i] c - x[2i+1] s, y[2i+1] = x[2i+1] c + x[2i] s on the first
+    rotary_dim elements, the rest copied; a value other than 0 or 1 is refused."""
+    shapes = (("x", [2, 4, 10]), ("cos", [1, 4, 6]), ("sin", [1, 4, 6]), ("y", [2, 4, 10]))
+    spec = {"name": "m", "arena_bytes": 4096, "num_streams": 1, "num_events": 0,
+            "tensors": [{"name": n, "dtype": "float32", "shape": sh, "region": "arena",
+                         "offset": 1024 * i} for i, (n, sh) in enumerate(shapes)],
+            "tasks": [{"kind": "kernel", "name": "r", "op": "Rope", "stream": 0,
+                       "inputs": [0, 1, 2], "outputs": [3],
+                       "attrs": {"rotary_dim": 6, "interleaved": 1}}],
+            "inputs": [0, 1, 2], "outputs": [3]}
+    x, c, s = (RNG.standard_normal(sh).astype(np.float32) for _, sh in shapes[:3])
+    model = _runtime.Model(_runtime.Device(), spec)
+    (y,) = model.execute([x, c, s])
+    assert model.profile()[0]["impl"] == ("rope avx512 (interleaved)" if isa == "avx512"
+                                        else "rope loop (interleaved)")
+    part = x[..., :6]
+    turned = np.stack([-part[..., 1::2], part[..., 0::2]], -1).reshape(part.shape)
+    np.testing.assert_allclose(y[..., :6], part * c + turned * s, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(y[..., 6:], x[..., 6:])
+    spec["tasks"][0]["attrs"]["interleaved"] = 2
+    with pytest.raises(_runtime.InvalidArgument, match="interleaved 2 must be 0 or 1"):
+        _runtime.Model(_runtime.Device(), spec)
+
+
+def _gptj_attention_model(b=2, s=5, heads=3, d=8, r=4):
+    """GPT-J's attention core: q, k [B, S, H, D] rotated pairwise on their first r channels
+    (concat(rope(x[..., :r]), x[..., r:])) before the head split, then scores, Softmax, P·V."""
+    cos, sin = _pair_tables(s, r)
+    cos, sin = (np.ascontiguousarray(t.transpose(0, 2, 1, 3)) for t in (cos, sin))  # [1,S,1,r]
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (
+        ("zero", 0), ("one", 1), ("two", 2), ("r", r), ("end", BIG), ("last", -1))]
+    inits += [numpy_helper.from_array(cos, "cos"), numpy_helper.from_array(sin, "sin"),
+              numpy_helper.from_array(np.array(d ** -0.5, np.float32), "scale")]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, s, heads, d])
+              for n in "qkv"]
+    feeds = {n: RNG.standard_normal((b, s, heads, d)).astype(np.float32) for n in "qkv"}
+    nodes = []
+    for n in "qk":
+        nodes += [helper.make_node("Slice", [n, "zero", "r", "last"], [f"{n}_part"]),
+                  helper.make_node("Slice", [n, "r", "end", "last"], [f"{n}_pass"]),
+                  *_pairs(f"{n}_part", f"{n}_part"),
+                  helper.make_node("Mul", [f"{n}_part", "cos"], [f"{n}_a"]),
+                  helper.make_node("Mul", [f"{n}_part_rot", "sin"], [f"{n}_b"]),
+                  helper.make_node("Add", [f"{n}_a", f"{n}_b"], [f"{n}_roped"]),
+                  helper.make_node("Concat", [f"{n}_roped", f"{n}_pass"], [f"{n}_cat"],
+                                   axis=-1),
+                  helper.make_node("Transpose", [f"{n}_cat"], [f"{n}t"], perm=[0, 2, 1, 3])]
+    nodes += [helper.make_node("Transpose", ["v"], ["vt"], perm=[0, 2, 1, 3]),
+              helper.make_node("Transpose", ["kt"], ["kT"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["qt", "kT"], ["scores"]),
+              helper.make_node("Mul", ["scores", "scale"], ["scaled"]),
+              helper.make_node("Softmax", ["scaled"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "vt"], ["ctx"]),
+              helper.make_node("Transpose", ["ctx"], ["y"], perm=[0, 2, 1, 3])]
+    graph = helper.make_graph(nodes, "gptj_attention", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8), feeds
+
+
+def test_partial_interleaved_rotary_attention_is_two_ropes_and_the_attention():
+    """GPT-J: the pairwise rotation of the first r channels and the Concat with the rest
+    are one Rope per operand (interleaved, rotary_dim r), before the head split."""
+    kinds = _kernels(*_gptj_attention_model())
+    assert sorted(kinds) == ["FusedAttention", "Rope", "Rope"], kinds

@@ -1,4 +1,4 @@
-"""Fusion row rope: the rotate-half rotary embedding becomes one Rope node.
+"""Fusion row rope: the rotary embedding becomes one Rope node.
 
 LLaMA-style decoders (LLaMA, Qwen2, Mistral, GPT-NeoX, Phi) rotate every query and key by
 its position, and exporters write it out as
@@ -7,7 +7,13 @@ its position, and exporters write it out as
 
 seven nodes (two Slices, a Neg, a Concat, two Muls, an Add) per tensor per layer: small
 copies that each cost a task (on a two-layer decoder at batch 8, the Slices and Concats
-alone were 12% of the run). The row matches the Add and takes the region when each piece
+alone were 12% of the run). GPT-J and CodeGen turn neighbouring pairs instead
+(rotate_every_two):
+
+    Y = X * cos + flatten(stack([-X[..., 1::2], X[..., 0::2]], -1)) * sin
+
+two strided Slices, a Neg, two Unsqueezes, a Concat and a Reshape before the Muls: one Rope
+with attribute `interleaved`. The row matches the Add and takes the region when each piece
 reads what the pattern says; cos and sin may be constants or computed (positions gathered
 from a table), and either operand order of the Muls and the Add is the same thing.
 """
@@ -23,9 +29,9 @@ from ...ops.attention import ROPE
 from .match import Fusion, on_device, other, rename_output, replace_region, sole_producer
 
 
-def _slice_bounds(node: Node, d: int) -> tuple[int, int] | None:
+def _slice_bounds(node: Node, d: int, step: int = 1) -> tuple[int, int] | None:
     """(start, end) of a Slice along the last axis of a tensor whose last axis has d
-    elements, step 1; None for any other Slice."""
+    elements, with this step; None for any other Slice."""
     x = node.input(0)
     ins = [node.input(i) for i in range(1, 5)]
     if x is None or x.meta is None or x.meta.rank is None or any(
@@ -36,7 +42,7 @@ def _slice_bounds(node: Node, d: int) -> tuple[int, int] | None:
     axes = np.asarray(ins[2].const).reshape(-1) if ins[2] is not None else np.arange(len(starts))
     steps = np.asarray(ins[3].const).reshape(-1) if ins[3] is not None else np.ones(len(starts))
     if len(starts) != 1 or len(ends) != 1 or len(axes) != 1 or len(steps) != 1 \
-            or int(axes[0]) % rank != rank - 1 or int(steps[0]) != 1:
+            or int(axes[0]) % rank != rank - 1 or int(steps[0]) != step:
         return None
     start, end = int(starts[0]), int(ends[0])
     start = start + d if start < 0 else start
@@ -65,6 +71,47 @@ def _rotate_half_of(graph: Graph, r: Value) -> Value | None:
     return upper.inputs[0]
 
 
+def _through_views(graph: Graph, v: Value, negated: bool) -> tuple[Node | None, list[Node]]:
+    """The Slice under v through views (Unsqueeze/Reshape) and, when `negated`, exactly one
+    Neg, in any order; and the nodes passed. (None, []) when v is something else."""
+    passed: list[Node] = []
+    negs = 0
+    for _ in range(4):
+        node = sole_producer(graph, v, {"Unsqueeze", "Reshape", "Neg", "Slice"})
+        if node is None:
+            break
+        if node.op_type == "Slice":
+            return (node, passed) if negs == int(negated) else (None, [])
+        negs += node.op_type == "Neg"
+        passed.append(node)
+        v = node.input(0)
+    return None, []
+
+
+def _rotate_pairs_of(graph: Graph, r: Value) -> tuple[Value, list[Node]] | None:
+    """(X, its nodes) when r = flatten(stack([-X[..., 1::2], X[..., 0::2]], axis=-1)): the
+    interleaved rotation (a Concat of two [..., d/2, 1] halves, viewed back to [..., d])."""
+    view = sole_producer(graph, r, {"Reshape", "Flatten"})
+    cat = sole_producer(graph, view.input(0), {"Concat"}) if view is not None else None
+    if cat is None or len(cat.inputs) != 2 or r.meta is None or r.meta.rank is None:
+        return None
+    c = cat.outputs[0].meta
+    d = r.meta.shape[-1]
+    if c is None or c.rank != r.meta.rank + 1 or not isinstance(d, int) or d % 2 \
+            or tuple(c.shape) != (*r.meta.shape[:-1], d // 2, 2) \
+            or int(cat.attrs.get("axis", 0)) % c.rank != c.rank - 1:
+        return None
+    odd, odd_nodes = _through_views(graph, cat.inputs[0], negated=True)
+    even, even_nodes = _through_views(graph, cat.inputs[1], negated=False)
+    if odd is None or even is None or odd.input(0) is not even.input(0) \
+            or _slice_bounds(odd, d, 2) != (1, d) or _slice_bounds(even, d, 2) != (0, d):
+        return None
+    nodes = [odd, even, *reversed(odd_nodes), *reversed(even_nodes), cat, view]  # in order
+    if not on_device(*nodes):
+        return None
+    return odd.input(0), nodes
+
+
 def _match_rope(graph: Graph, add: Node):
     if add.op_type != "Add" or len(add.inputs) != 2:
         return None
@@ -75,7 +122,10 @@ def _match_rope(graph: Graph, add: Node):
         if direct is None or turned is None or not on_device(add, direct, turned):
             continue
         for r in turned.inputs:
-            x = _rotate_half_of(graph, r)
+            x, interleaved = _rotate_half_of(graph, r), 0
+            if x is None:
+                pairs = _rotate_pairs_of(graph, r)
+                x, interleaved = (pairs[0], 1) if pairs is not None else (None, 0)
             if x is None or x not in direct.inputs:
                 continue
             cos, sin = other(direct, x), other(turned, r)
@@ -84,11 +134,14 @@ def _match_rope(graph: Graph, add: Node):
                     or cos.meta.shape != sin.meta.shape or not cos.meta.shape \
                     or cos.meta.shape[-1] != x.meta.shape[-1]:
                 continue
+            if interleaved:
+                return x, cos, sin, [*_rotate_pairs_of(graph, r)[1], turned, direct, add], \
+                    {"interleaved": 1}
             cat = r.producer
             neg = cat.inputs[0].producer
             nodes = [neg.inputs[0].producer, cat.inputs[1].producer, neg, cat, turned, direct,
                      add]
-            return x, cos, sin, nodes
+            return x, cos, sin, nodes, {}
     return None
 
 
@@ -112,7 +165,8 @@ def _match_partial(graph: Graph, cat: Node):
     r = _slice_bounds(head, d)
     if r is None or r[0] != 0 or _slice_bounds(rest, d) != (r[1], d) or r[1] % 2:
         return None
-    return x, rope.input(1), rope.input(2), r[1], [head, rest, rope, cat]
+    return x, rope.input(1), rope.input(2), [head, rest, rope, cat], \
+        {**rope.attrs, "rotary_dim": r[1]}
 
 
 def _match(graph: Graph, node: Node):
@@ -122,14 +176,12 @@ def _match(graph: Graph, node: Node):
 
 
 def _rewrite_rope(graph: Graph, last: Node, ctx) -> str:
-    if len(ctx) == 5:
-        x, cos, sin, r, nodes = ctx
-        node = replace_region(graph, last, nodes, ROPE, [x, cos, sin], {"rotary_dim": r})
-        return (f"Rope(partial, rotary_dim {r}): {node.name} took "
-                f"{', '.join(n.name for n in nodes)}")
-    x, cos, sin, nodes = ctx
-    node = replace_region(graph, last, nodes, ROPE, [x, cos, sin], {})
-    return f"Rope: {node.name} took {', '.join(n.name for n in nodes)}"
+    x, cos, sin, nodes, attrs = ctx
+    node = replace_region(graph, last, nodes, ROPE, [x, cos, sin], attrs)
+    how = ", ".join([*(["interleaved"] if attrs.get("interleaved") else []),
+                     *([f"partial, rotary_dim {attrs['rotary_dim']}"]
+                       if attrs.get("rotary_dim") else [])])
+    return f"Rope{f'({how})' if how else ''}: {node.name} took {', '.join(n.name for n in nodes)}"
 
 
 ROW = Fusion("rope", _match, _rewrite_rope, produces=("Rope",))

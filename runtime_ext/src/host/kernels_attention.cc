@@ -34,6 +34,7 @@
 #include <cstring>
 #include <string>
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include "broadcast.h"
@@ -396,7 +397,47 @@ namespace {
 // and broadcast over the others (positions x heads); each row of X is read once. A partial
 // rotary (Phi, GPT-NeoX: attribute rotary_dim r < the last axis d) rotates the first r
 // elements of each row with cos/sin spanning r and copies the other d - r, so the Slices
-// and the Concat around a Rope of the sliced part cost nothing.
+// and the Concat around a Rope of the sliced part cost nothing. With attribute interleaved
+// (GPT-J, CodeGen, RoFormer: rotate_every_two) the rotated pairs are neighbours (x[2i],
+// x[2i+1]), not the halves: y[2i] = x[2i] c[2i] - x[2i+1] s[2i], y[2i+1] = x[2i+1] c[2i+1] +
+// x[2i] s[2i+1]. Rows run in 16-float vectors where the CPU has AVX-512 (the pairs swapped
+// in-lane by a permute, the even lanes' products negated by a mask), on the OpenMP team
+// when the tensor is large enough to pay for it.
+void rope_row(const float* xr, const float* cr, const float* sr, float* yr, int64_t r, bool interleaved) {
+  if (interleaved) {
+    for (int64_t k = 0; k < r; k += 2) {
+      yr[k] = xr[k] * cr[k] - xr[k + 1] * sr[k];
+      yr[k + 1] = xr[k + 1] * cr[k + 1] + xr[k] * sr[k + 1];
+    }
+    return;
+  }
+  const int64_t h = r / 2;
+  for (int64_t k = 0; k < h; ++k) yr[k] = xr[k] * cr[k] - xr[k + h] * sr[k];
+  for (int64_t k = h; k < r; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
+}
+
+__attribute__((target("avx512f"))) void rope_row_avx512(const float* xr, const float* cr, const float* sr, float* yr,
+                                                       int64_t r, bool interleaved) {
+  if (interleaved) {  // r is even: a vector never splits a pair
+    for (int64_t k = 0; k < r; k += 16) {
+      const __mmask16 m = k + 16 <= r ? __mmask16(0xFFFF) : __mmask16((1u << (r - k)) - 1);
+      const __m512 x = _mm512_maskz_loadu_ps(m, xr + k);
+      const __m512 swapped = _mm512_permute_ps(x, 0xB1);  // [x1, x0, x3, x2, ...]
+      const __m512 turned = _mm512_mask_sub_ps(swapped, __mmask16(0x5555), _mm512_setzero_ps(), swapped);
+      const __m512 y = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, cr + k), _mm512_mul_ps(turned, _mm512_maskz_loadu_ps(m, sr + k)));
+      _mm512_mask_storeu_ps(yr + k, m, y);
+    }
+    return;
+  }
+  const int64_t h = r / 2;
+  for (int64_t k = 0; k < h; k += 16) {
+    const __mmask16 m = k + 16 <= h ? __mmask16(0xFFFF) : __mmask16((1u << (h - k)) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(m, xr + k), hi = _mm512_maskz_loadu_ps(m, xr + h + k);
+    _mm512_mask_storeu_ps(yr + k, m, _mm512_fmsub_ps(lo, _mm512_maskz_loadu_ps(m, cr + k), _mm512_mul_ps(hi, _mm512_maskz_loadu_ps(m, sr + k))));
+    _mm512_mask_storeu_ps(yr + h + k, m, _mm512_fmadd_ps(hi, _mm512_maskz_loadu_ps(m, cr + h + k), _mm512_mul_ps(lo, _mm512_maskz_loadu_ps(m, sr + h + k))));
+  }
+}
+
 class RopeKernel : public Kernel {
  public:
   explicit RopeKernel(const KernelArgs& a) {
@@ -414,12 +455,16 @@ class RopeKernel : public Kernel {
     r_ = a.attr_int("rotary_dim", 0);
     if (r_ == 0) r_ = d_;
     if (r_ < 0 || r_ > d_ || r_ % 2) invalid("rotary_dim ", r_, " must be even and at most X's last axis (", d_, ")");
+    const int64_t interleaved = a.attr_int("interleaved", 0);
+    if (interleaved != 0 && interleaved != 1) invalid("interleaved ", interleaved, " must be 0 or 1");
+    interleaved_ = interleaved == 1;
     if (cos_->rank() < 1 || cos_->shape.back() != r_) invalid("cos ", shape_str(cos_->shape), " must span the rotated part of X's last axis (", r_, ")");
     // The rows of X (its last axis) and where each row's cos/sin row starts: the plan of
     // the broadcast over the leading axes.
     Shape lead_x(x_->shape.begin(), x_->shape.end() - 1), lead_c(cos_->shape.begin(), cos_->shape.end() - 1);
     if (lead_x.empty()) lead_x.push_back(1);
     plan_ = plan_broadcast(lead_x, {&lead_c}, {"cos"});
+    avx512_ = cpu_has_avx512();
   }
 
   Status run(ExecContext& ctx) override {
@@ -427,25 +472,35 @@ class RopeKernel : public Kernel {
     const float* c = ctx.ptr<const float>(*cos_);
     const float* s = ctx.ptr<const float>(*sin_);
     float* y = ctx.ptr<float>(*y_);
-    const int64_t d = d_, r = r_, h = r_ / 2;
-    for_each_segment(plan_, [&](const int64_t* off, int64_t o, int64_t n, const int64_t* st) {
-      for (int64_t i = 0; i < n; ++i) {  // row o + i of X, cos/sin row off[0] + i * st[0]
-        const float* xr = x + (o + i) * d;
-        const float* cr = c + (off[0] + i * st[0]) * r;
-        const float* sr = s + (off[0] + i * st[0]) * r;
-        float* yr = y + (o + i) * d;
-        for (int64_t k = 0; k < h; ++k) yr[k] = xr[k] * cr[k] - xr[k + h] * sr[k];
-        for (int64_t k = h; k < r; ++k) yr[k] = xr[k] * cr[k] + xr[k - h] * sr[k];
-        if (r < d) std::memcpy(yr + r, xr + r, static_cast<size_t>(d - r) * sizeof(float));
+    const int64_t d = d_, r = r_, rows = plan_.numel, inner = plan_.inner(), last = plan_.rank - 1;
+    const int threads = rows * d <= kSmallOpElements ? 1 : std::min<int>(omp_get_max_threads(), static_cast<int>(std::min<int64_t>(rows, 1 << 20)));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t e = 0; e < rows; ++e) {  // row e of X; its cos/sin row from the plan
+      int64_t rest = e / inner, off = (e % inner) * plan_.strides[0][last];
+      for (int k = last - 1; k >= 0; --k) {
+        off += (rest % plan_.dims[k]) * plan_.strides[0][k];
+        rest /= plan_.dims[k];
       }
-    });
+      const float* xr = x + e * d;
+      float* yr = y + e * d;
+      if (avx512_) {
+        rope_row_avx512(xr, c + off * r, s + off * r, yr, r, interleaved_);
+      } else {
+        rope_row(xr, c + off * r, s + off * r, yr, r, interleaved_);
+      }
+      if (r < d) std::memcpy(yr + r, xr + r, static_cast<size_t>(d - r) * sizeof(float));
+    }
     return Status::Ok();
   }
-  std::string impl() const override { return "rope loop"; }
+  std::string impl() const override {
+    return std::string(avx512_ ? "rope avx512" : "rope loop") + (interleaved_ ? " (interleaved)" : "");
+  }
 
  private:
   const TensorInfo *x_, *cos_, *sin_, *y_;
   int64_t d_ = 0, r_ = 0;  // the last axis, its rotated prefix
+  bool interleaved_ = false;  // pairs of neighbours, not halves
+  bool avx512_ = false;
   BroadcastPlan plan_;
 };
 
