@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
+from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
@@ -512,6 +513,10 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
 def canonicalize(graph: Graph) -> PassResult:
     done = 0
     for node in list(graph.nodes):
+        if onnx_attention(graph, node):
+            as_attention_steps(graph, node)
+            done += 1
+            continue
         for match, rewrite in CANONICAL:
             if match(node):
                 rewrite(graph, node)
