@@ -29,7 +29,7 @@ import numpy as np
 
 from ..dtypes import DType, to_onnx
 from ..ir import Graph, Node, Value
-from .steps import chain
+from .steps import chain, replace_outputs
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -183,14 +183,6 @@ def as_attention_steps(graph: Graph, node: Node) -> None:
         y = step("Reshape", [y, const([b, q_len, hq * dv])])
     elif alive is not None:
         y = step("Mul", [y, alive])
-    named = []  # graph outputs keep their names
-    for i, value in ((0, y), (1, present[0]), (2, present[1])):
-        if _used(node, i, graph.outputs):
-            if node.outputs[i] in graph.outputs:
-                named.append((node.outputs[i].name, value))
-            graph.replace_all_uses(node.outputs[i], value)
-    graph.remove_node(node)
-    for name, value in named:
-        del graph.values[value.name]
-        value.name = name
-        graph.values[name] = value
+    replace_outputs(graph, node, {i: value for i, value in ((0, y), (1, present[0]),
+                                                           (2, present[1]))
+                                  if _used(node, i, graph.outputs)})

@@ -6,7 +6,9 @@ no task, no copy); InstanceNormalization and GroupNormalization are a LayerNorma
 Scale broadcasts is the steps exporters wrote before opset 23 had it (else the device runs
 it whole); a ReduceMean or ReduceMax over H and W of a 4-D
 tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view); a
-Tile by constant repeats is the device's Expand between two views. The
+Tile by constant repeats is the device's Expand between two views; ONNX Attention is the
+steps the attention fusion takes (`attention_op.py`) and RotaryEmbedding the device's Rope
+(`rotary_op.py`). The
 forms are exact rewrites (up to summation order; ai.onnx.ml.Scaler of float32 is its Sub
 and Mul),
 so the host runs them as well as the device; the device then needs no kernel of its own for
@@ -26,6 +28,7 @@ from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
+from .rotary_op import as_rope, onnx_rotary
 from .steps import chain
 from .views import (
     as_one_view,
@@ -499,6 +502,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_ml_scaler, _as_scale_steps),
     (_is_scalar_bound, _as_clip),
     (_static_tile, _as_expand),
+    (onnx_rotary, as_rope),
     (one_hot_product, as_row_lookup),
     (elementwise_of_lookups, as_lookup_of_table),
     (_decided_if, _inline_branch),

@@ -17,3 +17,19 @@ def chain(graph: Graph, node: Node) -> Callable[..., Value]:
             f"{node.name}_{op.lower()}"), after=last[0])
         return last[0].outputs[0]
     return step
+
+
+def replace_outputs(graph: Graph, node: Node, values: dict[int, Value]) -> None:
+    """`node`'s outputs (by index) become `values` — readers and graph outputs, a graph
+    output keeping its name — and `node` goes."""
+    named = []
+    for i, value in values.items():
+        out = node.outputs[i]
+        if out in graph.outputs:
+            named.append((out.name, value))
+        graph.replace_all_uses(out, value)
+    graph.remove_node(node)
+    for name, value in named:
+        del graph.values[value.name]
+        value.name = name
+        graph.values[name] = value

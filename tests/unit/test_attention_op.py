@@ -1,7 +1,8 @@
 """ONNX Attention (opset 23, torch's export of scaled_dot_product_attention) runs on the device
 as one FusedAttention, exact against ONNX Runtime and the ONNX reference evaluator, including
 grouped heads, causal and window biases, boolean and float masks, rows with no visible key and
-a KV cache; what the device steps cannot compute exactly stays the host's Attention."""
+a KV cache; what the device steps cannot compute exactly stays the host's Attention. ONNX
+RotaryEmbedding runs as the device's Rope."""
 
 import numpy as np
 import onnxruntime as ort
@@ -143,3 +144,45 @@ def test_softcap_stays_the_hosts_attention():
     model, feeds = _model([(2, 4, 5, 8)] * 3, {"softcap": 2.0})
     kinds, host = _check(model, feeds, against_ort=False)
     assert host == ["Attention"] and "FusedAttention" not in kinds, (kinds, host)
+
+
+def _rotary_model(x_shape, r=0, interleaved=0, num_heads=None, positions=False):
+    """RotaryEmbedding of X (4-D [B, H, S, D] or 3-D [B, S, H*D]) with caches [B, S, r/2]
+    or, with `positions`, [max_pos, r/2] read at position_ids [B, S]."""
+    b = x_shape[0]
+    s = x_shape[2] if len(x_shape) == 4 else x_shape[1]
+    d = x_shape[3] if len(x_shape) == 4 else x_shape[2] // num_heads
+    half = (r or d) // 2
+    cache = (11, half) if positions else (b, s, half)
+    ang = RNG.random(cache).astype(np.float32) * 3
+    feeds = {"x": RNG.standard_normal(x_shape).astype(np.float32),
+             "cos": np.cos(ang), "sin": np.sin(ang)}
+    inputs = [helper.make_tensor_value_info("x", F, x_shape),
+              helper.make_tensor_value_info("cos", F, cache),
+              helper.make_tensor_value_info("sin", F, cache)]
+    ins = ["x", "cos", "sin"]
+    if positions:
+        feeds["pos"] = RNG.integers(0, 11, (b, s)).astype(np.int64)
+        inputs.append(helper.make_tensor_value_info("pos", TensorProto.INT64, (b, s)))
+        ins.append("pos")
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": r}
+    if num_heads:
+        attrs["num_heads"] = num_heads
+    node = helper.make_node("RotaryEmbedding", ins, ["y"], **attrs)
+    graph = helper.make_graph([node], "rotary23", inputs,
+                              [helper.make_tensor_value_info("y", F, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)],
+                             ir_version=10), feeds
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("form", ["4d", "3d", "4d_partial", "3d_positions", "4d_positions"])
+def test_rotary_embedding_is_the_devices_rope(interleaved, form):
+    shapes = {"4d": ((2, 3, 5, 8), 0, None, False), "3d": ((2, 5, 24), 0, 3, False),
+              "4d_partial": ((2, 3, 5, 8), 4, None, False),
+              "3d_positions": ((2, 5, 24), 6, 3, True),
+              "4d_positions": ((2, 3, 5, 8), 0, None, True)}
+    x_shape, r, heads, positions = shapes[form]
+    model, feeds = _rotary_model(x_shape, r, interleaved, heads, positions)
+    kinds, host = _check(model, feeds)
+    assert "Rope" in kinds and not host, (kinds, host)
