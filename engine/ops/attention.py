@@ -304,7 +304,8 @@ register(OpSchema("CausalConvWithState", 2, 4, _causal_conv_infer, _causal_conv,
 # with Q' = transpose(Q, q_perm) [B,H,Sq,D], K' = transpose(K, k_perm) [B,Hkv,D,Sk] and
 # V' = transpose(V, v_perm) [B,Hkv,Sk,Dv]; the optional mask broadcasts to [B,H,Sq,Sk].
 # Grouped-query attention: Hkv may divide H, query head h reading key/value head h // (H/Hkv)
-# (the repeat_kv the fusion absorbed).
+# (the repeat_kv the fusion absorbed). With `nan_to_zero` a NaN probability is 0 (torch's
+# export of scaled_dot_product_attention: Where(IsNaN(P), 0, P), a row that sees no key).
 IDENTITY4 = (0, 1, 2, 3)
 _PERMS = ("q_perm", "k_perm", "v_perm", "out_perm")
 
@@ -332,6 +333,8 @@ def _fused_attention(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
         scores = scores + widen(mask).astype(q.dtype)
     e = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
     probs = e / np.sum(e, axis=-1, keepdims=True)
+    if int(a.get("nan_to_zero", 0)):
+        probs = np.where(np.isnan(probs), probs.dtype.type(0), probs)
     y = np.matmul(probs, v)
     return [np.ascontiguousarray(np.transpose(y, op)).astype(ins[0].dtype)]
 
@@ -370,6 +373,8 @@ def _fused_attention_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str
         return why
     attrs = {"scale": float(a["scale"])}
     attrs.update({key: list(_perm(node, a, key)) for key in _PERMS})
+    if int(a.get("nan_to_zero", 0)):
+        attrs["nan_to_zero"] = 1
     return kernel("FusedAttention", attrs, (0, 1, 2) if node.input(3) is None else (0, 1, 2, 3))
 
 
@@ -377,7 +382,7 @@ register(OpSchema("FusedAttention", 3, 4, _fused_attention_infer, _fused_attenti
                   device=_fused_attention_device, attrs={
                       "scale": A.f(A.REQUIRED), "q_perm": A.ints(list(IDENTITY4)),
                       "k_perm": A.ints(list(IDENTITY4)), "v_perm": A.ints(list(IDENTITY4)),
-                      "out_perm": A.ints(list(IDENTITY4))}))
+                      "out_perm": A.ints(list(IDENTITY4)), "nan_to_zero": A.i(0)}))
 
 
 # ---- Rope: the rotary embedding (rotate-half or interleaved pairs), fused --------------------

@@ -33,8 +33,10 @@ from .steps import chain
 from .views import (
     as_one_view,
     as_reshape,
+    as_transpose,
     identity_gather,
     identity_gather_nd,
+    merged_transpose,
     nd_as_reshape,
     view_of_view,
 )
@@ -511,6 +513,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (identity_gather, as_reshape),
     (identity_gather_nd, nd_as_reshape),
     (view_of_view, as_one_view),
+    (merged_transpose, as_transpose),
 ]
 
 

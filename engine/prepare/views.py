@@ -12,6 +12,11 @@ Reshape or Flatten of a Reshape or Flatten (read by nothing else) is one Reshape
 first one's input to the last one's shape: the chain above becomes one Reshape
 [N, S] -> [N, 1, 1, S]. Both are exact (the same bytes in the same order) and views on the
 device (no task).
+
+A Transpose between a Reshape merging leading axes and one splitting them back is one
+Transpose of the original (torch's dynamo export writes scaled_dot_product_attention's Kᵀ
+as [B, H, S, D] -> [B*H, S, D] -> Transpose [0, 2, 1] -> [B, H, D, S]; the attention
+fusion reads a 4-D Transpose as the kernel's strided operand, and the 3-D one hid it).
 """
 
 from __future__ import annotations
@@ -112,5 +117,50 @@ def as_one_view(graph: Graph, node: Node) -> None:
         graph.remove_node(view)
 
 
-__all__ = ["as_one_view", "as_reshape", "identity_gather", "identity_gather_nd", "nd_as_reshape",
-           "view_of_view"]
+def _merged_transpose(node: Node) -> tuple[Value, list[int]] | None:
+    """(x, perm) when node = Reshape(Transpose(Reshape(x))) is one Transpose of x: the first
+    Reshape merges x's leading axes into one, the Transpose keeps that axis first and permutes
+    the others, the last Reshape splits it back (torch's export of a 4-D transpose through
+    bmm's 3-D one: [B, H, S, D] -> [B*H, S, D] -> [0, 2, 1] -> [B, H, D, S])."""
+    if node.op_type != "Reshape" or len(node.outputs) != 1 or not _static(node.outputs[0]):
+        return None
+    t = node.input(0)
+    turn = t.producer if t is not None else None
+    if turn is None or turn.op_type != "Transpose" or t.users != [node] \
+            or t in node.graph.outputs:
+        return None
+    m = turn.input(0)
+    merge = m.producer if m is not None else None
+    if merge is None or merge.op_type not in _FLAT_VIEWS or m.users != [turn] \
+            or m in node.graph.outputs or not _static(merge.input(0)) or not _static(m):
+        return None
+    x = merge.input(0)
+    xs, ms, ys = tuple(x.meta.shape), tuple(m.meta.shape), tuple(node.outputs[0].meta.shape)
+    perm = [int(a) for a in turn.attrs.get("perm", range(len(ms) - 1, -1, -1))]
+    j = len(xs) - len(ms) + 1  # x's leading axes merged into m's first
+    if j < 2 or len(perm) != len(ms) or perm[0] != 0 or 0 in xs \
+            or ms[1:] != xs[j:] or ms[0] != int(np.prod(xs[:j])):
+        return None
+    full = list(range(j)) + [j - 1 + perm[i] for i in range(1, len(perm))]
+    if ys != tuple(xs[a] for a in full):
+        return None
+    return x, full
+
+
+def merged_transpose(node: Node) -> bool:
+    return _merged_transpose(node) is not None
+
+
+def as_transpose(graph: Graph, node: Node) -> None:
+    x, perm = _merged_transpose(node)
+    turn = node.input(0).producer
+    merge = turn.input(0).producer
+    new = graph.add_node("Transpose", [x], attrs={"perm": perm},
+                         name=graph.unique_name(f"{turn.name}_merged"), after=node)
+    graph.replace_all_uses(node.outputs[0], new.outputs[0])
+    for n in (node, turn, merge):
+        graph.remove_node(n)
+
+
+__all__ = ["as_one_view", "as_reshape", "as_transpose", "identity_gather", "identity_gather_nd",
+           "merged_transpose", "nd_as_reshape", "view_of_view"]

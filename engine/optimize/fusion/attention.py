@@ -73,6 +73,7 @@ class _Match:
     out_perm: tuple[int, ...]
     scale: float
     nodes: list[Node]  # every absorbed node, in graph order
+    nan_to_zero: bool = False  # Where(IsNaN(P), 0, P) absorbed
 
 
 def _f32_4d(v: Value | None) -> bool:
@@ -204,8 +205,10 @@ def _plain_matmul(node: Node) -> bool:
 def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     if mm2.op_type != "MatMul" or not _plain_matmul(mm2) or not _f32_4d(mm2.outputs[0]):
         return None
-    softmax = sole_producer(graph, mm2.input(0), {"Softmax"})
-    if softmax is None or int(softmax.attrs.get("axis", -1)) not in (-1, 3):
+    probs, zeroed = _nan_zeroed(graph, mm2.input(0))
+    softmax = sole_producer(graph, probs, {"Softmax"}) if not zeroed else probs.producer
+    if softmax is None or softmax.op_type != "Softmax" \
+            or int(softmax.attrs.get("axis", -1)) not in (-1, 3):
         return None
     scores_v = softmax.input(0)
     if not _f32_4d(scores_v):
@@ -228,9 +231,12 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
         v = _peel(graph, mm2.input(1), mm2, scalars=False)
     if q is None or k is None or v is None:
         return None
-    # MatMul broadcasts batch dims; the kernel does not: Q, K and V must agree on [B,H].
+    # MatMul broadcasts batch dims; the kernel does not: Q, K and V must agree on [B,H] —
+    # but for one K/V head broadcast over Q's (multi-query attention: Falcon), which is the
+    # kernel's grouped heads with a group of H.
     qs, ks, vs = (mm.input(i).meta.shape for mm, i in ((mm1, 0), (mm1, 1), (mm2, 1)))
-    if not qs[:2] == ks[:2] == vs[:2]:
+    if not qs[:2] == ks[:2] == vs[:2] and not (
+            qs[0] == ks[0] == vs[0] and ks[1] == vs[1] == 1 and k.group == v.group == 1):
         return None
     out_perm, tail = IDENTITY4, []
     out = mm2.outputs[0]
@@ -242,11 +248,33 @@ def match_attention(graph: Graph, mm2: Node) -> _Match | None:
     scale = factor * q.factor * k.factor
     if not math.isfinite(scale) or abs(scale) > _FLOAT32_MAX:
         return None
-    nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + adds + [softmax, mm2] + tail
+    nodes = q.nodes + k.nodes + v.nodes + [mm1] + scale_nodes + adds + [softmax] + zeroed \
+        + [mm2] + tail
     if len(set(nodes)) != len(nodes) or not on_device(*nodes):
         return None
     order = {n: i for i, n in enumerate(graph.nodes)}
-    return _Match(q, k, v, terms, out_perm, scale, sorted(nodes, key=order.__getitem__))
+    return _Match(q, k, v, terms, out_perm, scale, sorted(nodes, key=order.__getitem__),
+                  bool(zeroed))
+
+
+def _nan_zeroed(graph: Graph, p: Value | None) -> tuple[Value | None, list[Node]]:
+    """(P, [IsNaN, Where]) when p = Where(IsNaN(P), 0, P) and P is read by those two only —
+    torch's export of scaled_dot_product_attention zeroes a row that sees no key so — else
+    (p, [])."""
+    where = sole_producer(graph, p, {"Where"})
+    if where is None:
+        return p, []
+    cond, zero, probs = (where.input(i) for i in range(3))
+    isnan = cond.producer if cond is not None else None
+    if isnan is None or isnan.op_type != "IsNaN" or isnan.input(0) is not probs \
+            or cond.users != [where] or cond in graph.outputs or zero is None \
+            or not zero.is_constant or np.size(zero.const) != 1 \
+            or float(np.asarray(zero.const).reshape(())) != 0.0 \
+            or probs is None or probs.producer is None \
+            or sorted(map(id, probs.users)) != sorted(map(id, (isnan, where))) \
+            or probs in graph.outputs or probs.meta != p.meta:
+        return p, []
+    return probs, [isnan, where]
 
 
 _REPEAT = frozenset({"Unsqueeze", "Expand", "Reshape"})
@@ -259,6 +287,8 @@ def rewrite_attention(graph: Graph, mm2: Node, m: _Match) -> str:
     inputs = [m.q.source, m.k.source, m.v.source] + ([mask] if mask is not None else [])
     attrs = {"scale": m.scale, "q_perm": list(m.q.perm), "k_perm": list(m.k.perm),
              "v_perm": list(m.v.perm), "out_perm": list(m.out_perm)}
+    if m.nan_to_zero:
+        attrs["nan_to_zero"] = 1
     node = graph.add_node("FusedAttention", inputs, attrs=attrs,
                           name=graph.unique_name("fused_attention"), after=anchor)
     node.meta.engine, node.meta.partition = last.meta.engine, last.meta.partition

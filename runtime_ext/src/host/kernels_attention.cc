@@ -233,6 +233,7 @@ class AttentionKernel : public Kernel {
   BroadcastPlan mask_plan_;
   size_t scores_at_ = 0;
   int64_t rows_ = 0, row_len_ = 0;  // of the scores, for the softmax
+  bool nan_to_zero_ = false;  // a NaN probability becomes 0 (a row that sees no key)
   WorkspacePlan plan_;
 };
 
@@ -312,6 +313,9 @@ AttentionKernel::AttentionKernel(const KernelArgs& a) : dev_(*a.device) {
   // Softmax along Sk, in place: rows of our own where the CPU runs them (see softmax.h).
   rows_ = g.B * g.H * g.Sq;
   row_len_ = g.Sk;
+  const int64_t nan_to_zero = a.attr_int("nan_to_zero", 0);
+  if (nan_to_zero != 0 && nan_to_zero != 1) invalid("nan_to_zero ", nan_to_zero, " must be 0 or 1");
+  nan_to_zero_ = nan_to_zero == 1;
   if (!cpu_has_avx512()) {
     dnnl::softmax_forward::primitive_desc sp(eng, dnnl::prop_kind::forward_inference,
                                              dnnl::algorithm::softmax_accurate, scores_md, scores_md, 3, make_attr());
@@ -376,6 +380,13 @@ Status AttentionKernel::run(ExecContext& ctx) {
   } else {
     float* s = reinterpret_cast<float*>(ctx.workspace + scores_at_);
     softmax::rows(s, s, rows_, row_len_, row_len_, omp_get_max_threads());
+  }
+  if (nan_to_zero_) {  // x != x only for NaN; the compiler vectorizes the select
+    float* s = reinterpret_cast<float*>(ctx.workspace + scores_at_);
+    const int64_t n = rows_ * row_len_;
+    const int threads = n <= kSmallOpElements ? 1 : omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t i = 0; i < n; ++i) s[i] = s[i] == s[i] ? s[i] : 0.f;
   }
   context_.execute(ctx);
   if (copy_out_.valid()) copy_out_.execute(ctx);
