@@ -108,14 +108,19 @@ def _interleaved_model(d=16, swap=False, cos_input=False, neg_first=True,
                              ir_version=8), feeds
 
 
-def _kernels(model, feeds):
+def run_against_ort(model, feeds):
+    """Output y compiled and run, checked against ONNX Runtime; and the device kernels."""
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     got = LoadedModel(compiled).execute(feeds)["y"]
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    return [t.op for p in compiled.programs if isinstance(p, DeviceProgram)
-            for t in p.tasks if t.kind == "kernel"]
+    return got, [t.op for p in compiled.programs if isinstance(p, DeviceProgram)
+                 for t in p.tasks if t.kind == "kernel"]
+
+
+def _kernels(model, feeds):
+    return run_against_ort(model, feeds)[1]
 
 
 @pytest.mark.parametrize("swap", [False, True])

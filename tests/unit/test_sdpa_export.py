@@ -5,7 +5,6 @@ through Where(IsNaN(P), 0, P) (a row that sees no key gives zeros). Exact agains
 Runtime, dead rows included; near misses stay the ops they are."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -14,6 +13,7 @@ from graphengine.engine.importers import load_model
 from graphengine.engine.model import DeviceProgram
 from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import LoadedModel
+from tests.unit.test_fusion_rope import run_against_ort
 
 RNG = np.random.default_rng(20)
 B, H, S, D = 2, 4, 6, 8
@@ -58,14 +58,7 @@ def _sdpa(nan_fill=0.0, merged_perm=(0, 2, 1), heads_split=None, kv_heads=H, kv_
     return model, feeds
 
 
-def _kernels(model, feeds):
-    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
-    got = LoadedModel(compiled).execute(feeds)["y"]
-    want = ort.InferenceSession(model.SerializeToString(), providers=[
-        "CPUExecutionProvider"]).run(None, feeds)[0]
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    return got, [t.op for p in compiled.programs if isinstance(p, DeviceProgram)
-                 for t in p.tasks if t.kind == "kernel"]
+_kernels = run_against_ort  # (output, device kernels), checked against ONNX Runtime
 
 
 def test_torchs_sdpa_export_is_one_fused_attention_with_zero_dead_rows():
