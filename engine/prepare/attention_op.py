@@ -52,7 +52,7 @@ def onnx_attention(graph: Graph, node: Node) -> bool:
     if not all(_static_f32(x) for x in (q, k, v)) or q.meta.rank not in (3, 4) \
             or not q.meta.rank == k.meta.rank == v.meta.rank:
         return False
-    if node.input(6) is not None or _used(node, 3) \
+    if node.input(6) is not None or _used(node, 3, graph.outputs) \
             or float(node.attrs.get("softcap", 0.0) or 0.0) != 0.0:
         return False
     past_k, past_v = node.input(4), node.input(5)

@@ -80,15 +80,27 @@ def _same_size_resize(node) -> bool:
             != "tf_crop_and_resize" and not node.attrs.get("antialias", 0))
 
 
+def _same_shape_view(node) -> bool:
+    """A Reshape, Flatten, Squeeze or Unsqueeze to the static shape its input has: torch's
+    TorchScript export of scaled_dot_product_attention reshapes Q, K, V and the result to
+    the shapes they have, which hid the head-split Transposes from the Rope and attention
+    rows (Falcon: the output Transpose stayed a task per layer)."""
+    if node.op_type not in ("Reshape", "Flatten", "Squeeze", "Unsqueeze") or not node.inputs:
+        return False
+    src, out = node.inputs[0], node.outputs[0]
+    return (src is not None and src.meta is not None and out.meta is not None
+            and src.meta.is_static and out.meta.is_static and src.meta == out.meta)
+
+
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
-    the type their input has, Slices that keep every element, one-input Concats and
-    Resizes to the input's own size."""
+    the type their input has, Slices that keep every element, one-input Concats,
+    Resizes to the input's own size and views to the input's own shape."""
     removed = 0
     for node in list(graph.nodes):
         if node.op_type not in _NO_OPS and not _same_type_cast(node) \
                 and not _whole_slice(node) and not _single_concat(node) \
-                and not _same_size_resize(node):
+                and not _same_size_resize(node) and not _same_shape_view(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

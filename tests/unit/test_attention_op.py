@@ -186,3 +186,11 @@ def test_rotary_embedding_is_the_devices_rope(interleaved, form):
     model, feeds = _rotary_model(x_shape, r, interleaved, heads, positions)
     kinds, host = _check(model, feeds)
     assert "Rope" in kinds and not host, (kinds, host)
+
+
+def test_the_qk_output_as_a_graph_output_stays_the_hosts_attention():
+    """The scores output (qk_matmul_output) has no device step: the node stays whole."""
+    model, feeds = _model([(2, 4, 3, 8)] * 3, past=(2, 4, 2, 8),
+                          outputs=("y", "present_k", "present_v", "qk"))
+    kinds, host = _check(model, feeds, against_ort=False)
+    assert host == ["Attention"], (kinds, host)

@@ -109,6 +109,22 @@ def test_a_one_input_concat_goes_and_a_real_one_stays():
     assert g.outputs[0].meta.shape == (2, 6)
 
 
+def test_a_view_to_its_own_shape_goes_and_a_real_one_stays():
+    """TorchScript's export of scaled_dot_product_attention reshapes Q, K, V and the result
+    to the shapes they have: no-ops that hid the head-split Transposes from the fusions."""
+    g, x = graph_with_x((2, 3, 4))
+    same = g.add_constant("same", np.array([2, 3, 4], np.int64))
+    flat = g.add_constant("flat", np.array([6, 4], np.int64))
+    own = g.add_node("Reshape", [x, same], name="own")
+    neg = g.add_node("Neg", [own.outputs[0]], name="neg")
+    real = g.add_node("Reshape", [neg.outputs[0], flat], outputs=["y"], name="real")
+    g.outputs = real.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == ["neg", "real"] and g.node("neg").inputs == (x,)
+
+
 @pytest.mark.parametrize("mode,goes", [("linear", True), ("nearest", True), ("cubic", False)])
 def test_a_resize_to_its_own_size_goes(mode, goes):
     """SegFormer's decoder resizes its first stage to that stage's size: an identity for
