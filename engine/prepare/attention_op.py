@@ -32,6 +32,9 @@ from ..ir import Graph, Node, Value
 from .steps import chain, replace_outputs
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The causal/window bias is a constant [Sq, Sk] made at compile time: at most this many
+# elements (64 MB); a longer one leaves the node to the host's reference, under its guard.
+MAX_WINDOW_BIAS = 1 << 24
 
 
 def _static_f32(v: Value | None, rank: int | None = None) -> bool:
@@ -71,11 +74,15 @@ def onnx_attention(graph: Graph, node: Node) -> bool:
     hq, hk = _heads(node)
     if hq is None or hk < 1 or hq % hk:
         return False
+    kv_len = _kv_len(node)
     if mask is not None:  # the reference pads a shorter mask; take only the plain case
-        kv_len = _kv_len(node)
         if mask.meta.rank < 2 or mask.meta.rank > 4 or mask.meta.shape[-1] != kv_len:
             return False
-    return True
+    q_len = q.meta.shape[2] if q.meta.rank == 4 else q.meta.shape[1]
+    restricted = int(node.attrs.get("is_causal", 0)) or \
+        int(node.attrs.get("left_window_size", -1)) >= 0 or \
+        int(node.attrs.get("right_window_size", -1)) >= 0
+    return not restricted or q_len * kv_len <= MAX_WINDOW_BIAS
 
 
 def _heads(node: Node) -> tuple[int | None, int]:

@@ -194,3 +194,13 @@ def test_the_qk_output_as_a_graph_output_stays_the_hosts_attention():
                           outputs=("y", "present_k", "present_v", "qk"))
     kinds, host = _check(model, feeds, against_ort=False)
     assert host == ["Attention"], (kinds, host)
+
+
+def test_a_causal_bias_past_the_bound_stays_the_hosts_attention(monkeypatch):
+    """The causal bias is a compile-time constant [Sq, Sk]; past MAX_WINDOW_BIAS elements
+    the node is left to the host's reference (here the bound is lowered to 7x7 - 1)."""
+    from graphengine.engine.prepare import attention_op
+    monkeypatch.setattr(attention_op, "MAX_WINDOW_BIAS", 48)
+    model, feeds = _model([(2, 4, 7, 8)] * 3, {"is_causal": 1})
+    kinds, host = _check(model, feeds)
+    assert host == ["Attention"], (kinds, host)
