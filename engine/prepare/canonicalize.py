@@ -27,6 +27,7 @@ from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
+from .merged_batch import lift_merged_batch, merged_batch_op
 from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
 from .rotary_op import as_rope, onnx_rotary
 from .steps import chain
@@ -514,6 +515,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (identity_gather_nd, nd_as_reshape),
     (view_of_view, as_one_view),
     (merged_transpose, as_transpose),
+    (merged_batch_op, lift_merged_batch),
 ]
 
 
