@@ -24,7 +24,14 @@ from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
-from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
+from .one_hot import (
+    as_equal_where,
+    as_lookup_of_table,
+    as_row_lookup,
+    elementwise_of_lookups,
+    one_hot_product,
+    static_one_hot,
+)
 from .steps import chain
 from .views import (
     as_one_view,
@@ -500,6 +507,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (_static_tile, _as_expand),
     (one_hot_product, as_row_lookup),
     (elementwise_of_lookups, as_lookup_of_table),
+    (static_one_hot, as_equal_where),
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
     (_loop_invariant_state, _as_enclosing_reads),
