@@ -24,6 +24,7 @@ from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
+from .matmul_columns import as_product_of_columns, sliced_product
 from .one_hot import (
     as_equal_where,
     as_lookup_of_table,
@@ -508,6 +509,7 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (one_hot_product, as_row_lookup),
     (elementwise_of_lookups, as_lookup_of_table),
     (static_one_hot, as_equal_where),
+    (sliced_product, as_product_of_columns),
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
     (_loop_invariant_state, _as_enclosing_reads),
