@@ -68,6 +68,18 @@ def _gather_map(node, rank_in: int) -> list[int | None] | None:
     return [i if i < axis else None if i == axis else i + k - 1 for i in range(rank_in)]
 
 
+def _through_view(node, rank: int, axes_of) -> set[int]:
+    """`axes_of(node's input)` as axes of its output, through a Transpose or Unsqueeze."""
+    if node.op_type == "Transpose":
+        perm = list(node.attrs.get("perm") or range(rank)[::-1])
+        inner = axes_of(node.input(0))
+        return {o for o, i in enumerate(perm) if i in inner}
+    if node.op_type == "Unsqueeze":
+        where = _unsqueeze_map(node, rank - len(_ints(node.input(1)) or []))
+        return set() if where is None else {where[i] for i in axes_of(node.input(0))}
+    return set()
+
+
 def distinct_axes(v: Value | None) -> set[int]:
     """Axes along which `v`'s entries are pairwise distinct, the other axes fixed: TopK's
     indices along its axis, through views and integer casts."""
@@ -84,14 +96,7 @@ def distinct_axes(v: Value | None) -> set[int]:
             and src.meta.dtype.value in _INTEGER and v.meta.dtype.value in _INTEGER:
         return distinct_axes(src) if op == "Identity" or \
             np.iinfo(v.meta.dtype.numpy).max >= np.iinfo(src.meta.dtype.numpy).max else set()
-    if op == "Transpose":
-        perm = list(node.attrs.get("perm") or range(rank)[::-1])
-        inner = distinct_axes(src)
-        return {o for o, i in enumerate(perm) if i in inner}
-    if op == "Unsqueeze":
-        where = _unsqueeze_map(node, rank - len(_ints(node.input(1)) or []))
-        return set() if where is None else {where[i] for i in distinct_axes(src)}
-    return set()
+    return _through_view(node, rank, distinct_axes)
 
 
 def _aligned(rank_out: int, v: Value) -> int:
@@ -112,13 +117,8 @@ def exclusive_axes(v: Value | None) -> set[int]:
     op, src = node.op_type, node.input(0)
     if op in ("Identity", "Cast"):  # a cast keeps zeros zero (it may only add some)
         return exclusive_axes(src)
-    if op == "Transpose":
-        perm = list(node.attrs.get("perm") or range(rank)[::-1])
-        inner = exclusive_axes(src)
-        return {o for o, i in enumerate(perm) if i in inner}
-    if op == "Unsqueeze":
-        where = _unsqueeze_map(node, rank - len(_ints(node.input(1)) or []))
-        return set() if where is None else {where[i] for i in exclusive_axes(src)}
+    if op in ("Transpose", "Unsqueeze"):
+        return _through_view(node, rank, exclusive_axes)
     if op == "Gather" and src.meta is not None and src.meta.shape is not None:
         where = _gather_map(node, len(src.meta.shape))  # a slice of src keeps its rows apart
         return set() if where is None else {where[i] for i in exclusive_axes(src)

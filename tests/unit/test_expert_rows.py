@@ -24,7 +24,7 @@ from graphengine.engine.prepare import expert_rows
 from graphengine.engine.runtime import LoadedModel
 
 DEVICE = _runtime.Device(2)
-T, H, I, E = 12, 16, 8, 4  # tokens, hidden, expert width, experts
+T, H, W, E = 12, 16, 8, 4  # tokens, hidden, expert width, experts
 
 
 def _c(name: str, value) -> onnx.TensorProto:
@@ -37,8 +37,8 @@ def _weights(seed: int, tie: bool) -> dict:
     if tie:  # experts 1 and 2 score the same for every token
         router[:, 2] = router[:, 1]
     return {"router": router,
-            "gate_up": rng.normal(0, 0.3, (E, 2 * I, H)).astype(np.float32),
-            "down": rng.normal(0, 0.3, (E, H, I)).astype(np.float32)}
+            "gate_up": rng.normal(0, 0.3, (E, 2 * W, H)).astype(np.float32),
+            "down": rng.normal(0, 0.3, (E, H, W)).astype(np.float32)}
 
 
 def _router(nodes: list, inits: list, w: dict, k: int) -> None:
@@ -59,7 +59,7 @@ def _router(nodes: list, inits: list, w: dict, k: int) -> None:
 def _expert(nodes: list, inits: list, e: str, rows: str, tag: str) -> str:
     """The expert's SwiGLU MLP on `rows` with its weights picked by `e` (a scalar id):
     one fused gate-and-up projection sliced in halves, as transformers' experts do."""
-    n = lambda s: f"{s}_{tag}"  # noqa: E731
+    n = _namer(tag)
     nodes += [
         helper.make_node("Gather", ["gate_up", e], [n("gu")], axis=0),
         helper.make_node("Transpose", [n("gu")], [n("gu_t")], perm=[1, 0]),
@@ -76,20 +76,24 @@ def _expert(nodes: list, inits: list, e: str, rows: str, tag: str) -> str:
     return n("y")
 
 
+def _namer(i: object):
+    return lambda s: f"{s}_{i}"
+
+
 def _common_inits(w: dict) -> list:
     return [_c("gate_up", w["gate_up"]), _c("down", w["down"]),
-            _c("zero1", np.array([0], np.int64)), _c("half", np.array([I], np.int64)),
-            _c("full", np.array([2 * I], np.int64)), _c("zeros", np.zeros((T, H), np.float32)),
+            _c("zero1", np.array([0], np.int64)), _c("half", np.array([W], np.int64)),
+            _c("full", np.array([2 * W], np.int64)), _c("zeros", np.zeros((T, H), np.float32)),
             _c("ax0", np.array([0], np.int64)), _c("ax1", np.array([1], np.int64)),
             _c("ax01", np.array([0, 1], np.int64))]
 
 
-def _model(nodes: list, inits: list) -> bytes:
+def _model(nodes: list, inits: list, name: str = "moe", width: int = H) -> bytes:
     graph = helper.make_graph(
-        nodes, "moe",
+        nodes, name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, H]),
          helper.make_tensor_value_info("bias", TensorProto.FLOAT, [E])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [T, H])], inits)
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [T, width])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     return model.SerializeToString()
@@ -121,7 +125,7 @@ def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False) -> bytes:
     ]
     acc = "zeros"
     for i in range(E):
-        n = lambda s: f"{s}_{i}"  # noqa: E731
+        n = _namer(i)
         nodes += [
             helper.make_node("Squeeze", [n("hit"), "ax01"], [n("e")]),
             helper.make_node("Gather", ["mask", n("e")], [n("m")], axis=0),
@@ -162,7 +166,7 @@ def every_expert_moe(k: int = 2, seed: int = 1, tail: str = "rows") -> bytes:
     nodes.append(helper.make_node("Transpose", ["idx"], ["idx_t"], perm=[1, 0]))
     acc = "zeros"
     for i in range(E):
-        n = lambda s: f"{s}_{i}"  # noqa: E731
+        n = _namer(i)
         inits.append(_c(n("id"), np.array(i, np.int64)))
         nodes += [
             helper.make_node("Equal", ["idx_t", n("id")], [n("mb")]),
@@ -242,7 +246,7 @@ def _reference(model_seed: int, feeds: dict, k: int, tie: bool = False) -> np.nd
         for j in range(k):
             e = idx[t, j]
             h = x[t] @ w["gate_up"][e].T
-            g, u = h[:I], h[I:]
+            g, u = h[:W], h[W:]
             out[t] += top[t, j] * ((g / (1 + np.exp(-g)) * u) @ w["down"][e].T)
     return out
 
@@ -306,13 +310,7 @@ def test_a_mask_without_an_exclusive_axis_keeps_the_host_step() -> None:
              _c("ax1", np.array([1], np.int64)), _c("zeros", np.zeros((T, H), np.float32)),
              _c("zero1", np.array([0], np.int64)), _c("width", np.array([E], np.int64)),
              _c("last", np.array([-1], np.int64))]
-    graph = helper.make_graph(
-        nodes, "not_moe",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, H]),
-         helper.make_tensor_value_info("bias", TensorProto.FLOAT, [E])],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [T, E])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model = model.SerializeToString()
+    model = _model(nodes, inits, "not_moe", E)
     compiled, loaded = _compile(model)
     assert _nonzero_engines(compiled) == {"host"}
     assert "more than one row" in _detail(compiled, "bound_expert_selections")
