@@ -160,8 +160,7 @@ class _Tail:
         return v is not None and v.meta is not None and v.meta.shape is not None \
             and self.sym in v.meta.shape
 
-    def check(self, graph: Graph) -> None:
-        order = {n: i for i, n in enumerate(graph.nodes)}
+    def check(self, graph: Graph, order: dict[Node, int]) -> None:
         self.nodes.sort(key=order.__getitem__)
         outputs = set(graph.outputs)
         for node in self.nodes:
@@ -398,7 +397,7 @@ def _index_chains_ok(tail: _Tail, grid: np.ndarray) -> bool:
     return True
 
 
-def _bound(graph: Graph, node: Node) -> str | None:
+def _bound(graph: Graph, node: Node, order: dict[Node, int]) -> str | None:
     """Rewrites the selection; None when done, else why not."""
     mask, sel = node.input(0), node.outputs[0]
     shape = _shape(mask)
@@ -415,7 +414,7 @@ def _bound(graph: Graph, node: Node) -> str | None:
         return f"{rows} token rows is more than {MAX_ROWS}"
     try:
         tail = _Tail(sel, token_axis, rows)
-        tail.check(graph)
+        tail.check(graph, order)
     except _Refused as e:
         return str(e)
     if not tail.sinks:
@@ -471,6 +470,7 @@ def _rewrite(graph: Graph, node: Node, tail: _Tail, slot: int | None) -> None:
 def bound_expert_selections(graph: Graph) -> PassResult:
     """Mixture-of-experts selections as the padded rows the device runs (module docstring)."""
     pinned, bounded, kept = 0, 0, []
+    order: dict[Node, int] = {}
     for node in list(graph.nodes):
         if node.op_type != "NonZero" or node.graph is None:
             continue
@@ -481,9 +481,12 @@ def bound_expert_selections(graph: Graph) -> PassResult:
         if shape is None or not node.input(0).meta.is_static or len(shape) not in (1, 2) \
                 or sel is None or len(sel) != 2 or isinstance(sel[1], int):
             continue  # not a selection of rows this pass bounds
-        why = _bound(graph, node)
+        if not order:
+            order = {n: i for i, n in enumerate(graph.nodes)}
+        why = _bound(graph, node, order)
         if why is None:
             bounded += 1
+            order = {}  # the graph changed
         else:
             kept.append(f"'{node.name}': {why}")
     msg = f"{bounded} expert selections bounded by their token rows, {pinned} counts pinned"

@@ -219,8 +219,11 @@ def as_equal_where(graph: Graph, node: Node) -> None:
     base = graph.unique_name(node.name)
 
     def add(op: str, ins: list, **attrs) -> Value:
-        return graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(f"{base}_{op}"),
-                              after=node).outputs[0]
+        new = graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(f"{base}_{op}"),
+                             after=node)
+        # typed now, so that the selections after it are bounded in this prepare round
+        new.outputs[0].meta = ops.infer_node(new)[0]
+        return new.outputs[0]
 
     known = value_range(ids)
     if ids.meta.dtype.value != "int64":
