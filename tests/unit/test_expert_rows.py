@@ -352,3 +352,22 @@ def test_one_hot_runs_on_the_device_as_equal_and_where(axis: int) -> None:
     got = LoadedModel(compiled, DEVICE).run({"ids": ids})["out"]
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_array_equal(got, sess.run(["out"], {"ids": ids})[0])
+
+
+@pytest.mark.parametrize("other", ["rows", "scalar", "column"])
+def test_a_per_row_mask_selects_whole_rows(other: str) -> None:
+    """The bounded scatter's Where([T, 1] mask, updates, target): each row one copy or fill
+    (kernels_binary.cc), for a full, a scalar and a strided other side."""
+    from tests.unit.test_runtime import load_op
+    rng = np.random.default_rng(3)
+    keep = rng.random((64, 1)) < 0.5
+    x = rng.normal(size=(64, 300)).astype(np.float32)
+    y = {"rows": rng.normal(size=(64, 300)), "scalar": np.array(-2.0),
+         "column": rng.normal(size=(1, 300))}[other].astype(np.float32)
+    m, feeds = load_op("Where", [keep, x, y], [64, 300])
+    np.testing.assert_array_equal(m.execute(feeds)[0], np.where(keep, x, y))
+    assert m.profile()[0]["impl"] == "row select"
+    full = rng.random((64, 300)) < 0.5  # a mask of its own per element: the element loop
+    m, feeds = load_op("Where", [full, x, y], [64, 300])
+    np.testing.assert_array_equal(m.execute(feeds)[0], np.where(full, x, y))
+    assert m.profile()[0]["impl"] == ""
