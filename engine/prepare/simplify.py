@@ -80,15 +80,24 @@ def _same_size_resize(node) -> bool:
             != "tf_crop_and_resize" and not node.attrs.get("antialias", 0))
 
 
+def _same_shape_expand(node) -> bool:
+    """An Expand to the shape its input has: transformers' experts expand their scaled rows
+    to `current_state.shape` before index_add_ (a copy of [tokens, hidden] per expert)."""
+    if node.op_type != "Expand" or not node.inputs or node.inputs[0] is None:
+        return False
+    src, out = node.inputs[0], node.outputs[0]
+    return src.meta is not None and src.meta.is_static and src.meta == out.meta
+
+
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
-    the type their input has, Slices that keep every element, one-input Concats and
-    Resizes to the input's own size."""
+    the type their input has, Slices that keep every element, one-input Concats,
+    Resizes to the input's own size and Expands to it."""
     removed = 0
     for node in list(graph.nodes):
         if node.op_type not in _NO_OPS and not _same_type_cast(node) \
                 and not _whole_slice(node) and not _single_concat(node) \
-                and not _same_size_resize(node):
+                and not _same_size_resize(node) and not _same_shape_expand(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

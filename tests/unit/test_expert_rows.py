@@ -371,3 +371,19 @@ def test_a_per_row_mask_selects_whole_rows(other: str) -> None:
     m, feeds = load_op("Where", [full, x, y], [64, 300])
     np.testing.assert_array_equal(m.execute(feeds)[0], np.where(full, x, y))
     assert m.profile()[0]["impl"] == ""
+
+
+def test_an_expand_to_its_own_shape_is_no_copy() -> None:
+    """transformers' experts expand each scaled row block to its own shape before the
+    index_add_: no task."""
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["e"]),
+         helper.make_node("Relu", ["e"], ["out"])], "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, H])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [T, H])],
+        [_c("shape", np.array([1, H], np.int64))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    compiled, loaded = _compile(model.SerializeToString())
+    assert [p.op_type for p in compiled.report.placements] == ["Relu"]
+    x = _feeds(61)["x"]
+    np.testing.assert_array_equal(loaded.run({"x": x})["out"], np.maximum(x, 0))
