@@ -99,9 +99,10 @@ def _model(nodes: list, inits: list, name: str = "moe", width: int = H) -> bytes
     return model.SerializeToString()
 
 
-def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False) -> bytes:
+def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False, traced: int = E) -> bytes:
     """Mixtral's eager experts as torch.onnx traces them: one_hot(idx, E + 1) permuted to
-    [E + 1, k, T]; the experts hit (NonZero of the mask's sums) split into E parts; per part
+    [E + 1, k, T]; the experts hit (NonZero of the mask's sums) split into as many parts as
+    the trace saw hit (`traced`, E unless a test says otherwise); per part
     NonZero(mask[e]) -> (slot, token), rows gathered, the weight picked from the flattened
     [T * k, 1] routing weights at token * k + slot, ScatterElements into zeros, summed."""
     w = _weights(seed, tie)
@@ -109,7 +110,7 @@ def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False) -> bytes:
     inits = _common_inits(w) + [
         _c("depth", np.array(E + 1, np.int64)), _c("onoff", np.array([0, 1], np.int64)),
         _c("sum_axes", np.array([-1, -2], np.int64)), _c("nothing", np.array(0, np.int64)),
-        _c("ones_e", np.ones(E, np.int64)), _c("pair", np.array([1, 1], np.int64)),
+        _c("ones_e", np.ones(traced, np.int64)), _c("pair", np.array([1, 1], np.int64)),
         _c("kk", np.array([k], np.int64)), _c("two", np.array([2], np.int64))]
     _router(nodes, inits, w, k)
     nodes += [
@@ -119,12 +120,13 @@ def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False) -> bytes:
         helper.make_node("Greater", ["per_expert", "nothing"], ["hit_b"]),
         helper.make_node("NonZero", ["hit_b"], ["hit"]),
         helper.make_node("Transpose", ["hit"], ["hit_t"], perm=[1, 0]),
-        helper.make_node("Split", ["hit_t", "ones_e"], [f"hit_{i}" for i in range(E)], axis=0),
+        helper.make_node("Split", ["hit_t", "ones_e"], [f"hit_{i}" for i in range(traced)],
+                         axis=0),
         helper.make_node("Unsqueeze", ["route_w", "two"], ["w3"]),
         helper.make_node("Flatten", ["w3"], ["w_flat"], axis=2),
     ]
     acc = "zeros"
-    for i in range(E):
+    for i in range(traced):
         n = _namer(i)
         nodes += [
             helper.make_node("Squeeze", [n("hit"), "ax01"], [n("e")]),
@@ -148,7 +150,7 @@ def hit_list_moe(k: int = 2, seed: int = 0, tie: bool = False) -> bytes:
             helper.make_node("Expand", [n("tok_c"), n("upd_shape")], [n("where")]),
             helper.make_node("ScatterElements", ["zeros", n("where"), n("upd")], [n("sc")],
                              axis=0),
-            helper.make_node("Add", [acc, n("sc")], ["out" if i == E - 1 else n("acc")]),
+            helper.make_node("Add", [acc, n("sc")], ["out" if i == traced - 1 else n("acc")]),
         ]
         acc = n("acc")
     return _model(nodes, inits)
@@ -387,3 +389,19 @@ def test_an_expand_to_its_own_shape_is_no_copy() -> None:
     assert [p.op_type for p in compiled.report.placements] == ["Relu"]
     x = _feeds(61)["x"]
     np.testing.assert_array_equal(loaded.run({"x": x})["out"], np.maximum(x, 0))
+
+
+def test_a_hit_list_traced_shorter_than_the_experts_stays_a_host_step() -> None:
+    """Three parts for four experts: the list cannot be pinned (four can be hit), so its
+    NonZero stays on the host; each expert's selection is still bounded on the device, and
+    the runs the traced graph takes (exactly three experts hit) match onnxruntime."""
+    model = hit_list_moe(2, 0, traced=E - 1)
+    compiled, loaded = _compile(model)
+    assert _nonzero_engines(compiled) == {"host"}
+    detail = _detail(compiled, "bound_expert_selections")
+    assert f"{E - 1} expert selections bounded" in detail and "0 counts pinned" in detail
+    assert [p.engine for p in compiled.report.partitions].count("device") >= 2
+    for s in range(2):
+        feeds = _feeds(70 + s, bias=[0, 0, 0, -60])  # expert 3 never picked
+        np.testing.assert_allclose(loaded.run(feeds)["out"], _ort(model, feeds),
+                                   rtol=1e-5, atol=1e-5)
