@@ -69,6 +69,11 @@ class _Refused(Exception):
     """Why a selection stays a host step."""
 
 
+# What a graph the analysis did not foresee may raise inside it (numpy on odd axes, a
+# missing attribute): the selection then stays a host step, with the error as the reason.
+_ANALYSIS_ERRORS = (ValueError, IndexError, TypeError, KeyError, AttributeError)
+
+
 def _shape(v: Value | None):
     return None if v is None or v.meta is None else v.meta.shape
 
@@ -104,8 +109,11 @@ def _pinned_count(node: Node) -> int | None:
 
 def _pin(graph: Graph, node: Node) -> bool:
     count = _pinned_count(node)
-    zero = always_zero(node.input(0)) if count is not None else None
-    if zero is None:
+    try:
+        zero = always_zero(node.input(0)) if count is not None else None
+    except _ANALYSIS_ERRORS:  # a mask this analysis misreads is a host step, not an error
+        return False
+    if zero is None or zero.ndim == 0:
         return False
     where = np.stack(np.nonzero(~zero)).astype(np.int64)
     if where.shape[1] != count:
@@ -399,6 +407,20 @@ def _index_chains_ok(tail: _Tail, grid: np.ndarray) -> bool:
 
 def _bound(graph: Graph, node: Node, order: dict[Node, int]) -> str | None:
     """Rewrites the selection; None when done, else why not."""
+    try:
+        found = _analyse(graph, node, order)
+    except _ANALYSIS_ERRORS as e:
+        return f"not analysed ({type(e).__name__}: {e})"
+    if isinstance(found, str):
+        return found
+    tail, slot = found
+    _rewrite(graph, node, tail, slot)
+    return None
+
+
+def _analyse(graph: Graph, node: Node, order: dict[Node, int]) -> tuple[_Tail, int | None] | str:
+    """The checked tail and the slot axis of a selection the rewrite is exact for, else why
+    not."""
     mask, sel = node.input(0), node.outputs[0]
     shape = _shape(mask)
     if len(shape) == 2:
@@ -421,11 +443,12 @@ def _bound(graph: Graph, node: Node, order: dict[Node, int]) -> str | None:
         return "nothing scatters its rows back"
     if tail.elements() > MAX_TAIL_ELEMENTS:
         return f"the padded tail holds {tail.elements()} elements, over {MAX_TAIL_ELEMENTS}"
+    if math.prod(shape) > MAX_ROWS * 64:  # the index check below walks every coordinate
+        return f"a mask of {math.prod(shape)} elements is more than {MAX_ROWS * 64}"
     grid = np.stack(np.nonzero(np.ones(shape, bool))).astype(np.int64)
     if not _index_chains_ok(tail, grid):
         return "an index the padding rows give is out of range or data-dependent"
-    _rewrite(graph, node, tail, slot)
-    return None
+    return tail, slot
 
 
 def _rewrite(graph: Graph, node: Node, tail: _Tail, slot: int | None) -> None:
