@@ -32,6 +32,7 @@ from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
 from .prepare import (
     WEIGHT_ONLY_PRODUCTS,
+    bound_expert_selections,
     bound_selections,
     bounded_outputs,
     canonicalize,
@@ -167,7 +168,7 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
     # ones (again after it, for those the folding makes)
     passes += [flush_subnormal_weights, deduplicate_constants,
                eliminate_common_subexpressions, eliminate_dead_nodes,
-               functools.partial(bound_selections, target=target)]
+               functools.partial(bound_selections, target=target), bound_expert_selections]
     return Stage("prepare", passes, repeat_until_stable=True)
 
 

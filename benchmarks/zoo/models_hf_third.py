@@ -9,6 +9,12 @@ two device programs), Mixtral's experts (matmuls on the host after a NonZero, wh
 threaded BLAS fought the device's team: 163 ms a run against ONNX Runtime's 2.1), and
 DeBERTa-v2's disentangled attention, a Conformer's convolution module and GLPN's upsampling
 decoder as new shapes of attention, 1-D convolution and dense prediction.
+
+Qwen2-MoE and OLMoE were added with the fix for Mixtral's experts (prepare/expert_rows.py)
+as two more of its family: the same eager experts behind other routers (a gated shared
+expert; top-4 of 8 with q/k norms). Their traced hit list is split into as many parts as
+the trace saw experts hit, so ONNX Runtime fails on inputs that leave an expert without a
+token; Qwen2-MoE has 4 experts here, so that its references hit every one.
 """
 
 from __future__ import annotations
@@ -50,7 +56,7 @@ hf("more_mixtral", "text",
        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
        num_experts_per_tok=2, max_position_embeddings=128, experts_implementation="eager")),
    text(32, 1000), IDS_MASK, LOGITS, opset=17,
-   notes="Mixtral: top-2 of 4 experts, each expert's rows picked by a NonZero (host steps).")
+   notes="Mixtral: top-2 of 4 experts, each expert's rows picked by a NonZero.")
 hf("more_speech2text", "audio",
    lambda T: T.Speech2TextModel(cfg(
        T, "Speech2Text", vocab_size=100, d_model=128, encoder_layers=2, decoder_layers=1,
@@ -66,3 +72,18 @@ hf("more_w2v_conformer", "audio",
        conformer_conv_kernel_size=15, position_embeddings_type="rotary")),
    wave(16000), ("input_values",), HIDDEN, opset=17,
    notes="Wav2Vec2-Conformer: rotary attention; GLU, depthwise Conv1d k=15, BatchNorm.")
+hf("more_qwen2_moe", "text",
+   lambda T: T.Qwen2MoeForCausalLM(cfg(
+       T, "Qwen2Moe", vocab_size=1000, hidden_size=128, intermediate_size=256,
+       moe_intermediate_size=128, shared_expert_intermediate_size=256, num_hidden_layers=2,
+       num_attention_heads=4, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+       max_position_embeddings=128, experts_implementation="eager")),
+   text(32, 1000), IDS_MASK, LOGITS, opset=17,
+   notes="Qwen2-MoE: top-2 of 4 experts and a gated shared expert.")
+hf("more_olmoe", "text",
+   lambda T: T.OlmoeForCausalLM(cfg(
+       T, "Olmoe", vocab_size=1000, hidden_size=128, intermediate_size=128,
+       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, num_experts=8,
+       num_experts_per_tok=4, max_position_embeddings=128, experts_implementation="eager")),
+   text(32, 1000), IDS_MASK, LOGITS, opset=17,
+   notes="OLMoE: top-4 of 8 experts, q/k norms.")

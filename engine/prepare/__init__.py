@@ -3,6 +3,7 @@
 from .bounded_rows import bound_selections, bounded_outputs
 from .canonicalize import canonicalize
 from .cse import deduplicate_constants, eliminate_common_subexpressions
+from .expert_rows import bound_expert_selections
 from .fold_constants import fold_constants
 from .infer_shapes import infer_shapes
 from .integer_products import lower_integer_products
@@ -13,6 +14,7 @@ from .weight_only import WEIGHT_ONLY_PRODUCTS, lower_weight_only_matmuls
 from .widen import widen_float16
 
 __all__ = [
+    "bound_expert_selections",
     "bound_selections",
     "bounded_outputs",
     "canonicalize",

@@ -27,8 +27,16 @@ from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .einsum import as_matmul_steps, einsum_as_matmul
+from .matmul_columns import as_product_of_columns, sliced_product
 from .merged_batch import lift_merged_batch, merged_batch_op
-from .one_hot import as_lookup_of_table, as_row_lookup, elementwise_of_lookups, one_hot_product
+from .one_hot import (
+    as_equal_where,
+    as_lookup_of_table,
+    as_row_lookup,
+    elementwise_of_lookups,
+    one_hot_product,
+    static_one_hot,
+)
 from .rotary_op import as_rope, onnx_rotary
 from .steps import chain
 from .views import (
@@ -508,6 +516,8 @@ CANONICAL: list[tuple[Callable[[Node], bool], Callable[[Graph, Node], None]]] = 
     (onnx_rotary, as_rope),
     (one_hot_product, as_row_lookup),
     (elementwise_of_lookups, as_lookup_of_table),
+    (static_one_hot, as_equal_where),
+    (sliced_product, as_product_of_columns),
     (_decided_if, _inline_branch),
     (cheap_if, select_branches),
     (_loop_invariant_state, _as_enclosing_reads),

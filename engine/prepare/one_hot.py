@@ -185,3 +185,58 @@ def as_lookup_of_table(graph: Graph, node: Node) -> None:
 
 
 __all__ = ["as_lookup_of_table", "as_row_lookup", "elementwise_of_lookups", "one_hot_product"]
+
+
+# ---- OneHot as the device's Equal and Where ------------------------------------------------
+_MAX_DEPTH = 1 << 16
+
+
+def static_one_hot(node: Node) -> bool:
+    """OneHot of static integer ids by a constant depth and constant values: a mixture of
+    experts' router mask (`one_hot(top_k_index, num_experts)`), which the device has no
+    kernel for and which cut its program before the experts."""
+    if node.op_type != "OneHot" or len(node.outputs) != 1 or _static(node.input(0)) is None:
+        return False
+    depth, values = node.input(1), node.input(2)
+    if not (depth is not None and depth.is_constant and values is not None
+            and values.is_constant and np.asarray(values.const).size == 2
+            and node.input(0).meta.dtype.value in ("int32", "int64")):
+        return False
+    d = np.asarray(depth.const).reshape(-1)
+    return d.size == 1 and 0 < int(d[0]) <= _MAX_DEPTH
+
+
+def as_equal_where(graph: Graph, node: Node) -> None:
+    """Where(Equal(Unsqueeze(ids, axis), arange(depth) along axis), on, off): exact, a
+    negative id counting from the end as OneHot's does, any other out-of-range id all off."""
+    from .routing import value_range  # routing reads this module's forms
+    ids = node.input(0)
+    depth = int(np.asarray(node.input(1).const).reshape(-1)[0])
+    off, on = np.asarray(node.input(2).const).reshape(-1)
+    rank = len(ids.meta.shape) + 1
+    axis = int(node.attrs.get("axis", -1))
+    axis = axis + rank if axis < 0 else axis
+    base = graph.unique_name(node.name)
+
+    def add(op: str, ins: list, **attrs) -> Value:
+        new = graph.add_node(op, ins, attrs=attrs, name=graph.unique_name(f"{base}_{op}"),
+                             after=node)
+        # typed now, so that the selections after it are bounded in this prepare round
+        new.outputs[0].meta = ops.infer_node(new)[0]
+        return new.outputs[0]
+
+    known = value_range(ids)
+    if ids.meta.dtype.value != "int64":
+        ids = add("Cast", [ids], to=7)
+    if known is None or known[0] < 0:  # ids from -depth count from the end
+        zero = graph.add_constant(None, np.array(0, np.int64))
+        wrap = graph.add_constant(None, np.array(depth, np.int64))
+        ids = add("Where", [add("Less", [ids, zero]), add("Add", [ids, wrap]), ids])
+    ids = add("Unsqueeze", [ids, graph.add_constant(None, np.array([axis], np.int64))])
+    line = np.arange(depth, dtype=np.int64).reshape([depth] + [1] * (rank - axis - 1))
+    hot = add("Equal", [ids, graph.add_constant(None, line)])
+    dtype = node.input(2).const.dtype
+    where = graph.add_node("Where", [hot, graph.add_constant(None, np.asarray(on, dtype)),
+                                     graph.add_constant(None, np.asarray(off, dtype))],
+                           outputs=0, name=graph.unique_name(f"{base}_where"), after=node)
+    graph.hand_over_outputs(node, [where])

@@ -81,11 +81,14 @@ def _same_size_resize(node) -> bool:
 
 
 def _same_shape_view(node) -> bool:
-    """A Reshape, Flatten, Squeeze or Unsqueeze to the static shape its input has: torch's
-    TorchScript export of scaled_dot_product_attention reshapes Q, K, V and the result to
-    the shapes they have, which hid the head-split Transposes from the Rope and attention
-    rows (Falcon: the output Transpose stayed a task per layer)."""
-    if node.op_type not in ("Reshape", "Flatten", "Squeeze", "Unsqueeze") or not node.inputs:
+    """A Reshape, Flatten, Squeeze, Unsqueeze or Expand to the static shape its input has:
+    torch's TorchScript export of scaled_dot_product_attention reshapes Q, K, V and the
+    result to the shapes they have, which hid the head-split Transposes from the Rope and
+    attention rows (Falcon: the output Transpose stayed a task per layer); transformers'
+    experts expand their scaled rows to `current_state.shape` before index_add_ (a copy of
+    [tokens, hidden] per expert)."""
+    if node.op_type not in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand") \
+            or not node.inputs:
         return False
     src, out = node.inputs[0], node.outputs[0]
     return (src is not None and src.meta is not None and out.meta is not None
@@ -95,7 +98,7 @@ def _same_shape_view(node) -> bool:
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
     the type their input has, Slices that keep every element, one-input Concats,
-    Resizes to the input's own size and views to the input's own shape."""
+    Resizes to the input's own size and views and Expands to the input's own shape."""
     removed = 0
     for node in list(graph.nodes):
         if node.op_type not in _NO_OPS and not _same_type_cast(node) \

@@ -1,6 +1,7 @@
 // Elementwise binary ops (Add Sub Mul Div Max Min Pow) and Where, with full numpy
 // broadcasting. Plain loops over collapsed rows; the inner loop is specialised on the
 // (contiguous, broadcast) pattern of each operand so the compiler vectorises it.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -183,7 +184,17 @@ Status BinaryKernel::run(ExecContext& ctx) {
 
 template <class T>
 void where_row(T* o, const uint8_t* c, int64_t sc, const T* x, int64_t sx, const T* y, int64_t sy, int64_t n) {
-  if (sc == 1 && sx == 1 && sy == 1) {
+  if (sc == 0) {  // one condition for the whole row (a [rows, 1] mask): copy or fill it
+    const T* src = *c ? x : y;
+    const int64_t s = *c ? sx : sy;
+    if (s == 1) {
+      std::memcpy(o, src, static_cast<size_t>(n) * sizeof(T));
+    } else if (s == 0) {
+      std::fill(o, o + n, *src);
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i] = src[i * s];
+    }
+  } else if (sc == 1 && sx == 1 && sy == 1) {
     for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
@@ -214,6 +225,10 @@ class WhereKernel : public Kernel {
     }
     plan_ = plan_broadcast(out, {&c_->shape, &x_->shape, &y_->shape}, {"condition", "X", "Y"});
   }
+
+  // A condition constant along the innermost axis (a mixture of experts' per-token mask
+  // over [tokens, hidden]) picks whole rows: each is one copy or fill.
+  std::string impl() const override { return plan_.strides[0][plan_.rank - 1] == 0 ? "row select" : ""; }
 
   Status run(ExecContext& ctx) override {
     const size_t es = dtype_size(o_->dtype);
