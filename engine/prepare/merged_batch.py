@@ -38,16 +38,18 @@ def _static(v: Value | None) -> bool:
 
 
 def merged_from(v: Value | None) -> Value | None:
-    """x when v = Reshape(x) merges x's first two axes into one and keeps the rest (rank >= 3
-    after the merge), else None."""
+    """x when v = Reshape(x) merges the first two axes of a 4-D x, the second not a unit axis
+    (bmm's [B*H, S, D]), into one and keeps the rest, else None. (A unit second axis is a
+    squeeze, not a merge: grouped-query attention's repeat_kv of one K/V head reshapes
+    [B, 1, G, S, D] to [B, G, S, D], which must stay what the attention row reads.)"""
     node = v.producer if v is not None else None
-    if node is None or node.op_type != "Reshape" or not _static(v):
+    if node is None or node.op_type != "Reshape" or not _static(v) or v.meta.rank != 3:
         return None
     x = node.input(0)
-    if not _static(x) or x.is_constant or x.meta.rank != v.meta.rank + 1 or v.meta.rank < 3:
+    if not _static(x) or x.is_constant or x.meta.rank != 4:
         return None
     xs, vs = x.meta.shape, v.meta.shape
-    if vs[0] != xs[0] * xs[1] or tuple(vs[1:]) != tuple(xs[2:]):
+    if xs[1] == 1 or vs[0] != xs[0] * xs[1] or tuple(vs[1:]) != tuple(xs[2:]):
         return None
     return x
 
