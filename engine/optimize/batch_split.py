@@ -33,7 +33,9 @@ It fires only when
     dim 0, Transpose keeping axis 0 first (a TF export's NHWC input), Resize, Pad, Slice and
     Reduce* leaving axis 0 alone (a feature pyramid's upsample, a channel split, a
     reduction over C, H, W), fused elementwise chains, ConvTranspose, an embedding Gather,
-    FusedAttention keeping the batch outermost...);
+    FusedAttention keeping the batch outermost...), where axis 0 may also hold k rows per
+    sample after a Reshape folded another axis into it (DeBERTa's [N, H, S, D] ->
+    [N*H, S, D]: _rows_per_sample);
   * the graph is memory-bound: FLOPs of its convolutions and matrix products per byte of
     activations written below MAX_INTENSITY (MobileNetV2 ~40; ResNet18 ~340, compute-bound:
     it gains nothing from chunks);
@@ -59,7 +61,12 @@ CACHE_BYTES = 16 << 20  # working set of one chunk: half of a 32 MiB L3, all of 
 MAX_INTENSITY = 100.0   # FLOP per activation byte; above it the graph is compute-bound
 MAX_CHUNKS = 16
 
-MIN_PARALLEL_FLOPS = 2e8  # per chunk, for the data-parallel split: ~2 ms on one core
+# Per chunk, for the data-parallel split: ~0.25 ms on one core. Below it the second
+# stream's fixed costs (waking its lane, 10-50 us on this VM; the event; the outputs'
+# Concats) are a large part of a chunk. At 2e8 (~2 ms) the small encoders and decoders
+# (0.06-0.3 GFLOP at batch 8) ran as one two-thread team whose barrier after every 5-50 us
+# task cost them the scaling two one-thread chunks get (docs/ARCHITECTURE.md).
+MIN_PARALLEL_FLOPS = 2.5e7
 
 _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", "Gelu",
           "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Softplus", "Reciprocal", "Floor",
@@ -106,11 +113,12 @@ def _separable(node: Node, n: int) -> bool:
             if v.is_constant and v.const.ndim == out_rank and v.const.shape[0] not in (1, n):
                 return False  # a constant neither broadcast over the batch nor one row each
         return True
-    if op == "GatherElements":  # along another axis; the data may be a batch constant
+    if op == "GatherElements":  # along another axis; data or indices may be batch constants
         d0, idx = node.input(0), node.input(1)
-        return (d0 is not None and idx is not None and not idx.is_constant
-                and _axis(node, 0) != 0 and d0.meta.rank == out_rank
-                and (not d0.is_constant or d0.const.shape[0] == n))
+        return (d0 is not None and idx is not None and _axis(node, 0) != 0
+                and d0.meta.rank == out_rank
+                and (not d0.is_constant or d0.const.shape[0] == n)
+                and (not idx.is_constant or idx.const.shape[0] == n))
     if op == "CumSum":
         axis = node.input(1)
         return (axis is not None and axis.is_constant and np.size(axis.const) == 1
@@ -140,6 +148,9 @@ def _separable(node: Node, n: int) -> bool:
         a, b = node.input(0), node.input(1)
         if a is not None and b is not None and not b.is_constant and out_rank >= 3:
             return all(v.meta.rank == out_rank for v in data)  # a batch of products each
+        if (a is not None and b is not None and not a.is_constant and b.is_constant
+                and out_rank >= 3 and b.const.ndim == out_rank and b.const.shape[0] in (1, n)):
+            return all(v.meta.rank == out_rank for v in data)  # one constant matrix per row
         return (a is not None and b is not None and not a.is_constant and a.meta.rank >= 2
                 and a.meta.rank == out_rank and b.is_constant and b.const.ndim == 2
                 and all(v.meta.rank == out_rank for v in data))  # a residual too
@@ -245,6 +256,46 @@ def _resize_axis0(node: Node, n: int) -> int | None:
     return -1 if 0 not in axes or float(scales.const[axes.index(0)]) == 1.0 else None
 
 
+def _reshape_rows(node: Node, n: int, k_in: int) -> int | None:
+    """For a Reshape of a value whose axis 0 holds k_in rows per sample: the rows per
+    sample of its output (whose axis 0 a multiple of n), else None. Row-major order keeps
+    each sample's bytes contiguous, so sample i is rows [i*k, (i+1)*k) on both sides
+    (DeBERTa's attention folds the heads into axis 0: [N, H, S, D] -> [N*H, S, D]). The
+    target's axis-0 entry must say the rows (a chunk's clone rewrites it), -1, or 0 when
+    the rows stay as they are."""
+    x, shape, out = node.input(0), node.input(1), node.outputs[0]
+    if (x is None or x.is_constant or shape is None or not shape.is_constant
+            or shape.const.ndim != 1 or shape.const.size < 1 or not _carries(x, n * k_in)
+            or out.meta is None or not out.meta.is_static or out.meta.rank < 1
+            or out.meta.shape[0] % n or out.meta.shape[0] == 0):
+        return None
+    k = out.meta.shape[0] // n
+    t0 = int(shape.const[0])
+    return k if t0 in (n * k, -1) or (t0 == 0 and k == k_in) else None
+
+
+def _rows_per_sample(graph: Graph, n: int) -> dict[Node, int] | None:
+    """Per node, the rows its output's axis 0 holds for each of the n samples (1 but where
+    a Reshape folded another axis into the batch), when every node is separable over its
+    rows; else None. Every node's data inputs must agree on it."""
+    ks: dict[Value, int] = {v: 1 for v in graph.inputs}
+    rows: dict[Node, int] = {}
+    for node in graph.nodes:
+        k_ins = {ks.get(v) for v in node.inputs if v is not None and not v.is_constant}
+        if len(k_ins) != 1 or None in k_ins:
+            return None
+        (k_in,) = k_ins
+        if node.op_type == "Reshape":
+            k = _reshape_rows(node, n, k_in)
+        else:
+            k = k_in if _separable(node, n * k_in) else None
+        if k is None:
+            return None
+        rows[node] = k
+        ks[node.outputs[0]] = k
+    return rows
+
+
 def _batch_of_separable(graph: Graph) -> int | None:
     """The batch n when every input and output carries it on axis 0 and every node is on
     the device, in one partition, and separable; else None."""
@@ -259,10 +310,9 @@ def _batch_of_separable(graph: Graph) -> int | None:
     if not all(_carries(v, n) for v in graph.inputs) or \
             not all(v.producer is not None and _carries(v, n) for v in graph.outputs):
         return None
-    if not all(x.meta.engine is Engine.DEVICE and x.meta.partition == part
-               and _separable(x, n) for x in nodes):
+    if not all(x.meta.engine is Engine.DEVICE and x.meta.partition == part for x in nodes):
         return None
-    return n
+    return n if _rows_per_sample(graph, n) is not None else None
 
 
 def plan_chunk(graph: Graph) -> tuple[int, int] | None:
@@ -301,12 +351,14 @@ def plan_parallel(graph: Graph, ways: int) -> tuple[int, int] | None:
 
 def _chunk_of(graph: Graph, node: Node, v: Value | None, n: int, start: int,
               d: int) -> Value | None:
-    """A chunk's operand: a constant with the batch's N rows on the output's axis 0 (of an
-    op in _ALIGNED) is cut to the chunk's d rows; anything else as it is."""
-    if v is None or not v.is_constant or node.op_type not in _ALIGNED or n == d:
+    """A chunk's operand: a constant with the batch's n rows on the output's axis 0 (of an
+    op in _ALIGNED, or a MatMul's per-row matrices) is cut to the chunk's d rows from
+    `start`; anything else as it is."""
+    if v is None or not v.is_constant or n == d:
         return v
     c = np.asarray(v.const)
-    if c.ndim != node.outputs[0].meta.rank or c.shape[0] != n:
+    aligned = node.op_type in _ALIGNED or (node.op_type == "MatMul" and c.ndim >= 3)
+    if not aligned or c.ndim != node.outputs[0].meta.rank or c.shape[0] != n:
         return v
     return graph.add_constant(None, np.ascontiguousarray(c[start:start + d]))
 
@@ -328,6 +380,7 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
     n, d = plan
     k = n // d
     old = list(graph.nodes)
+    rows = _rows_per_sample(graph, n)  # not None: the plan found the graph separable
     engine, part = old[0].meta.engine, old[0].meta.partition
 
     def new_node(op: str, inputs, attrs: dict, name: str, shape_from: Value,
@@ -346,20 +399,21 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
                       for b in (i * d, (i + 1) * d, 0)]
             m[x] = new_node("Slice", [x, *bounds], {}, f"{x.name}_chunk{i}", x, d).outputs[0]
         for node in old:
+            r = rows[node]  # the output's rows per sample: n * r in all, d * r per chunk
             ins = [m.get(v, v) if v is not None else None for v in node.inputs]
             if node.op_type in ("Reshape", "Expand") and node.input(1).const.size == \
-                    node.outputs[0].meta.rank and int(node.input(1).const[0]) == n:
+                    node.outputs[0].meta.rank and int(node.input(1).const[0]) == n * r:
                 target = node.input(1).const.copy()
-                target[0] = d
+                target[0] = d * r
                 ins[1] = graph.add_constant(None, target)
-            k0 = _resize_axis0(node, n) if node.op_type == "Resize" else -1
+            k0 = _resize_axis0(node, n * r) if node.op_type == "Resize" else -1
             if k0 is not None and k0 >= 0:
                 sizes = node.input(3).const.copy()
-                sizes[k0] = d
+                sizes[k0] = d * r
                 ins[3] = graph.add_constant(None, sizes)
-            ins = [_chunk_of(graph, node, v, n, i * d, d) for v in ins]
+            ins = [_chunk_of(graph, node, v, n * r, i * d * r, d * r) for v in ins]
             clone = new_node(node.op_type, ins, dict(node.attrs), f"{node.name}_chunk{i}",
-                             node.outputs[0], d)
+                             node.outputs[0], d * r)
             clone.meta.fused = node.meta.fused
             m[node.outputs[0]] = clone.outputs[0]
         if ways:  # this chunk's stream: every node of it, the input slices included

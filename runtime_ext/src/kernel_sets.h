@@ -1,5 +1,7 @@
 // KernelSetChoice: which of a model's two kernel sets a launch alone runs — the team of
 // `width` threads ("wide") or one thread ("narrow") — from the times of recent launches.
+// A program of several one-thread streams (a batch split per core) uses it the same way
+// for its streams at once ("wide") or one after another ("narrow": Model::has_serial_).
 //
 // An OpenMP team's barrier waits for its slowest thread: when other processes hold the
 // cores, a descheduled helper costs each parallel region a timeslice (hf_mobilenet_v2 at

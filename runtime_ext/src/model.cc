@@ -175,6 +175,7 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   // The narrow set shares the prepared weights and is built when a launch first wants it
   // (ensure_narrow): the arguments are kept for it, with their own copy of the attributes.
   has_narrow_ = width_ > 1;
+  has_serial_ = width_ == 1 && num_streams_ > 1 && sched.lanes(1) > 1;
   if (has_narrow_) {
     narrow_attrs_.resize(args.size());
     for (size_t i = 0; i < args.size(); ++i) {

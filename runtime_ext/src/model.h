@@ -99,6 +99,10 @@ struct ModelStats {
   // alone because it was the faster set lately (contention; pick_narrow)
   uint64_t narrow_runs = 0;
   uint64_t probe_warmups = 0;  // untimed first launches of a probe (pick_narrow)
+  // successful launches of a multi-stream program of one-thread lanes that ran its streams
+  // one after another (Model::has_serial_): beside another launch, or alone because that
+  // was the faster lately (pick_narrow)
+  uint64_t serial_runs = 0;
   // whether that set has been built: on the first launch that wants it (the second launch
   // alone, or one beside another), not at load (Model::ensure_narrow)
   bool narrow_built = false;
@@ -233,6 +237,13 @@ class Model {
   // alone runs them when they have been the faster set lately (contention, see
   // pick_narrow()).
   bool has_narrow_ = false;
+  // A program of several streams on one-thread lanes (a batch split into one chunk per
+  // core, or parallel branches) has no narrow set: its kernels are single-threaded already.
+  // Its fallback for a busy machine is to run the streams one after another (a serial
+  // launch: each stream starts when the one before it waits or ends), chosen like the
+  // narrow set (mode_). Two one-thread streams beside a process holding a core share the
+  // other core in time slices, and the launch waits for the slower of them.
+  bool has_serial_ = false;
   // That set is built lazily (ensure_narrow): at load it would double the kernel
   // preparation (oneDNN primitive creation, its JIT) that compile+load pays, for a set the
   // first launch never runs. The kernel arguments are kept for it, their attributes copied

@@ -102,6 +102,7 @@ void Model::StreamRun::run(LaneContext& lane) {
         in.events[static_cast<size_t>(t.event)]->signal(event_value(generation, t.seq), sched);
         break;
       case Kind::kWait:
+        hand_off();
         // Parked: the record (or an abort) submits this run again, at the same task.
         if (!in.events[static_cast<size_t>(t.event)]->wait_or_park(event_value(generation, t.seq), this,
                                                                    launch.narrow ? 1 : m.width_)) {
@@ -128,6 +129,7 @@ bool Model::StreamRun::pass_barrier() {
   Instance& in = *inst_;
   const Launch& launch = *in.launch;
   const uint64_t target = event_value(launch.first_generation + static_cast<uint64_t>(iteration_), 1);
+  hand_off();
   if (!arrived_) {
     arrived_ = true;
     if (in.arrive.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -141,7 +143,16 @@ bool Model::StreamRun::pass_barrier() {
   return true;
 }
 
+void Model::StreamRun::hand_off() {
+  if (handed_off_) return;
+  handed_off_ = true;
+  Instance& in = *inst_;
+  const size_t next = static_cast<size_t>(stream_) + 1;
+  if (in.launch->serial && next < in.runs.size()) model_->device_->scheduler().submit(1, in.runs[next].get());
+}
+
 void Model::StreamRun::finish() {
+  hand_off();  // before this stream counts as done: the launch cannot end without the rest
   Model& m = *model_;
   m.stream_ns_[stream_].fetch_add(busy_ns_, std::memory_order_relaxed);
   busy_ns_ = 0;
@@ -379,7 +390,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   // next wait.
   const uint64_t took = (now_ns() - launch.started_ns) / n_iter;
   launch_ns_.store(typical == 0 ? took : (typical * 7 + took) / 8, std::memory_order_relaxed);
-  if (has_narrow_ && launch.others == 0 && launch.status.ok()) record_mode(launch, took);
+  if ((has_narrow_ || has_serial_) && launch.others == 0 && launch.status.ok()) record_mode(launch, took);
   if (!launch.status.ok()) {
     std::lock_guard<std::mutex> sl(stats_mu_);
     stats_.failures += 1;
@@ -390,6 +401,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   std::lock_guard<std::mutex> sl(stats_mu_);
   stats_.runs += 1;
   stats_.narrow_runs += launch.narrow ? 1 : 0;
+  stats_.serial_runs += launch.serial ? 1 : 0;
   stats_.probe_warmups += launch.warmup ? 1 : 0;
   stats_.iterations += n_iter;
   stats_.seconds += secs;
@@ -408,7 +420,7 @@ bool Model::pick_narrow(Launch& l) {
 
 void Model::record_mode(const Launch& l, uint64_t took) {
   std::lock_guard<std::mutex> lock(mode_mu_);
-  mode_.record({l.narrow, l.warmup, l.probe}, took);
+  mode_.record({l.narrow || l.serial, l.warmup, l.probe}, took);
 }
 
 Status Model::start(Launch& l, Instance& in) {
@@ -458,6 +470,7 @@ Status Model::start(Launch& l, Instance& in) {
   l.zero_copy = zero_copy;
   l.others = in_flight_.fetch_add(1, std::memory_order_relaxed);
   l.narrow = l.narrow_ok && (l.others > 0 || pick_narrow(l));
+  l.serial = has_serial_ && (l.others > 0 || pick_narrow(l));  // never both: width_ 1 or not
   l.first_generation = in.generation + 1;
   in.generation += n_iter;
   in.launch = &l;
@@ -473,7 +486,11 @@ Status Model::start(Launch& l, Instance& in) {
   const int lane_width = l.narrow ? 1 : width_;
   // Does not throw: the lanes of width_ were started by the load, those of width 1 by
   // ensure_narrow() before narrow_ok could be set.
-  for (auto& r : in.runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
+  if (l.serial) {  // the rest follow one by one (StreamRun::hand_off)
+    sched.submit(lane_width, in.runs.front().get());
+  } else {
+    for (auto& r : in.runs) sched.submit(lane_width, r.get());  // the queue's lock publishes the state
+  }
   return Status::Ok();
 }
 

@@ -36,6 +36,9 @@ struct Model::Launch {
   int64_t iterations = 1;
   bool return_all = false;
   bool narrow = false;  // single-threaded kernels on the width-1 lanes (another launch runs)
+  // the streams run one after another (Model::has_serial_): only the first is submitted,
+  // and each submits the next when it first waits, passes a barrier or ends (hand_off)
+  bool serial = false;
   bool probe = false;   // alone, on the kernel set not currently preferred (pick_narrow)
   bool warmup = false;  // a probe's first launch: runs the other set, its time not kept
   // the narrow set was built when it started: its kernels may run a task (and the
@@ -97,6 +100,7 @@ class Model::StreamRun : public Runnable {
     pc_ = 0;
     iteration_ = 0;
     arrived_ = false;
+    handed_off_ = false;
     std::fill(jumps_.begin(), jumps_.end(), 0);
   }
   void run(LaneContext& lane) override;
@@ -106,6 +110,9 @@ class Model::StreamRun : public Runnable {
   bool pass_barrier();
   // Reports this stream done; the last one completes the launch. Touches nothing after.
   void finish();
+  // A serial launch: submits the next stream, once, before this one may park or end (so
+  // every stream is submitted, whatever waits for what, and none ends the launch early).
+  void hand_off();
   // Runs control-flow task `t` (model_control.cc). True when it jumped (pc_ set); on a
   // failure it fails the launch and returns false.
   bool control(const Task& t, LaneContext& lane, const ExecContext& ctx);
@@ -116,6 +123,7 @@ class Model::StreamRun : public Runnable {
   size_t pc_ = 0;
   int64_t iteration_ = 0;
   bool arrived_ = false;  // arrived at the barrier of iteration_, not yet passed
+  bool handed_off_ = false;  // hand_off() ran in this launch
   std::vector<uint64_t> jumps_;  // times each backward goto jumped in this iteration
   uint64_t busy_ns_ = 0;
 };

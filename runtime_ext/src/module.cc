@@ -569,6 +569,7 @@ nb::dict model_stats(PyModel& self) {
   d["peak_waiting"] = s.peak_waiting;
   d["narrow_runs"] = s.narrow_runs;
   d["probe_warmups"] = s.probe_warmups;
+  d["serial_runs"] = s.serial_runs;
   d["narrow_built"] = s.narrow_built;
   return d;
 }

@@ -243,6 +243,24 @@ def test_bert_batch_runs_as_one_chunk_per_stream_bit_identical(monkeypatch):
     assert {t.kind for t in prog.tasks} >= {"record", "wait"}
 
 
+def test_a_small_transformer_at_batch_8_splits_over_two_threads():
+    # ~0.2 GFLOP at batch 8, like the small encoders and decoders of the zoo (hf_roberta,
+    # more_olmo, more_squeezebert: 0.06-0.3): below the old 2e8 per chunk it ran as one
+    # two-thread team whose barriers after every 5-50 us task cost it the scaling that two
+    # one-thread chunks get. Now each chunk of 4 runs on its own stream.
+    from graphengine.engine.flops import node_flops
+
+    model = zoo.bert(layers=2, hidden=128, heads=4, intermediate=512, vocab=100, seq=32, batch=8)
+    g, _ = _largest_per_sample(model, 8)
+    flops = sum(node_flops(n) for n in g.nodes)
+    assert 2 * batch_split.MIN_PARALLEL_FLOPS <= flops < 2 * 2e8
+    feeds = zoo.random_inputs(model, seed=6, batch=8)
+    compiled = _compile_and_check(model, feeds, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 8 samples as 2 chunks of 4 on 2 streams at once"]
+    prog, streams = _streams_of_kernels(compiled)
+    assert prog.num_streams == 2 and streams == {0, 1}
+
+
 def test_data_parallel_needs_work_a_divisible_batch_and_separable_nodes(monkeypatch):
     model = zoo.bert(layers=1, hidden=32, heads=2, intermediate=64, vocab=50, seq=8, batch=4)
     feeds = zoo.random_inputs(model, seed=4, batch=4)
@@ -362,3 +380,33 @@ def test_ops_that_touch_the_batch_axis_keep_the_graph_whole(monkeypatch, model):
     monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e3)
     x = RNG.normal(size=(4, 8, 6, 6)).astype(np.float32)
     assert _splits(_compile_and_check(model, {"x": x}, data_parallel=2)) == []
+
+
+def _folded_heads(back_shape=(4, 2, 6, 3), fold=(8, 6, 8)):
+    """DeBERTa's disentangled attention, in small: the heads folded into axis 0 ([N, H, S, D]
+    -> [N*H, S, D]), a product with one constant matrix per (sample, head) row and a
+    GatherElements by constant indices of N*H rows (its relative positions), unfolded."""
+    return _tiny([helper.make_node("Reshape", ["x", "fold"], ["r"]),
+                  helper.make_node("MatMul", ["r", "p"], ["m"]),
+                  helper.make_node("GatherElements", ["m", "idx"], ["g"], axis=2),
+                  helper.make_node("Softmax", ["g"], ["s"], axis=-1),
+                  _op("Reshape", ["s", "back"])],
+                 {"fold": _i64(*fold), "p": RNG.normal(size=(8, 8, 5)),
+                  "idx": RNG.integers(0, 5, size=(8, 6, 3)), "back": _i64(*back_shape)},
+                 x_shape=(4, 2, 6, 8))
+
+
+def test_heads_folded_into_the_batch_axis_split_by_rows(monkeypatch):
+    # Sample i is rows [2i, 2i+2) of the folded axis (row-major order keeps its bytes
+    # together): each chunk folds its own samples (the targets rewritten to its rows) and
+    # reads its own rows of the per-row constants. more_deberta_v2 stayed whole for this.
+    monkeypatch.setattr(batch_split, "MIN_PARALLEL_FLOPS", 1e2)
+    x = RNG.normal(size=(4, 2, 6, 8)).astype(np.float32)
+    compiled = _compile_and_check(_folded_heads(), {"x": x}, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 4 samples as 2 chunks of 2 on 2 streams at once"]
+    assert _count(compiled, "GatherElements") == 2
+    # the rows of a fold that does not keep whole samples on axis 0: whole
+    odd = _folded_heads(back_shape=(2, 4, 6, 3))
+    assert _splits(_compile_and_check(odd, {"x": x}, data_parallel=2)) == []
+    fewer = _tiny([_op("Reshape", ["x", "t"])], {"t": _i64(2, 192)}, x_shape=(4, 2, 6, 8))
+    assert _splits(_compile_and_check(fewer, {"x": x}, data_parallel=2)) == []
