@@ -254,6 +254,9 @@ class Model {
   std::vector<Attrs> narrow_attrs_;
   std::mutex narrow_mu_;  // one build at a time
   std::atomic<bool> narrow_ready_{false};
+  // The serial mode may be probed (set once, like narrow_ready_: from the second launch, or
+  // the kProbeMin-th where launches and their work are long).
+  std::atomic<bool> serial_ready_{false};
   bool narrow_failed_ = false;  // guarded by narrow_mu_
   bool explicit_formats_ = false;
   size_t arena_bytes_ = 0;
@@ -300,7 +303,7 @@ class Model {
   KernelSetChoice mode_;  // guarded by mode_mu_
   std::atomic<int> in_flight_{0};        // launches started and not yet completed
   uint64_t work_flops_ = 0;  // of one launch (ModelSpec.work_flops); 0: unknown
-  std::atomic<uint32_t> launches_seen_{0};  // launches asked for while the narrow set is not built
+  std::atomic<uint32_t> launches_seen_{0};  // launches asked for while the narrow set or serial mode is not ready
   std::unique_ptr<std::atomic<uint64_t>[]> task_ns_;     // per task
   std::unique_ptr<std::atomic<uint64_t>[]> task_calls_;  // per task
 };

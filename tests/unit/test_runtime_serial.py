@@ -125,3 +125,34 @@ def test_one_stream_and_one_lane_have_no_serial_launch():
     for m in (single, split_on_one):
         stats = m.stats()
         assert stats["serial_runs"] == 0 and stats["probe_warmups"] == 0 and stats["runs"] == 4
+
+
+def test_a_long_heavy_split_program_waits_before_probing_the_serial_mode():
+    """A split whose launches are long (over kEarlyProbeNs, 20 ms) and heavy (its work over
+    kEarlyProbeFlops a lane) does not probe the serial mode on its second launch: a probe is
+    two launches at twice the time, and on resnet50 at batch 8 they fell in bench-zoo's 1.5-s
+    window (half the rate). It waits until the kProbeMin-th launch (16), as the narrow set's
+    build does."""
+    k = 2048
+    b = SpecBuilder("long", num_streams=2, num_events=1)
+    w = b.const("w", (np.random.default_rng(0).standard_normal((k, k)) / k).astype(np.float32))
+    outs = []
+    for s in (0, 1):
+        x = b.input(f"x{s}", "float32", (1024, k))
+        y = b.tensor(f"y{s}", "float32", (1024, k))
+        b.kernel("MatMul", [x, w], [y], stream=s)
+        outs.append(y)
+    b.record(0, stream=1)
+    b.wait(0, stream=0)
+    cat = b.tensor("cat", "float32", (2048, k))
+    b.kernel("Concat", outs, [cat], stream=0, axis=0)
+    b.outputs = [cat]
+    spec = b.spec()
+    spec["work_flops"] = 2 * 2 * 1024 * k * k  # 17 GFLOP: heavy on a lane of one thread
+    m = rt.Model(rt.Device(threads=2), spec)
+    x0, x1 = randn(1024, k), randn(1024, k)
+    for _ in range(4):
+        m.execute([x0, x1])
+    stats = m.stats()
+    long = stats["seconds"] / stats["runs"] > 0.02  # each launch over kEarlyProbeNs here
+    assert not long or stats["serial_runs"] == 0, stats
