@@ -26,8 +26,11 @@ def _heads(x: np.ndarray, n: int) -> np.ndarray:
 
 
 # ---- Attention ------------------------------------------------------------------------------
-def _allowed(q_len: int, kv_len: int, offset: Any, a: dict[str, Any]) -> np.ndarray | None:
-    """Causal/window visibility (q, kv) or (batch, 1, q, kv); None when unrestricted."""
+def visible_keys(q_len: int, kv_len: int, offset: Any, a: dict[str, Any]
+                 ) -> np.ndarray | None:
+    """Causal/window visibility (q, kv) or (batch, 1, q, kv); None when unrestricted. `a`:
+    is_causal, left_window_size, right_window_size (Attention's attributes, defaults filled
+    in); prepare/attention_op.py builds the device steps' bias from it too."""
     left, right = a["left_window_size"], a["right_window_size"]
     if not a["is_causal"] and left < 0 and right < 0:
         return None
@@ -87,7 +90,7 @@ def attention(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
         offset = np.asarray(nonpad).reshape(-1).astype(np.int64) - q_len
     else:
         offset = 0
-    ok = _allowed(q_len, kv_len, offset, a)
+    ok = visible_keys(q_len, kv_len, offset, a)
     if ok is not None:
         bias = bias + np.where(ok, wd.type(0), wd.type(-np.inf))
     if nonpad is not None:

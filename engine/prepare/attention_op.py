@@ -29,6 +29,7 @@ import numpy as np
 
 from ..dtypes import DType, to_onnx
 from ..ir import Graph, Node, Value
+from ..ops.attention import visible_keys
 from .steps import chain, replace_outputs
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -103,21 +104,13 @@ def _kv_len(node: Node) -> int:
 
 
 def _window_bias(node: Node, q_len: int, kv_len: int, offset: int) -> np.ndarray | None:
-    """The causal/window bias [q_len, kv_len] (0 visible, -inf hidden); None if unrestricted."""
-    causal = int(node.attrs.get("is_causal", 0))
-    left = int(node.attrs.get("left_window_size", -1))
-    right = int(node.attrs.get("right_window_size", -1))
-    if not causal and left < 0 and right < 0:
-        return None
-    diff = (np.arange(q_len)[:, None] + offset) - np.arange(kv_len)[None, :]
-    ok = np.ones(diff.shape, bool)
-    if causal:
-        ok &= diff >= 0
-    if left >= 0:
-        ok &= diff <= left
-    if right >= 0:
-        ok &= -diff <= right
-    return np.where(ok, np.float32(0), np.float32(-np.inf)).astype(np.float32)
+    """The causal/window bias [q_len, kv_len] (0 visible, -inf hidden) of the reference's
+    visibility; None if unrestricted."""
+    ok = visible_keys(q_len, kv_len, offset, {
+        "is_causal": int(node.attrs.get("is_causal", 0)),
+        "left_window_size": int(node.attrs.get("left_window_size", -1)),
+        "right_window_size": int(node.attrs.get("right_window_size", -1))})
+    return None if ok is None else np.where(ok, np.float32(0), np.float32(-np.inf))
 
 
 def as_attention_steps(graph: Graph, node: Node) -> None:

@@ -112,6 +112,18 @@ def _rotate_pairs_of(graph: Graph, r: Value) -> tuple[Value, list[Node]] | None:
     return odd.input(0), nodes
 
 
+def _rotation_of(graph: Graph, r: Value) -> tuple[Value, list[Node], dict] | None:
+    """(X, the nodes computing r from it, the Rope's attributes) when r is X turned by
+    halves or by neighbouring pairs; else None."""
+    x = _rotate_half_of(graph, r)
+    if x is not None:
+        cat = r.producer
+        neg = cat.inputs[0].producer
+        return x, [neg.inputs[0].producer, cat.inputs[1].producer, neg, cat], {}
+    pairs = _rotate_pairs_of(graph, r)
+    return (pairs[0], pairs[1], {"interleaved": 1}) if pairs is not None else None
+
+
 def _match_rope(graph: Graph, add: Node):
     if add.op_type != "Add" or len(add.inputs) != 2:
         return None
@@ -122,26 +134,17 @@ def _match_rope(graph: Graph, add: Node):
         if direct is None or turned is None or not on_device(add, direct, turned):
             continue
         for r in turned.inputs:
-            x, interleaved = _rotate_half_of(graph, r), 0
-            if x is None:
-                pairs = _rotate_pairs_of(graph, r)
-                x, interleaved = (pairs[0], 1) if pairs is not None else (None, 0)
-            if x is None or x not in direct.inputs:
+            found = _rotation_of(graph, r)
+            if found is None or found[0] not in direct.inputs:
                 continue
+            x, rotation, attrs = found
             cos, sin = other(direct, x), other(turned, r)
             if cos is None or sin is None or x.meta is None or y.meta is None \
                     or x.meta != y.meta or cos.meta is None or sin.meta is None \
                     or cos.meta.shape != sin.meta.shape or not cos.meta.shape \
                     or cos.meta.shape[-1] != x.meta.shape[-1]:
                 continue
-            if interleaved:
-                return x, cos, sin, [*_rotate_pairs_of(graph, r)[1], turned, direct, add], \
-                    {"interleaved": 1}
-            cat = r.producer
-            neg = cat.inputs[0].producer
-            nodes = [neg.inputs[0].producer, cat.inputs[1].producer, neg, cat, turned, direct,
-                     add]
-            return x, cos, sin, nodes, {}
+            return x, cos, sin, [*rotation, turned, direct, add], attrs
     return None
 
 
