@@ -27,6 +27,7 @@ from .ops.variables import VARIABLE, WRITES, declared_meta, variable_of
 from .optimize import assign_layouts, fuse, reshape_round_trips
 from .optimize.batch_split import split_batch
 from .optimize.layout import REGION_FORMATS
+from .optimize.routed_rows import limit_routed_rows
 from .optimize.subnormals import flush_subnormal_weights
 from .partition import collect_partitions, partition_graph, place_nodes
 from .passes import PassManager, ProgressHook, Stage
@@ -189,7 +190,7 @@ def stages(options: CompileOptions, budget: MemoryBudget | None = None,
                             partition_graph]),
         Stage("optimize", [reshape_round_trips]
               + ([functools.partial(fuse, target=target)] if options.fuse else [])
-              + [flush_subnormal_weights,
+              + [flush_subnormal_weights, limit_routed_rows,
                  functools.partial(split_batch, enabled=options.batch_split,
                                    parallel=options.data_parallel),
                  functools.partial(assign_layouts, enabled=options.layouts,

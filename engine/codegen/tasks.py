@@ -282,6 +282,10 @@ def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence
     if node.attrs.get("_mul"):  # after the residual: the runtime takes the last input first
         attrs["mul"] = 1
         inputs.append(ins[node.attrs["_mul_input"]])
+    if "_rows_input" in node.attrs:  # the routed rows' count (optimize/routed_rows.py), last
+        attrs["rows"] = 1
+        attrs["rows_unit"] = int(node.attrs["_rows_unit"])
+        inputs.append(ins[node.attrs["_rows_input"]])
     return Task("kernel", node.name, 0, kernel.op, inputs, list(outs), attrs)
 
 

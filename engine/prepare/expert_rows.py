@@ -17,18 +17,24 @@ Two rewrites, each exact where the unpadded graph runs:
   token, the rewritten graph runs and that expert adds nothing, as the eager module does.)
 - **token-bounded selections**: a NonZero of a 2-D mask exclusive along one axis (at most one
   of a token's k slots picks a given expert: routing.py) has at most T rows, one per token.
-  It becomes a padded selection of exactly T rows in token order — row t holds (the slot
-  that picked the expert, or 0; t) — and a validity mask. Every op after it must be row-wise
-  (row t of each output reads row t of its inputs alone, whatever the row order), up to
-  scatters back by the token coordinate; each such scatter becomes a Where that keeps the
-  target row where the token was not picked. The padding rows compute the expert on tokens
-  it was not given and are dropped there (a Where, not a product: an overflow in them cannot
-  leak). The real rows of a selection name distinct tokens, so the scatter's order never
-  mattered and its reduction is kept.
+  It becomes a padded selection of exactly T rows — the n picked tokens first, in token
+  order, then the others; row i holds (the slot that picked the expert, or 0; its token) —
+  a validity mask in token order and the count n. Every op after it must be row-wise (row i
+  of each output reads row i of its inputs alone, whatever the row order), up to scatters
+  back by the token coordinate; each such scatter becomes a Gather of the updates back into
+  token order (row i of the selection is token order[i]; `position` is the inverse
+  permutation) and a Where that keeps the target row where the token was not picked. The
+  padding rows compute the expert on tokens it was not given and are dropped there (a
+  Where, not a product: an overflow in them cannot leak). The real rows of a selection name
+  distinct tokens, so the scatter's order never mattered and its reduction is kept.
 
-The expert's MLP then runs on all T rows on the device: as many products as a dense mixture,
-E / k times the routed work. Above `MAX_ROWS` tokens, or `MAX_TAIL_ELEMENTS` elements in
-the padded tail, the selection stays a host step and the pass says why.
+The expert's MLP then runs on T rows on the device, of which the first n matter: each MatMul
+of the tail whose folded rows start with the selection's is tagged (`_rows_count`: the node
+giving n; `_rows_unit`: rows of the fold per selected row), and after fusion
+optimize/routed_rows.py gives it n as an input: the kernel multiplies only the blocks of rows
+n covers, the routed work rather than E / k times it. Above `MAX_ROWS` tokens, or
+`MAX_TAIL_ELEMENTS` elements in the padded tail, the selection stays a host step and the
+pass says why.
 """
 
 from __future__ import annotations
@@ -464,30 +470,72 @@ def _rewrite(graph: Graph, node: Node, tail: _Tail, slot: int | None) -> None:
 
     rows = tail.rows
     picked = mask if mask.meta.dtype.value == "bool" else add("Cast", [mask], to=9)
-    tokens = const(np.arange(rows, dtype=np.int64).reshape(1, rows))
     if slot is None:
-        new_sel, valid = tokens, picked
+        valid = picked
     else:
         ones = add("Cast", [picked], to=1)
         where = add("ArgMax", [ones], axis=slot, keepdims=0)
+        any_ = add("ReduceMax", [ones, const(np.array([slot], np.int64))], keepdims=0)
+        valid = add("Cast", [any_], to=9)
+    order, position, count = _order_picked_first(graph, add, const, valid, rows)
+    tokens = add("Reshape", [order, const(np.array([1, rows], np.int64))])
+    if slot is None:
+        new_sel = tokens
+    else:
+        where = add("Gather", [where, order], axis=0)
         where = add("Reshape", [where, const(np.array([1, rows], np.int64))])
         parts = [where, tokens] if slot == 0 else [tokens, where]
         new_sel = add("Concat", parts, axis=0)
-        any_ = add("ReduceMax", [ones, const(np.array([slot], np.int64))], keepdims=0)
-        valid = add("Cast", [any_], to=9)
     graph.replace_all_uses(sel, new_sel)
     graph.remove_node(node)
+    _tag_products(tail, count)
     for sink in tail.sinks:
         axis = sink.attrs.pop("_token_axis")
         data, _, upd = sink.inputs
         view = [1] * len(data.meta.shape)
         view[axis] = rows
         keep = add("Reshape", [valid, const(np.array(view, np.int64))], at=sink)
+        upd = add("Gather", [upd, position], at=sink, axis=axis)  # back into token order
         reduction = sink.attrs.get("reduction", "none")
         new = upd if reduction == "none" else add(_COMBINE[reduction], [data, upd], at=sink)
         where = graph.add_node("Where", [keep, new, data], outputs=0, after=sink,
                                name=graph.unique_name(f"{sink.name}_rows"))
         graph.hand_over_outputs(sink, [where])
+
+
+def _order_picked_first(graph: Graph, add, const, valid: Value, rows: int
+                        ) -> tuple[Value, Value, Node]:
+    """(order, position, the node giving the count n) of a [rows] validity mask: order
+    lists the picked tokens in token order and then the others (a permutation), position
+    is its inverse (token t is row position[t]), n the picked tokens ([1], int64)."""
+    flags = add("Cast", [valid], to=7)
+    picked_upto = add("CumSum", [flags, const(np.array(0, np.int64))])  # picked in 0..t
+    count = add("ReduceSum", [flags, const(np.array([0], np.int64))], keepdims=1)
+    one = const(np.array(1, np.int64))
+    tokens = const(np.arange(rows, dtype=np.int64))
+    # a picked token is row (picked before it); another is row n + (others before it)
+    as_picked = add("Sub", [picked_upto, one])
+    as_other = add("Sub", [add("Add", [count, tokens]), picked_upto])
+    position = add("Where", [valid, as_picked, as_other])
+    order = add("ScatterElements", [tokens, position, tokens], axis=0)
+    return order, position, count.producer
+
+
+def _tag_products(tail: _Tail, count: Node) -> None:
+    """Tags the tail's MatMuls whose folded rows start with the selection's: only the first
+    n * unit of them matter (module docstring)."""
+    for node in tail.nodes:
+        if node.op_type != "MatMul" or not tail._padded(node.input(0)) \
+                or tail._padded(node.input(1)):
+            continue
+        shape = node.input(0).meta.shape
+        at = tail.row(node.input(0))
+        inner = shape[at + 1:-1]
+        if at >= len(shape) - 1 or any(d != 1 for d in shape[:at]) \
+                or not all(isinstance(d, int) for d in inner):
+            continue
+        node.attrs["_rows_count"] = count.name
+        node.attrs["_rows_unit"] = math.prod(inner)
 
 
 def bound_expert_selections(graph: Graph) -> PassResult:

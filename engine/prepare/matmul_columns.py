@@ -53,6 +53,8 @@ def as_product_of_columns(graph: Graph, node: Node) -> None:
     mm = node.input(0).producer
     start, end = _bounds(node)
     weight = np.ascontiguousarray(np.asarray(mm.input(1).const)[:, start:end])
-    new = graph.add_node("MatMul", [mm.input(0), graph.add_constant(None, weight)],
+    # the routed-rows tags (expert_rows.py) hold for every column
+    tags = {k: v for k, v in mm.attrs.items() if k.startswith("_rows")}
+    new = graph.add_node("MatMul", [mm.input(0), graph.add_constant(None, weight)], attrs=tags,
                          outputs=0, name=graph.unique_name(f"{mm.name}_cols"), after=node)
     graph.hand_over_outputs(node, [new])

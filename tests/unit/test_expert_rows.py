@@ -11,6 +11,8 @@ send every token to one expert, and that tie."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -18,7 +20,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine import _runtime
+from graphengine.engine.dtypes import DType
 from graphengine.engine.importers import load_model
+from graphengine.engine.ir import Engine, Graph, TensorMeta
+from graphengine.engine.optimize.routed_rows import limit_routed_rows
 from graphengine.engine.pipeline import compile_graph
 from graphengine.engine.prepare import expert_rows
 from graphengine.engine.runtime import LoadedModel
@@ -405,3 +410,70 @@ def test_a_hit_list_traced_shorter_than_the_experts_stays_a_host_step() -> None:
         feeds = _feeds(70 + s, bias=[0, 0, 0, -60])  # expert 3 never picked
         np.testing.assert_allclose(loaded.run(feeds)["out"], _ort(model, feeds),
                                    rtol=1e-5, atol=1e-5)
+
+
+# ---- products over the picked rows only (optimize/routed_rows.py, kernels_matmul.cc) ----
+MANY = 256  # tokens: enough for the MatMul kernel's row blocks (an eighth of the rows each)
+
+
+def _expert_tasks(loaded) -> list[dict]:
+    return [t for nat in loaded.natives.values() for t in nat.profile()
+            if t["op"] == "MatMul"
+            and ("row blocks" in t["impl"] or "counted rows" in t["impl"])]
+
+
+@pytest.mark.parametrize(("form", "k", "bias"), [
+    ("every", 2, None),
+    ("every", 1, [0, 0, 60, 0]),         # one expert gets every token: its whole product
+    ("every", 2, [0, 0, 0, -60]),        # one expert gets none: no block runs for it
+    ("every", 1, [0.5, 0, 0, -60]),
+    ("hit_list", 2, None),
+    ("hit_list", 2, [40, 40, -40, -40]),  # two experts hit of the four traced
+])
+def test_each_expert_multiplies_only_the_rows_routed_to_it(monkeypatch, form, k, bias) -> None:
+    """The selection lists the picked tokens first and tags its products with their count;
+    the device's MatMul then runs only the blocks of rows the count covers (an expert
+    given a quarter of the tokens: a quarter of the dense product). Each answer is held to
+    the eager module's, whatever share of the tokens each expert gets."""
+    monkeypatch.setattr(sys.modules[__name__], "T", MANY)
+    model = every_expert_moe(k, seed=2) if form == "every" else hit_list_moe(k, seed=2)
+    compiled, loaded = _compile(model)
+    assert [p.engine for p in compiled.report.partitions] == ["device"], \
+        compiled.report.render()
+    products = 3 * E  # gate, up (the fused weight's two column products) and down
+    assert f"{products} of {products} routed products" in _detail(compiled, "limit_routed_rows")
+    assert len(_expert_tasks(loaded)) == products
+    for s in range(2):
+        feeds = _feeds(80 + s, bias)
+        np.testing.assert_allclose(loaded.run(feeds)["out"], _reference(2, feeds, k),
+                                   rtol=1e-4, atol=1e-5)
+
+
+
+@pytest.mark.parametrize("where", ["beside", "other partition", "host", "gone"])
+def test_a_product_gets_its_count_only_beside_it(where: str) -> None:
+    """The count becomes the tagged MatMul's last input only where both are device nodes of
+    one partition; anywhere else (or once the count's node is gone) the product stays whole,
+    which is the same answer."""
+    g = Graph("g")
+    flags = g.add_input("flags", TensorMeta(DType.INT64, (64,)))
+    x = g.add_input("x", TensorMeta(DType.FLOAT32, (64, 8)))
+    count = g.add_node("ReduceSum", [flags, g.add_constant(None, np.array([0], np.int64))],
+                       attrs={"keepdims": 1}, name="count")
+    count.outputs[0].meta = TensorMeta(DType.INT64, (1,))
+    mm = g.add_node("MatMul", [x, g.add_constant(None, np.ones((8, 4), np.float32))],
+                    attrs={"_rows_count": "count" if where != "gone" else "lost",
+                           "_rows_unit": 1}, name="expert")
+    for node in (count, mm):
+        node.meta.engine, node.meta.partition = Engine.DEVICE, 0
+    if where == "other partition":
+        count.meta.partition = 1
+    elif where == "host":
+        count.meta.engine = Engine.HOST
+    result = limit_routed_rows(g)
+    if where == "beside":
+        assert result.changed and mm.attrs["_rows_input"] == 2
+        assert mm.input(2) is count.outputs[0]
+    else:
+        assert not result.changed and "_rows_input" not in mm.attrs and len(mm.inputs) == 2
+    assert "of 1 routed products" in result.detail

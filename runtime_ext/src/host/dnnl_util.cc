@@ -156,10 +156,13 @@ void Prim::set_instances(int n, const dnnl::engine& eng) {
   }
 }
 
-void Prim::execute(const ExecContext& c) {
+void Prim::execute(const ExecContext& c, std::initializer_list<std::pair<int, ptrdiff_t>> shifts) {
   Instance& in = inst_[static_cast<size_t>(c.instance)];
   for (size_t i = 0; i < args_.size(); ++i) {
     void* p = args_[i].ref.resolve(c);
+    for (const auto& [key, offset] : shifts) {
+      if (key == args_[i].key) p = static_cast<uint8_t*>(p) + offset;
+    }
     if (p != in.ptrs[i]) {
       in.mems[i].set_data_handle(p);
       in.ptrs[i] = p;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "buffer.h"
@@ -135,7 +136,11 @@ class Prim {
 
   // Blocks until done (the CPU runtime executes synchronously on the calling lane).
   // Throws dnnl::error.
-  void execute(const ExecContext& c);
+  void execute(const ExecContext& c) { execute(c, {}); }
+  // The same with the arguments named by `shifts` (oneDNN argument key, byte offset) moved
+  // from their tensors' addresses by the offset: a primitive of a few rows run over one
+  // block of a larger tensor's rows.
+  void execute(const ExecContext& c, std::initializer_list<std::pair<int, ptrdiff_t>> shifts);
 
  private:
   struct Arg {

@@ -198,7 +198,7 @@ class GemvKernel : public Kernel {
     }
     return Status::Ok();
   }
-  std::string impl() const override { return "gemv avx512"; }
+  std::string impl() const override { return dot_ && spec_.count ? "gemv avx512 + counted rows" : "gemv avx512"; }
 
   // Many rows, narrow output (dot_rows): blocks of two rows (one for 13-24 outputs), the
   // blocks split over the team.
@@ -210,7 +210,11 @@ class GemvKernel : public Kernel {
     const float* x = ctx.ptr<const float>(*spec_.a);
     float* y = ctx.ptr<float>(*spec_.y);
     const float* w = reinterpret_cast<const float*>(weights_->data());
-    const int64_t k = spec_.k, n = spec_.n, rows = spec_.rows, blocks = (rows + per_block - 1) / per_block;
+    int64_t rows = spec_.rows;
+    if (spec_.count) {  // routed rows: the count is the graph's data, bounded by the rows there are
+      rows = std::clamp<int64_t>(*ctx.ptr<const int64_t>(*spec_.count), 0, rows / spec_.unit) * spec_.unit;
+    }
+    const int64_t k = spec_.k, n = spec_.n, blocks = (rows + per_block - 1) / per_block;
     const int64_t kp = (k + 15) / 16 * 16;
     auto span = [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {

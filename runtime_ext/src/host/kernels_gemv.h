@@ -31,6 +31,9 @@ struct GemvSpec {
   const TensorInfo* residual = nullptr;  // same shape as y, or nullptr
   const TensorInfo* y = nullptr;
   int64_t rows = 0, k = 0, n = 0;
+  // MatMul rows=1: an int64 count; only the first count * unit rows matter (many-row form)
+  const TensorInfo* count = nullptr;
+  int64_t unit = 1;
 };
 
 // The kernel, or nullptr when it does not apply (more rows, B not constant, an activation

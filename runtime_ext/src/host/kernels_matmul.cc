@@ -10,8 +10,15 @@
 // MLP's other branch, SwiGLU's silu(gate) * up) multiplies the result after the activation:
 // a binary post-op, or a loop after the primitive where the GELU runs there or oneDNN would
 // fall back to its reference matmul, and after the GEMV kernel.
+//
+// A MatMul of a mixture of experts' routed rows (attribute rows=1: the last input is an
+// int64 count n; prepare/expert_rows.py) needs only its first n * rows_unit rows of A's
+// folded batch: the rest are padding whose results nothing reads. A second primitive over
+// a block of those rows runs once per block the count covers, where that is less than the
+// whole; its weights are the whole primitive's (one reorder).
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "broadcast.h"
@@ -31,13 +38,25 @@ using dims = dnnl::memory::dims;
 class MatmulKernel : public Kernel {
  public:
   size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, host_engine(*dev_)); }
+  void set_instances(int n) override {
+    prim_.set_instances(n, host_engine(*dev_));
+    block_.set_instances(n, host_engine(*dev_));
+  }
   Status run(ExecContext& ctx) override;
-  std::string impl() const override { return gelu_ ? prim_.impl() + " + gelu avx512" : prim_.impl(); }
+  std::string impl() const override {
+    return prim_.impl() + (gelu_ ? " + gelu avx512" : "") + (block_.valid() ? " + row blocks" : "");
+  }
 
   // Builds the primitive. `src`/`wei` describe A and B as stored (plain or strided).
   void build(const KernelArgs& a, const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
              const dnnl::memory::desc* bias, const dnnl::memory::desc& dst, const dnnl::post_ops& ops);
+  // The primitive over a block of the `total` rows of a folded [total, K] x [K, N] product
+  // (rows=1) with post-ops `ops`; none when blocks would not pay or oneDNN has only its
+  // reference kernel for one on the whole product's weights.
+  void build_block(const KernelArgs& a, int64_t total, int64_t K, int64_t N, const dnnl::memory::desc* bias,
+                   const dnnl::post_ops& ops);
+  // Rows [0, used) only (used < the whole), by block_ primitive runs.
+  void run_blocks(ExecContext& ctx, int64_t used);
 
   const Device* dev_ = nullptr;
   const TensorInfo* a_ = nullptr;
@@ -56,8 +75,21 @@ class MatmulKernel : public Kernel {
   dnnl::memory::desc mul_md_;
   Prim prim_;
   std::shared_ptr<const AlignedBuffer> weights_;  // constant B in oneDNN's layout (shared)
+  dnnl::memory::desc wei_md_;                     // B as prim_ reads it
+  Ref wei_ref_;
+  // rows=1: the count, rows of the fold per counted row, all rows of the fold, rows a run
+  // of block_ covers, and A's and Y's row strides (elements)
+  const TensorInfo* count_ = nullptr;
+  int64_t unit_ = 1, total_ = 0, block_rows_ = 0, lda_ = 0, ldy_ = 0;
+  Prim block_;
   WorkspacePlan plan_;
 };
+
+// y *= m elementwise (n floats).
+void multiply(float* y, const float* m, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 15))
+  for (int64_t i = 0; i < n; ++i) y[i] *= m[i];
+}
 
 void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, const dnnl::memory::desc& wei,
                          const dnnl::memory::desc* bias, const dnnl::memory::desc& dst,
@@ -75,6 +107,8 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
     weights_ = reorder_constant(a, wei, b_->data, pd.weights_desc());
     wref = Ref::buffer(weights_->data());
   }
+  wei_md_ = pd.weights_desc();
+  wei_ref_ = wref;
   prim_.arg(DNNL_ARG_SRC, src, Ref::of(*a_));
   prim_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), wref);
   if (bias) prim_.arg(DNNL_ARG_BIAS, *bias, Ref::of(*bias_));
@@ -83,10 +117,53 @@ void MatmulKernel::build(const KernelArgs& a, const dnnl::memory::desc& src, con
   Prim::share_scratchpad(&plan_, {&prim_});
 }
 
-// y *= m elementwise (n floats).
-void multiply(float* y, const float* m, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 15))
-  for (int64_t i = 0; i < n; ++i) y[i] *= m[i];
+// Blocks of an eighth of the rows (at least 16, whole counted rows): a few runs of a
+// primitive of that size cost little more than one, and a count of a quarter of the rows
+// (top-2 of 8 experts) then runs a quarter of the work.
+void MatmulKernel::build_block(const KernelArgs& a, int64_t total, int64_t K, int64_t N,
+                               const dnnl::memory::desc* bias, const dnnl::post_ops& ops) {
+  const int64_t want = std::max<int64_t>(16, total / 8);
+  const int64_t block = (want + unit_ - 1) / unit_ * unit_;
+  if (2 * block > total || !prim_.valid()) return;
+  const dnnl::memory::desc src(dims{block, K}, dt::f32, dims{K, 1});
+  const dnnl::memory::desc dst(dims{block, N}, dt::f32, dims{N, 1});
+  const dnnl::primitive_attr attr = make_attr(ops);
+  const dnnl::engine& eng = host_engine(*dev_);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = bias ? dnnl::matmul::primitive_desc(eng, src, wei_md_, *bias, dst, attr)
+              : dnnl::matmul::primitive_desc(eng, src, wei_md_, dst, attr);
+  } catch (const dnnl::error&) {
+    return;  // no kernel for this block on the whole one's weights: the whole one runs
+  }
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return;
+  block_ = Prim(pd);
+  block_.arg(DNNL_ARG_SRC, src, Ref::of(*a_));
+  block_.arg(DNNL_ARG_WEIGHTS, wei_md_, wei_ref_);
+  if (bias) block_.arg(DNNL_ARG_BIAS, *bias, Ref::of(*bias_));
+  block_.arg(DNNL_ARG_DST, dst, Ref::of(*y_));
+  Prim::share_scratchpad(&plan_, {&block_});  // a slot of its own (prim_ has one already)
+  total_ = total;
+  block_rows_ = block;
+  lda_ = K;
+  ldy_ = N;
+}
+
+void MatmulKernel::run_blocks(ExecContext& ctx, int64_t used) {
+  const int64_t runs = (used + block_rows_ - 1) / block_rows_;
+  const int64_t rows = runs * block_rows_;
+  float* y = ctx.ptr<float>(*y_);
+  if (residual_) {
+    const uint8_t* r = ctx.ptr(*residual_);
+    if (r != reinterpret_cast<uint8_t*>(y)) std::memmove(y, r, static_cast<size_t>(rows * ldy_) * sizeof(float));
+  }
+  for (int64_t i = 0; i < runs; ++i) {
+    const ptrdiff_t at_a = static_cast<ptrdiff_t>(i * block_rows_ * lda_ * 4);
+    const ptrdiff_t at_y = static_cast<ptrdiff_t>(i * block_rows_ * ldy_ * 4);
+    block_.execute(ctx, {{DNNL_ARG_SRC, at_a}, {DNNL_ARG_DST, at_y}});
+  }
+  if (gelu_) gelu::erf_form(y, y, rows * ldy_, omp_get_max_threads());
+  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), rows * ldy_);
 }
 
 // Another kernel (the GEMV) and then the multiplier.
@@ -111,6 +188,14 @@ class MulAfter : public Kernel {
 };
 
 Status MatmulKernel::run(ExecContext& ctx) {
+  if (block_.valid()) {
+    // the count comes from the graph's data: bounded by the rows there are
+    const int64_t n = std::clamp<int64_t>(*ctx.ptr<const int64_t>(*count_), 0, total_ / unit_);
+    if ((n * unit_ + block_rows_ - 1) / block_rows_ * block_rows_ < total_) {
+      run_blocks(ctx, n * unit_);
+      return Status::Ok();
+    }
+  }
   float* y = ctx.ptr<float>(*y_);
   if (c_) {
     const float* c = ctx.ptr<const float>(*c_);
@@ -235,6 +320,13 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   a.expect_outputs(1, 1);
   const Fusion fusion = parse_fusion(a);
   size_t n_in = a.inputs.size();
+  if (a.attr_int("rows", 0) != 0) {  // the routed rows' count, last of all
+    if (n_in < 3) invalid("rows=1 needs the row count as the last input");
+    k->count_ = &a.in(--n_in);
+    a.expect_dtype(*k->count_, DType::kInt64, "row count");
+    if (k->count_->numel != 1) invalid("the row count must have one element, got ", shape_str(k->count_->shape));
+    k->unit_ = a.attr_int("rows_unit", 1);
+  }
   k->mul_ = take_last(a, a.attr_int("mul", 0) != 0, "mul=1", "multiplier", &n_in);
   k->residual_ = take_residual(a, fusion, &n_in);
   const bool has_bias = a.attr_int("has_bias", 0) != 0;
@@ -266,7 +358,8 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   if (bo.size() + 2 > DNNL_MAX_NDIMS) invalid("rank too large");
 
   dims sd, wd, dd;
-  if (bb.empty() || shape_numel(bb) == 1) {
+  const bool folded = bb.empty() || shape_numel(bb) == 1;
+  if (folded) {
     // B has no (real) batch: fold every batch dim of A into M for one large GEMM.
     const int64_t rows = shape_numel(ba) * M;
     sd = {rows, K};
@@ -299,6 +392,10 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   }
   if (bs.size() == 2 && bb.empty()) {  // B is a [K,N] matrix: A's rows are independent
     GemvSpec g{k->a_, k->b_, false, k->bias_, k->residual_, k->y_, shape_numel(ba) * M, K, N};
+    if (k->count_ && k->unit_ >= 1 && g.rows % k->unit_ == 0) {
+      g.count = k->count_;
+      g.unit = k->unit_;
+    }
     if (auto gemv = make_gemv(a, g, fusion)) {
       if (k->mul_) return std::make_unique<MulAfter>(std::move(gemv), k->y_, k->mul_);
       return gemv;
@@ -308,7 +405,10 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   if (k->residual_) ops.append_sum(1.f);
   append_or_take_activation(fusion, k.get(), &ops);
   const dnnl::post_ops base = ops;
-  k->mul_loop_ = k->mul_ && k->gelu_;  // the GELU runs after the primitive: multiply after it
+  // multiplied after the primitive where the GELU runs there, and for routed rows (the
+  // blocks' weights are the whole product's: with a multiplier post-op oneDNN 3.2 laid them
+  // out so that it had only its reference kernel for a block)
+  k->mul_loop_ = k->mul_ && (k->gelu_ || k->count_);
   if (k->mul_ && !k->mul_loop_) {
     k->mul_index_ = ops.len();
     k->mul_md_ = dense(dd);
@@ -318,6 +418,10 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   if (k->mul_ && !k->mul_loop_ && k->impl().find(" ref") != std::string::npos) {
     k->mul_loop_ = true;  // no fast matmul with this post-op: multiply by a loop
     k->build(a, dense(sd), dense(wd), has_bias ? &bias_md : nullptr, dense(dd), base);
+  }
+  const int64_t total = sd[0];
+  if (k->count_ && folded && k->unit_ >= 1 && total % k->unit_ == 0 && as.size() >= 2) {
+    k->build_block(a, total, K, N, has_bias ? &bias_md : nullptr, base);
   }
   return k;
 }

@@ -31,7 +31,7 @@ const std::vector<OpRow>& op_table() {
       {"GlobalAveragePool", make_pool, L::kUniform, 1, 1, T::kF32, 3, 5, nullptr},
       {"GlobalMaxPool", make_pool, L::kUniform, 1, 1, T::kF32, 3, 5, nullptr},
       {"Gemm", make_gemm, L::kPlainOnly, 2, 4, T::kF32, 2, 2, check_gemm},
-      {"MatMul", make_matmul, L::kPlainOnly, 2, 5, T::kF32, 1, kAnyRank, check_matmul},
+      {"MatMul", make_matmul, L::kPlainOnly, 2, 6, T::kF32, 1, kAnyRank, check_matmul},
       {"Add", make_binary, L::kChannel, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Sub", make_binary, L::kChannel, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Mul", make_binary, L::kChannel, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},

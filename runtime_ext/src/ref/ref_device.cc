@@ -66,7 +66,10 @@ class UnaryKernel final : public Kernel {
 class MatMulKernel final : public Kernel {
  public:
   explicit MatMulKernel(const KernelArgs& a) {
-    a.expect_inputs(2, 2);
+    // rows=1 adds a count of the rows that matter (the host backend's MatMul); all are
+    // computed here
+    const int counted = a.attr_int("rows", 0) != 0 ? 1 : 0;
+    a.expect_inputs(2 + counted, 2 + counted);
     a.expect_outputs(1, 1);
     a_ = &a.in(0);
     b_ = &a.in(1);
