@@ -52,3 +52,33 @@ def test_topk_and_gather_nd_run_on_the_runtime_directly():
     m, _ = load_op("GatherND", [randn(3, 2), np.zeros((2, 1), I64)], [2, 2])
     with pytest.raises(rt.InvalidArgument, match=r"node 'fc' \(GatherND\): index -4 out of range"):
         m.execute([randn(3, 2), np.array([[1], [-4]], I64)])
+
+
+def _topk_reference(x: np.ndarray, k: int, axis: int, largest: bool):
+    """ONNX's order: by value, equal values by index, NaN after every number."""
+    moved = np.moveaxis(x, axis, -1)
+    key = np.where(np.isnan(moved), np.inf, -moved if largest else moved)
+    nan_last = np.isnan(moved)
+    order = np.lexsort((np.broadcast_to(np.arange(moved.shape[-1]), moved.shape), key, nan_last),
+                       axis=-1)[..., :k]
+    vals = np.take_along_axis(moved, order, -1)
+    return np.moveaxis(vals, -1, axis), np.moveaxis(order, -1, axis)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 16, 17, 40])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_topk_orders_ties_and_nans_like_the_reference_at_every_k(k, largest, axis):
+    """Small k (a router's top-2 of 8) select by insertion into k slots, larger k sort:
+    both give the reference's order — ties by index, NaN last — along the inner axis and
+    an outer one."""
+    rng = np.random.default_rng(k + 7 * largest)
+    x = rng.integers(-3, 4, (4, 40, 41)).astype(np.float32)  # many ties
+    x[rng.random(x.shape) < 0.1] = np.nan
+    want_v, want_i = _topk_reference(x, k, axis, bool(largest))
+    shape = list(x.shape)
+    shape[axis] = k
+    vals, idx = run_op("TopK", [x, Const(np.array([k], I64))], [shape, shape],
+                       ["float32", "int64"], 2, axis=axis, largest=largest)
+    np.testing.assert_array_equal(idx, want_i)
+    np.testing.assert_array_equal(vals, want_v)

@@ -32,6 +32,9 @@ struct AxisView {
 
 enum class Sel { kTopLargest, kTopSmallest, kArgMax, kArgMin };
 
+// TopK's k up to which a row's selection is an insertion into k slots.
+constexpr int64_t kSmallK = 16;
+
 class SelectKernel : public Kernel {
  public:
   explicit SelectKernel(const KernelArgs& a) {
@@ -88,8 +91,6 @@ class SelectKernel : public Kernel {
         return;
       }
       // TopK: the first k of the column's indices in the reference's order.
-      std::vector<int64_t> order(static_cast<size_t>(v.dim));
-      std::iota(order.begin(), order.end(), int64_t{0});
       const bool largest = sel_ == Sel::kTopLargest;
       auto before = [&](int64_t p, int64_t q) {
         const T a = at(p), b = at(q);
@@ -97,12 +98,34 @@ class SelectKernel : public Kernel {
         if (a != b) return largest ? a > b : a < b;
         return p < q;
       };
-      std::partial_sort(order.begin(), order.begin() + k_, order.end(), before);
-      for (int64_t j = 0; j < k_; ++j) {
-        const int64_t out = (o * k_ + j) * v.inner + i;
-        idx[out] = order[static_cast<size_t>(j)];
-        vals[out] = at(order[static_cast<size_t>(j)]);
+      auto emit = [&](const int64_t* order) {
+        for (int64_t j = 0; j < k_; ++j) {
+          const int64_t out = (o * k_ + j) * v.inner + i;
+          idx[out] = order[j];
+          vals[out] = at(order[j]);
+        }
+      };
+      if (k_ <= kSmallK) {
+        // a router's top-k of a few experts: insertion into k slots, no allocation (the
+        // sort below took ~200 ns a row, most of it the vector)
+        int64_t best[kSmallK];
+        int64_t have = 0;
+        for (int64_t j = 0; j < v.dim; ++j) {
+          if (have == k_ && (k_ == 0 || !before(j, best[have - 1]))) continue;
+          int64_t p = have < k_ ? have++ : k_ - 1;
+          while (p > 0 && before(j, best[p - 1])) {
+            best[p] = best[p - 1];
+            --p;
+          }
+          best[p] = j;
+        }
+        emit(best);
+        return;
       }
+      std::vector<int64_t> order(static_cast<size_t>(v.dim));
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k_, order.end(), before);
+      emit(order.data());
     });
     return Status::Ok();
   }
