@@ -76,6 +76,8 @@ def _overlap(a: Buffer, b: Buffer) -> bool:
 
 def _place(order: Sequence[Buffer], conflict: Conflict = _overlap) -> dict[int, int]:
     """Best-fit: each buffer takes the smallest gap between conflicting ones that fits."""
+    if conflict is _overlap:
+        return _place_intervals(order)
     placed: list[tuple[int, Buffer]] = []
     offsets: dict[int, int] = {}
     for b in order:
@@ -91,6 +93,34 @@ def _place(order: Sequence[Buffer], conflict: Conflict = _overlap) -> dict[int, 
             best_off = cursor
         offsets[b.id] = best_off
         placed.append((best_off, b))
+    return offsets
+
+
+def _place_intervals(order: Sequence[Buffer]) -> dict[int, int]:
+    """_place for interval lifetimes (one stream), the same offsets in numpy: the conflicts
+    of a buffer are one mask over those placed, the gaps a running maximum. The loop over
+    pairs was quadratic in Python calls (a MoE model's 500 storages: 130,000 overlap tests,
+    about a tenth of its compile)."""
+    n = len(order)
+    starts = np.fromiter((b.start for b in order), np.int64, n)
+    ends = np.fromiter((b.end for b in order), np.int64, n)
+    sizes = np.fromiter((align(b.size) for b in order), np.int64, n)
+    offs = np.zeros(n, np.int64)
+    offsets: dict[int, int] = {}
+    for i, b in enumerate(order):
+        size = int(sizes[i])
+        busy = np.flatnonzero((starts[:i] <= b.end) & (ends[:i] >= b.start))
+        best = 0
+        if busy.size:
+            at = np.lexsort((sizes[busy], offs[busy]))  # by offset, then size: as sorted()
+            off, top = offs[busy][at], offs[busy][at] + sizes[busy][at]
+            cursor = np.maximum.accumulate(np.concatenate(([0], top)))  # before each, and last
+            gap = off - cursor[:-1]
+            fits = np.flatnonzero(gap >= size)
+            # the smallest gap that fits, the first of equal ones; else past them all
+            best = int(cursor[fits[np.argmin(gap[fits])]]) if fits.size else int(cursor[-1])
+        offs[i] = best
+        offsets[b.id] = best
     return offsets
 
 

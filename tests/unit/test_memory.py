@@ -1,7 +1,9 @@
 import random
 
+import numpy as np
 import pytest
 
+from graphengine.engine.codegen import memory
 from graphengine.engine.codegen.memory import ALIGN, Buffer, check_plan, lower_bound, plan_memory
 
 
@@ -51,3 +53,20 @@ def test_chain_schedule_hits_the_lower_bound():
     plan = plan_memory(bufs)
     check_plan(bufs, plan)
     assert plan.arena_bytes <= 1.05 * plan.lower_bound
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_interval_placement_is_the_generic_best_fit(seed):
+    """One stream's placement runs in numpy (memory._place_intervals); it must give the
+    offsets of the generic best-fit loop over the same overlap test, in every strategy,
+    ties included (equal sizes, equal lifetimes, zero-byte buffers)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        n = int(rng.integers(1, 90))
+        starts = rng.integers(0, 50, n)
+        bufs = [Buffer(i, int(rng.choice([0, 1, 64, 100, 128, 4096, 64 * int(rng.integers(1, 9))])),
+                       int(s), int(s + rng.integers(0, 25))) for i, s in enumerate(starts)]
+        for name, strategy in memory.STRATEGIES.items():
+            fast = strategy(bufs, memory._overlap)
+            generic = strategy(bufs, lambda a, b: a.overlaps(b))  # not _overlap: the loop
+            assert fast == generic, name
