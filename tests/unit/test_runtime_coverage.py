@@ -82,3 +82,23 @@ def test_topk_orders_ties_and_nans_like_the_reference_at_every_k(k, largest, axi
                        ["float32", "int64"], 2, axis=axis, largest=largest)
     np.testing.assert_array_equal(idx, want_i)
     np.testing.assert_array_equal(vals, want_v)
+
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("last", [0, 1])
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_argmax_and_argmin_take_numpys_index_along_every_axis(op, last, axis):
+    """An outer axis runs row by row over the lanes, the inner one lane by lane: both give
+    numpy's first extreme (the last with select_last_index), a NaN being the extreme."""
+    rng = np.random.default_rng(axis + 3 * last)
+    x = rng.integers(-2, 3, (3, 5, 7)).astype(np.float32)  # ties everywhere
+    x[rng.random(x.shape) < 0.08] = np.nan
+    pick = np.argmax if op == "ArgMax" else np.argmin
+    if last:
+        want = x.shape[axis] - 1 - pick(np.flip(x, axis), axis=axis)
+    else:
+        want = pick(x, axis=axis)
+    shape = list(want.shape)
+    (got,) = [run_op(op, [x], shape, "int64", 1, axis=axis, keepdims=0,
+                     select_last_index=last)]
+    np.testing.assert_array_equal(got, want)
