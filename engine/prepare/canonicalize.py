@@ -44,12 +44,14 @@ from .steps import chain
 from .views import _FLAT_VIEWS as FLAT_VIEWS
 from .views import (
     as_one_view,
+    as_parts,
     as_reshape,
     as_transpose,
     identity_gather,
     identity_gather_nd,
     merged_transpose,
     nd_as_reshape,
+    split_of_concat,
     view_of_view,
 )
 
@@ -532,6 +534,7 @@ CANONICAL: list[_Row] = [
     (identity_gather_nd, nd_as_reshape, ("GatherND",)),
     (view_of_view, as_one_view, FLAT_VIEWS),
     (merged_transpose, as_transpose, ("Reshape",)),
+    (split_of_concat, as_parts, ("Split",)),
     (merged_batch_op, lift_merged_batch, ("Transpose", "MatMul") + MERGED_ELEMENTWISE),
 ]
 _BY_OP: dict[str, list[_Row]] = {}

@@ -17,6 +17,11 @@ A Transpose between a Reshape merging leading axes and one splitting them back i
 Transpose of the original (torch's dynamo export writes scaled_dot_product_attention's Kᵀ
 as [B, H, S, D] -> [B*H, S, D] -> Transpose [0, 2, 1] -> [B, H, D, S]; the attention
 fusion reads a 4-D Transpose as the kernel's strided operand, and the 3-D one hid it).
+
+A Split that cuts a Concat (or a Transpose of one) back into the parts it joined is the
+parts: a mixture of experts' padded selection (prepare/expert_rows.py) is the Concat of its
+slot and token rows, which the exporter's Transpose and Split then take apart again, three
+tasks per expert. A part that only moves unit axes under the Transpose is a Reshape.
 """
 
 from __future__ import annotations
@@ -164,3 +169,61 @@ def as_transpose(graph: Graph, node: Node) -> None:
 
 __all__ = ["as_one_view", "as_reshape", "as_transpose", "identity_gather", "identity_gather_nd",
            "merged_transpose", "nd_as_reshape", "view_of_view"]
+
+
+# ---- a Split that undoes a Concat ------------------------------------------------------
+def _split_parts(node: Node) -> tuple[list[Value], list[int] | None] | None:
+    """(the Concat's inputs, the Transpose's perm or None) when node = Split of Concat, or
+    of a Transpose (read by nothing else) of one, along the axis the parts were joined on,
+    into pieces of exactly the parts' sizes: each piece is a part (transposed)."""
+    if node.op_type != "Split" or not node.outputs or any(not _static(o) for o in node.outputs) \
+            or any(o in node.graph.outputs for o in node.outputs):
+        return None
+    x = node.input(0)
+    if x is None or not _static(x) or x.producer is None:
+        return None
+    perm, src = None, x
+    if x.producer.op_type == "Transpose" and len(x.users) == 1:
+        rank = len(x.meta.shape)
+        perm = list(x.producer.attrs.get("perm") or range(rank)[::-1])
+        src = x.producer.input(0)
+    concat = src.producer if src is not None else None
+    if concat is None or concat.op_type != "Concat" or not _static(src) \
+            or any(p is None or not _static(p) for p in concat.inputs):
+        return None
+    rank = len(src.meta.shape)
+    axis = int(node.attrs.get("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    joined = int(concat.attrs.get("axis", 0))
+    joined = joined + rank if joined < 0 else joined
+    if (perm[axis] if perm is not None else axis) != joined:
+        return None
+    pieces = [o.meta.shape[axis] for o in node.outputs]
+    if pieces != [p.meta.shape[joined] for p in concat.inputs]:
+        return None
+    return list(concat.inputs), perm
+
+
+def split_of_concat(node: Node) -> bool:
+    return _split_parts(node) is not None
+
+
+def as_parts(graph: Graph, node: Node) -> None:
+    """Each piece is its part; through a Transpose, the part transposed, a Reshape where only
+    unit axes move (a MoE selection's [1, T] rows as [T, 1] columns: no task)."""
+    parts, perm = _split_parts(node)
+    for out, part in zip(list(node.outputs), parts):
+        if perm is None:
+            graph.replace_all_uses(out, part)
+            continue
+        shape = part.meta.shape
+        moved = [a for a in perm if shape[a] != 1]
+        if moved == sorted(moved):
+            target = graph.add_constant(None, np.asarray(out.meta.shape, np.int64))
+            new = graph.add_node("Reshape", [part, target], after=node,
+                                 name=graph.unique_name(f"{node.name}_part")).outputs[0]
+        else:
+            new = graph.add_node("Transpose", [part], attrs={"perm": list(perm)}, after=node,
+                                 name=graph.unique_name(f"{node.name}_part")).outputs[0]
+        new.meta = out.meta
+        graph.replace_all_uses(out, new)

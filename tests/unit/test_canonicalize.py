@@ -215,3 +215,42 @@ def test_a_tile_by_constant_repeats_runs_on_the_device(shape, reps, dtype):
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(("transposed", "sizes", "cut"), [
+    (False, (2, 3), (2, 3)),   # the parts back
+    (True, (1, 1), (1, 1)),    # a MoE selection's [1, T] rows as [T, 1] columns
+    (True, (2, 3), (2, 3)),    # parts that move non-unit axes: each a Transpose
+    (False, (2, 3), (3, 2)),   # other pieces: the Split stays
+])
+def test_a_split_that_undoes_a_concat_is_its_parts(transposed, sizes, cut):
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(sizes[0], 6)).astype(np.float32)
+    b = rng.normal(size=(sizes[1], 6)).astype(np.float32)
+    nodes = [helper.make_node("Concat", ["a", "b"], ["ab"], axis=0)]
+    src, axis = "ab", 0
+    if transposed:
+        nodes.append(helper.make_node("Transpose", ["ab"], ["ba"], perm=[1, 0]))
+        src, axis = "ba", 1
+    nodes += [helper.make_node("Split", [src, "cut"], ["p", "q"], axis=axis),
+              helper.make_node("Relu", ["p"], ["y"]), helper.make_node("Neg", ["q"], ["z"])]
+    shape = (lambda n: [6, n]) if transposed else (lambda n: [n, 6])
+    graph = helper.make_graph(
+        nodes, "split_concat",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+         for n, v in (("a", a), ("b", b))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape(cut[0])),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, shape(cut[1]))],
+        [numpy_helper.from_array(np.array(cut, np.int64), "cut")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = model.SerializeToString()
+    compiled = compile_graph(load_model(model))
+    placed = [p.op_type for p in compiled.report.placements]
+    assert ("Split" in placed) == (cut != sizes), placed
+    if cut == sizes and sizes == (1, 1):
+        assert "Transpose" not in placed and "Concat" not in placed, placed
+    got = LoadedModel(compiled).run({"a": a, "b": b})
+    sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(got["y"], want[0])
+    np.testing.assert_array_equal(got["z"], want[1])
