@@ -30,6 +30,13 @@ bool KernelSetChoice::prefers_narrow() const {
 }
 
 KernelSetChoice::Pick KernelSetChoice::pick(uint64_t now_ns) {
+  const Pick p = choose(now_ns);
+  ran_ = true;
+  last_narrow_ = p.narrow;
+  return p;
+}
+
+KernelSetChoice::Pick KernelSetChoice::choose(uint64_t now_ns) {
   const bool prefer = prefers_narrow();
   if (probe_next_) {  // the warm-up ran on the last launch alone: this one is timed
     probe_next_ = false;
@@ -46,7 +53,9 @@ KernelSetChoice::Pick KernelSetChoice::pick(uint64_t now_ns) {
     probe_next_ = true;
     return {!prefer, true, false};
   }
-  return {prefer, false, false};
+  // The first launch back on a set after the other one ran (after a probe, or on the switch
+  // a probe decided) pays for waking it as a probe's first launch does: not its time.
+  return {prefer, ran_ && prefer != last_narrow_, false};
 }
 
 void KernelSetChoice::record(const Pick& p, uint64_t took_ns) {

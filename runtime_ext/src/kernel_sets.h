@@ -12,7 +12,12 @@
 // probe is two launches of the other set, the first not timed: after a long streak on one
 // set the other's first launch pays for waking what the streak left idle (the OpenMP team,
 // cold caches), and timed alone it always looked slower (byte_cnn and hf_llama ran the
-// narrow set on 96-100% of launches on a quiet machine).
+// narrow set on 96-100% of launches on a quiet machine). The first launch back on a set
+// after the other ran is untimed for the same reason: at start the team's first timed
+// launch came right after the narrow set's probe, and one slow one (efficientnet_b0 at
+// batch 1: the team ~7 ms once warm, 40-70 ms on that launch, one thread 13-15 ms) made the
+// single thread look faster; the team's next probe was 16 launches and 32 times that slow
+// launch later, past bench-zoo's whole latency round (p50 13.2 ms against ONNX Runtime's 7.2).
 //
 // A set's time is the median of its last kWindow launches, not a moving average: one
 // launch that a passing process stretched (a 35 ms ResNet-50 launch whose helper lost a few
@@ -63,6 +68,9 @@ class KernelSetChoice {
   uint64_t time_ns(bool narrow) const { return (narrow ? narrow_ : wide_).median(); }
   bool prefers_narrow() const;
   uint32_t probe_every() const { return probe_every_; }
+  // The last pick was a probe's warm-up (its timed launch comes next), not the untimed
+  // first launch back on a set.
+  bool probing() const { return probe_next_; }
 
  private:
   // The last kWindow launch times of one set.
@@ -75,8 +83,12 @@ class KernelSetChoice {
     uint64_t median() const;  // the lower middle of an even count; 0 when empty
   };
 
+  Pick choose(uint64_t now_ns);
+
   Times wide_;
   Times narrow_;
+  bool ran_ = false;          // a launch alone was picked
+  bool last_narrow_ = false;  // ... and ran the narrow set
   bool warm_ = false;
   bool probe_next_ = false;  // the warm-up ran; the next launch alone is timed
   uint32_t since_probe_ = 0;

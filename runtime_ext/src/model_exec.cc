@@ -408,7 +408,7 @@ Status Model::execute(const ExecRequest& req, std::vector<std::vector<HostResult
   stats_.runs += 1;
   stats_.narrow_runs += launch.narrow ? 1 : 0;
   stats_.serial_runs += launch.serial ? 1 : 0;
-  stats_.probe_warmups += launch.warmup ? 1 : 0;
+  stats_.probe_warmups += launch.probe_warmup ? 1 : 0;
   stats_.iterations += n_iter;
   stats_.seconds += secs;
   stats_.bytes_copied += launch.copied + req.converted_bytes;
@@ -420,6 +420,7 @@ bool Model::pick_narrow(Launch& l) {
   std::lock_guard<std::mutex> lock(mode_mu_);
   const KernelSetChoice::Pick p = mode_.pick(now_ns());
   l.warmup = p.warmup;
+  l.probe_warmup = p.warmup && mode_.probing();
   l.probe = p.probe;
   return p.narrow;
 }

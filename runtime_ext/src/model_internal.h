@@ -40,7 +40,8 @@ struct Model::Launch {
   // and each submits the next when it first waits, passes a barrier or ends (hand_off)
   bool serial = false;
   bool probe = false;   // alone, on the kernel set not currently preferred (pick_narrow)
-  bool warmup = false;  // a probe's first launch: runs the other set, its time not kept
+  bool warmup = false;  // its time not kept: a probe's first launch, or the first back on a set
+  bool probe_warmup = false;  // ... the former (stats: probe_warmups)
   // the narrow set was built when it started: its kernels may run a task (and the
   // instance's workspaces fit them)
   bool narrow_ok = false;

@@ -109,3 +109,30 @@ def test_the_probe_interval_doubles_while_the_choice_holds():
         probes += d.launch(35 * MS, 60 * MS)[2]
     assert probes >= 2
     assert d.choice.probe_every >= first * 4
+
+
+def test_the_first_team_launch_after_the_narrow_probe_is_not_its_time():
+    # efficientnet_b0 at batch 1: the team ~7 ms once warm, one thread ~14 ms. At start the
+    # narrow set's probe ran launches 2 and 3; the team's next launch paid for waking its
+    # helper and cold caches (40-70 ms). Timed, that one launch was the team's whole window,
+    # the single thread looked faster, and the team's next probe came 16 launches and 32
+    # times the slow launch later: a benchmark's latency round ran on one thread.
+    d = Driver()
+    d.launch(70 * MS, 14 * MS)  # first: not timed
+    assert d.launch(70 * MS, 14 * MS) == (True, True, False)
+    assert d.launch(70 * MS, 14 * MS) == (True, False, True)
+    assert d.launch(50 * MS, 14 * MS) == (False, True, False)  # back on the team: untimed
+    assert d.launch(7 * MS, 14 * MS) == (False, False, False)
+    assert d.choice.time_ns(False) == 7 * MS and not d.choice.prefers_narrow
+    for _ in range(30):
+        assert d.launch(7 * MS, 14 * MS)[0] is False
+
+
+def test_a_switch_to_the_single_thread_times_from_its_second_launch():
+    d = _settled()
+    for _ in range(3):
+        d.launch(300 * MS, 60 * MS)
+    assert d.choice.prefers_narrow
+    assert d.launch(300 * MS, 90 * MS) == (True, True, False)  # the switch's first: untimed
+    assert d.launch(300 * MS, 60 * MS) == (True, False, False)
+    assert d.choice.time_ns(True) == 60 * MS
