@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from .. import ops
 from ..errors import GraphEngineError, ShapeError
 from ..ir import Graph, Node, plain_attrs
@@ -54,6 +56,9 @@ def _sweep(graph: Graph) -> int:
     return changed
 
 
+SMALL_CONSTANT = 64  # elements: a constant input this small is part of the key by value
+
+
 def _key(node: Node) -> tuple | None:
     """What the node's inference reads, or None when that cannot be kept: attributes
     holding more than plain numbers and strings (a body graph, an array), a constant that
@@ -66,8 +71,15 @@ def _key(node: Node) -> tuple | None:
         if v is None or v.const is None:
             consts.append(None)
             continue
+        c = v.const
+        if isinstance(c, np.ndarray) and c.size <= SMALL_CONSTANT and c.dtype != object:
+            # a shape, axes or a scalar: by value (a round's folding and deduplication make
+            # new arrays of the same few numbers: 240 of more_olmoe's 1,159 nodes were
+            # inferred again only for that)
+            consts.append((c.dtype.str, c.shape, c.tobytes()))
+            continue
         try:
-            consts.append(weakref.ref(v.const))
+            consts.append(weakref.ref(c))
         except TypeError:
             return None
     return (registry.get(node.op_type, node), len(node.outputs),
@@ -76,8 +88,15 @@ def _key(node: Node) -> tuple | None:
 
 
 def _same(a: tuple, b: tuple) -> bool:
-    """Keys equal: the schema and each constant array by identity, the rest by value."""
+    """Keys equal: the schema and each large constant array by identity, the rest by
+    value."""
     return a[0] is b[0] and a[1] == b[1] and a[2] == b[2] and a[3] == b[3] and \
-        len(a[4]) == len(b[4]) and all(
-            (x is None) == (y is None) and (x is None or x() is not None and x() is y())
-            for x, y in zip(a[4], b[4]))
+        len(a[4]) == len(b[4]) and all(_same_constant(x, y) for x, y in zip(a[4], b[4]))
+
+
+def _same_constant(x, y) -> bool:
+    if x is None or y is None:
+        return x is None and y is None
+    if isinstance(x, tuple) or isinstance(y, tuple):  # small ones, by value
+        return x == y
+    return x() is not None and x() is y()

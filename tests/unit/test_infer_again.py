@@ -3,6 +3,8 @@ node is inferred again only when what its inference read has changed."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,8 @@ from graphengine.engine import ops
 from graphengine.engine.dtypes import DType
 from graphengine.engine.ir import Graph, TensorMeta
 from graphengine.engine.prepare import infer_shapes
+
+infer_again = importlib.import_module("graphengine.engine.prepare.infer_shapes")
 
 F32 = DType.FLOAT32
 
@@ -113,3 +117,39 @@ def test_a_derived_shape_read_by_several_nodes_is_derived_once_per_sweep(monkeyp
     infer_shapes(g)
     assert evaluated.count("cast") == 1
     assert all(v.meta == TensorMeta(F32, (2, 3)) for v in outs)
+
+
+def test_a_small_constant_of_the_same_values_is_not_a_change(inferred):
+    """Folding and deduplication make new arrays of the same few numbers (a Reshape's
+    target, axes, a scalar): compared by value, they leave the node as it was (more_olmoe's
+    second prepare round inferred 240 nodes again only for that). A large constant is
+    still compared by identity."""
+    g = Graph("g")
+    x = g.add_input("x", TensorMeta(F32, (2, 3)))
+    small = g.add_node("Reshape", [x, g.add_constant(None, np.array([3, 2], np.int64))],
+                       outputs=["r"], name="reshape")
+    big = g.add_node("Add", [small.outputs[0], g.add_constant(None, np.ones((3, 2), np.float32))],
+                     outputs=["y"], name="add")
+    g.outputs = [big.outputs[0]]
+    infer_shapes(g)
+    inferred.clear()
+    small.replace_input(small.input(1), g.add_constant(None, np.array([3, 2], np.int64)))
+    infer_shapes(g)
+    assert inferred == []
+    small.replace_input(small.input(1), g.add_constant(None, np.array([6], np.int64)))
+    big.replace_input(big.input(1), g.add_constant(None, np.ones((6,), np.float32)))
+    infer_shapes(g)
+    assert inferred == ["reshape", "add"]
+    assert g.values["y"].meta == TensorMeta(F32, (6,))
+    inferred.clear()
+    n = infer_again.SMALL_CONSTANT + 1
+    g2 = Graph("g2")
+    x2 = g2.add_input("x", TensorMeta(F32, (n,)))
+    add = g2.add_node("Add", [x2, g2.add_constant(None, np.ones(n, np.float32))],
+                      outputs=["y"], name="wide")
+    g2.outputs = [add.outputs[0]]
+    infer_shapes(g2)
+    inferred.clear()
+    add.replace_input(add.input(1), g2.add_constant(None, np.ones(n, np.float32)))
+    infer_shapes(g2)
+    assert inferred == ["wide"]  # by identity: not compared element by element
