@@ -443,6 +443,8 @@ def test_each_expert_multiplies_only_the_rows_routed_to_it(monkeypatch, form, k,
     products = 3 * E  # gate, up (the fused weight's two column products) and down
     assert f"{products} of {products} routed products" in _detail(compiled, "limit_routed_rows")
     assert len(_expert_tasks(loaded)) == products
+    # the gated product and the routing weight (one factor a row) are the products' own
+    assert sum("MatMul+Mul" in f for f in compiled.report.fusions) == 2 * E
     for s in range(2):
         feeds = _feeds(80 + s, bias)
         np.testing.assert_allclose(loaded.run(feeds)["out"], _reference(2, feeds, k),

@@ -113,8 +113,19 @@ def test_matmul_multiplier_after_bias_residual_and_activation(m, n, path):
     assert impl.endswith(" + mul") == (path == "gemv"), impl
 
 
-def test_matmul_multiplier_must_have_the_output_shape():
+def test_matmul_multiplier_has_the_output_shape_or_one_factor_a_row():
+    """The output's shape, or [.., rows, 1]: one factor a row (a mixture's routing weight on
+    its down projection, fused only for routed products), by the kernel's loop; anything
+    else is refused."""
     a = RNG.normal(size=(4, 8)).astype(np.float32)
     w = RNG.normal(size=(8, 5)).astype(np.float32)
-    with pytest.raises(rt.InvalidArgument, match=r"multiplier shape \[4,1\] does not match"):
-        run_op("MatMul", [a, Const(w), np.ones((4, 1), np.float32)], [4, 5], mul=1)
+    m = RNG.normal(size=(4, 1)).astype(np.float32)
+    y = run_op("MatMul", [a, Const(w), m], [4, 5], mul=1)
+    np.testing.assert_allclose(y, (a @ w) * m, rtol=1e-5, atol=1e-5)
+    a40 = RNG.normal(size=(40, 8)).astype(np.float32)  # the many-row (dot product) kernel
+    m40 = RNG.normal(size=(40, 1)).astype(np.float32)
+    y = run_op("MatMul", [a40, Const(w), m40], [40, 5], mul=1)
+    np.testing.assert_allclose(y, (a40 @ w) * m40, rtol=1e-5, atol=1e-5)
+    for bad in ((1, 5), (4, 2)):
+        with pytest.raises(rt.InvalidArgument, match=r"multiplier shape .* does not match"):
+            run_op("MatMul", [a, Const(w), np.ones(bad, np.float32)], [4, 5], mul=1)

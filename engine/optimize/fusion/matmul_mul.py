@@ -9,7 +9,8 @@ product's operands are not read again by a task of their own and the task goes.
 Matched at the Mul: one operand is the output of a device MatMul in the same partition that
 only the Mul reads, has no multiplier yet and comes after the other operand's producer in
 the graph (the MatMul then reads it, so it must exist before the MatMul runs); the other
-operand is computed, float32, of the output's shape (no broadcast). The row runs after the
+operand is computed, float32, of the output's shape (no broadcast), or, for a mixture's
+routed product, one factor a row (the routing weight, [.., rows, 1]). The row runs after the
 epilogue rows (bias, residual, activation): an activation written after the Mul is not the
 MatMul's, since oneDNN would apply it before the multiplier.
 """
@@ -33,14 +34,40 @@ def _match_mul(graph: Graph, mul: Node) -> tuple[Node, Value] | None:
             continue
         out = mm.outputs[0].meta
         if out is None or not out.is_static or out.dtype is not DType.FLOAT32 \
-                or other.meta != out or mul.outputs[0].meta != out:
+                or mul.outputs[0].meta != out or not (other.meta == out or _per_row(mm, other)):
             continue
         if other.producer is not None:
             order = order or {n: k for k, n in enumerate(graph.nodes)}
-            if order[other.producer] > order[mm]:
-                continue
+            if order[other.producer] > order[mm] and (
+                    other.meta == out or _reaches(mm, other.producer, order)):
+                continue  # a routing weight computed after the product: moved before it
         return mm, other
     return None
+
+
+def _reaches(mm: Node, node: Node, order: dict[Node, int]) -> bool:
+    """Whether `node` reads mm's output, directly or through others (only nodes after mm in
+    the graph's order can)."""
+    stack, seen = [node], set()
+    while stack:
+        n = stack.pop()
+        if n is mm:
+            return True
+        if n in seen or order[n] < order[mm]:
+            continue
+        seen.add(n)
+        stack.extend(v.producer for v in n.inputs if v is not None and v.producer is not None)
+    return False
+
+
+def _per_row(mm: Node, other: Value) -> bool:
+    """One factor a row ([.., rows, 1], float32) of a routed product (expert_rows.py's tag):
+    a mixture's routing weight on the down projection, multiplied by the kernel's loop over
+    the rows it computed."""
+    out = mm.outputs[0].meta
+    return "_rows_count" in mm.attrs and other.meta is not None and other.meta.is_static \
+        and other.meta.dtype is DType.FLOAT32 and out.shape[-1] > 1 \
+        and tuple(other.meta.shape) == tuple(out.shape[:-1]) + (1,)
 
 
 def _rewrite_mul(graph: Graph, mul: Node, ctx: tuple[Node, Value]) -> str:
@@ -50,6 +77,9 @@ def _rewrite_mul(graph: Graph, mul: Node, ctx: tuple[Node, Value]) -> str:
     mm.attrs["_mul_input"] = len(inputs)
     mm.set_inputs(inputs + [other])
     absorb(graph, mm, mul)
+    if other.producer is not None and \
+            graph.nodes.index(other.producer) > graph.nodes.index(mm):
+        graph.toposort()  # a routing weight computed after the product: now before it
     return f"MatMul+Mul(gate): {mm.name} absorbed {mul.name}"
 
 

@@ -71,6 +71,7 @@ class MatmulKernel : public Kernel {
   bool gelu_ = false;  // GELU (erf) over the output after the primitive
   const TensorInfo* mul_ = nullptr;  // the multiplier (mul=1)
   bool mul_loop_ = false;            // multiplied by run() instead of by a post-op
+  int64_t mul_width_ = 0;            // 1: one factor a row (a [.., rows, 1] multiplier); else 0
   int mul_index_ = 0;                // its post-op's index
   dnnl::memory::desc mul_md_;
   Prim prim_;
@@ -85,8 +86,16 @@ class MatmulKernel : public Kernel {
   WorkspacePlan plan_;
 };
 
-// y *= m elementwise (n floats).
-void multiply(float* y, const float* m, int64_t n) {
+// y *= m elementwise (n floats), or with `width` (N) > 0 each row of N floats by its one
+// factor m[row] (a mixture's routing weight, [rows, 1]).
+void multiply(float* y, const float* m, int64_t n, int64_t width = 0) {
+  if (width > 0) {
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 15))
+    for (int64_t r = 0; r < n / width; ++r) {
+      for (int64_t j = 0; j < width; ++j) y[r * width + j] *= m[r];
+    }
+    return;
+  }
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 15))
   for (int64_t i = 0; i < n; ++i) y[i] *= m[i];
 }
@@ -163,21 +172,21 @@ void MatmulKernel::run_blocks(ExecContext& ctx, int64_t used) {
     block_.execute(ctx, {{DNNL_ARG_SRC, at_a}, {DNNL_ARG_DST, at_y}});
   }
   if (gelu_) gelu::erf_form(y, y, rows * ldy_, omp_get_max_threads());
-  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), rows * ldy_);
+  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), rows * ldy_, mul_width_ ? ldy_ : 0);
 }
 
 // Another kernel (the GEMV) and then the multiplier.
 class MulAfter : public Kernel {
  public:
-  MulAfter(std::unique_ptr<Kernel> inner, const TensorInfo* y, const TensorInfo* m)
-      : inner_(std::move(inner)), y_(y), m_(m) {}
+  MulAfter(std::unique_ptr<Kernel> inner, const TensorInfo* y, const TensorInfo* m, bool per_row)
+      : inner_(std::move(inner)), y_(y), m_(m), width_(per_row ? y->shape.back() : 0) {}
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
   void set_instances(int n) override { inner_->set_instances(n); }
   std::string impl() const override { return inner_->impl() + " + mul"; }
   Status run(ExecContext& ctx) override {
     Status st = inner_->run(ctx);
     if (!st.ok()) return st;
-    multiply(ctx.ptr<float>(*y_), ctx.ptr<const float>(*m_), y_->numel);
+    multiply(ctx.ptr<float>(*y_), ctx.ptr<const float>(*m_), y_->numel, width_);
     return st;
   }
 
@@ -185,6 +194,7 @@ class MulAfter : public Kernel {
   std::unique_ptr<Kernel> inner_;
   const TensorInfo* y_;
   const TensorInfo* m_;
+  int64_t width_;  // > 0: one factor a row of this many outputs
 };
 
 Status MatmulKernel::run(ExecContext& ctx) {
@@ -213,7 +223,7 @@ Status MatmulKernel::run(ExecContext& ctx) {
   }
   prim_.execute(ctx);
   if (gelu_) gelu::erf_form(y, y, y_->numel, omp_get_max_threads());
-  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), y_->numel);
+  if (mul_loop_) multiply(y, ctx.ptr<const float>(*mul_), y_->numel, mul_width_ ? y_->shape.back() : 0);
   return Status::Ok();
 }
 
@@ -327,7 +337,17 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
     if (k->count_->numel != 1) invalid("the row count must have one element, got ", shape_str(k->count_->shape));
     k->unit_ = a.attr_int("rows_unit", 1);
   }
-  k->mul_ = take_last(a, a.attr_int("mul", 0) != 0, "mul=1", "multiplier", &n_in);
+  if (a.attr_int("mul", 0) != 0 && n_in >= 3 && !a.out(0).shape.empty() && a.out(0).shape.back() > 1) {
+    // one factor a row: [.., rows, 1] (a mixture's routing weight), multiplied by a loop
+    Shape per_row = a.out(0).shape;
+    per_row.back() = 1;
+    if (a.in(n_in - 1).shape == per_row) {
+      k->mul_ = &a.in(--n_in);
+      a.expect_dtype(*k->mul_, DType::kFloat32, "multiplier");
+      k->mul_width_ = 1;
+    }
+  }
+  if (!k->mul_) k->mul_ = take_last(a, a.attr_int("mul", 0) != 0, "mul=1", "multiplier", &n_in);
   k->residual_ = take_residual(a, fusion, &n_in);
   const bool has_bias = a.attr_int("has_bias", 0) != 0;
   const size_t want = has_bias ? 3 : 2;
@@ -397,7 +417,7 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
       g.unit = k->unit_;
     }
     if (auto gemv = make_gemv(a, g, fusion)) {
-      if (k->mul_) return std::make_unique<MulAfter>(std::move(gemv), k->y_, k->mul_);
+      if (k->mul_) return std::make_unique<MulAfter>(std::move(gemv), k->y_, k->mul_, k->mul_width_ != 0);
       return gemv;
     }
   }
@@ -408,7 +428,7 @@ std::unique_ptr<Kernel> build_matmul(const KernelArgs& a) {
   // multiplied after the primitive where the GELU runs there, and for routed rows (the
   // blocks' weights are the whole product's: with a multiplier post-op oneDNN 3.2 laid them
   // out so that it had only its reference kernel for a block)
-  k->mul_loop_ = k->mul_ && (k->gelu_ || k->count_);
+  k->mul_loop_ = k->mul_ && (k->gelu_ || k->count_ || k->mul_width_);
   if (k->mul_ && !k->mul_loop_) {
     k->mul_index_ = ops.len();
     k->mul_md_ = dense(dd);
