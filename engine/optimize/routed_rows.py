@@ -14,18 +14,19 @@ from __future__ import annotations
 
 import math
 
+from ..dtypes import DType
 from ..ir import Engine, Graph, Node
 from ..passes import PassResult
 
 
 def _counted(node: Node, count: Node | None) -> bool:
-    if count is None or count.graph is not node.graph or "_rows_input" in node.attrs:
+    if count is None or "_rows_input" in node.attrs:
         return False
     if node.meta.engine is not Engine.DEVICE or count.meta.engine is not Engine.DEVICE \
             or node.meta.partition != count.meta.partition:
         return False
     n, a = count.outputs[0].meta, node.input(0).meta if node.input(0) is not None else None
-    if n is None or not n.is_static or n.numel != 1 or n.dtype.value != "int64":
+    if n is None or not n.is_static or n.numel != 1 or n.dtype is not DType.INT64:
         return False
     if a is None or not a.is_static or len(a.shape) < 2:
         return False

@@ -31,7 +31,6 @@ bool KernelSetChoice::prefers_narrow() const {
 
 KernelSetChoice::Pick KernelSetChoice::pick(uint64_t now_ns) {
   const Pick p = choose(now_ns);
-  ran_ = true;
   last_narrow_ = p.narrow;
   return p;
 }
@@ -55,7 +54,8 @@ KernelSetChoice::Pick KernelSetChoice::choose(uint64_t now_ns) {
   }
   // The first launch back on a set after the other one ran (after a probe, or on the switch
   // a probe decided) pays for waking it as a probe's first launch does: not its time.
-  return {prefer, ran_ && prefer != last_narrow_, false};
+  // (Nothing is preferred before the first launch, which ran the wide set.)
+  return {prefer, prefer != last_narrow_, false};
 }
 
 void KernelSetChoice::record(const Pick& p, uint64_t took_ns) {

@@ -87,8 +87,7 @@ class KernelSetChoice {
 
   Times wide_;
   Times narrow_;
-  bool ran_ = false;          // a launch alone was picked
-  bool last_narrow_ = false;  // ... and ran the narrow set
+  bool last_narrow_ = false;  // the last launch alone ran the narrow set
   bool warm_ = false;
   bool probe_next_ = false;  // the warm-up ran; the next launch alone is timed
   uint32_t since_probe_ = 0;

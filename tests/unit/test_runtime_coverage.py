@@ -99,6 +99,5 @@ def test_argmax_and_argmin_take_numpys_index_along_every_axis(op, last, axis):
     else:
         want = pick(x, axis=axis)
     shape = list(want.shape)
-    (got,) = [run_op(op, [x], shape, "int64", 1, axis=axis, keepdims=0,
-                     select_last_index=last)]
+    got = run_op(op, [x], shape, "int64", 1, axis=axis, keepdims=0, select_last_index=last)
     np.testing.assert_array_equal(got, want)
