@@ -20,7 +20,7 @@ void gather_row(T* dst, int64_t dst_stride, const T* src, int64_t src_stride, in
 }
 
 void copy_row(uint8_t* dst, int64_t ds, const uint8_t* src, int64_t ss, int64_t n, size_t elem) {
-  if (ds == 1 && ss == 1) {
+  if (ds == 1 && ss == 1 && n * static_cast<int64_t>(elem) >= 64) {  // shorter: the loop
     std::memcpy(dst, src, static_cast<size_t>(n) * elem);
     return;
   }
@@ -61,21 +61,37 @@ void strided_copy2(uint8_t* dst, const Shape& dst_strides, const uint8_t* src,
   const int64_t inner = d[r - 1];
   const int64_t rows = total / inner;
   const int64_t e = static_cast<int64_t>(elem);
-  auto body = [&](int64_t row) {
-    int64_t so = 0, dof = 0, rem = row;
+  // Rows [r0, r1): the first row's offsets from its index, then an odometer over the outer
+  // dims (a division per dim per row cost more than copying a short row: 192 rows of 2
+  // floats took 2.3 us).
+  auto span = [&](int64_t r0, int64_t r1) {
+    std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+    int64_t so = 0, dof = 0, rem = r0;
     for (int k = r - 2; k >= 0; --k) {
-      int64_t i = rem % d[k];
+      idx[k] = rem % d[k];
       rem /= d[k];
-      so += i * ss[k];
-      dof += i * ds[k];
+      so += idx[k] * ss[k];
+      dof += idx[k] * ds[k];
     }
-    copy_row(dst + dof * e, ds[r - 1], src + so * e, ss[r - 1], inner, elem);
+    for (int64_t row = r0; row < r1; ++row) {
+      copy_row(dst + dof * e, ds[r - 1], src + so * e, ss[r - 1], inner, elem);
+      for (int k = r - 2; k >= 0; --k) {  // next row: carry through the outer dims
+        so += ss[k];
+        dof += ds[k];
+        if (++idx[k] < d[k]) break;
+        so -= d[k] * ss[k];
+        dof -= d[k] * ds[k];
+        idx[k] = 0;
+      }
+    }
   };
-  if (total * e >= (1 << 18) && rows > 1 && omp_get_max_threads() > 1) {
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < rows; ++row) body(row);
+  const int threads = omp_get_max_threads();
+  if (total * e >= (1 << 18) && rows > 1 && threads > 1) {
+    const int64_t parts = std::min<int64_t>(rows, threads);
+#pragma omp parallel for schedule(static) num_threads(static_cast<int>(parts))
+    for (int64_t t = 0; t < parts; ++t) span(rows * t / parts, rows * (t + 1) / parts);
   } else {
-    for (int64_t row = 0; row < rows; ++row) body(row);
+    span(0, rows);
   }
 }
 
