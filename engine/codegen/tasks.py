@@ -347,6 +347,58 @@ class _Step:
         self.tasks: list[Task] | None = None  # a control-flow node's (codegen/control.py)
 
 
+# Ops whose runtime kernels take a residual (`_sum`) that may be the output's own bytes: they
+# read each residual element before writing its output (the oneDNN sum post-op adds what the
+# destination holds; kernels_conv.cc and kernels_matmul.cc skip their copy when the two are
+# one buffer).
+_SUM_IN_PLACE = frozenset({"Conv", "MatMul", "Gemm"})
+
+
+def _sum_in_place(steps: list[_Step], layout: _Layout, defined: dict[int, int],
+                  uses: dict[int, set[int]], inputs: Sequence[Value],
+                  outputs: Sequence[Value]) -> None:
+    """A Conv/MatMul with a fused residual writes its output into the residual's storage
+    when it is that storage's last reader: the runtime then skips copying the residual into
+    the output (ResNet-50 at batch 1: 3.2 MB moved before each of layer1's three sums), and
+    the arena holds one buffer instead of two. The output's storage (with its views) is
+    merged into the residual's; every other reader of the residual's bytes is made a
+    dependency of the step, so on any stream they have read it before it is overwritten.
+    Not for a residual that is a view into a larger storage, a program input or output, or
+    also another input of the same node (the output may be a program output: the merged
+    storage is then live to the end)."""
+    kept = {layout.storage[v] for v in list(inputs) + list(outputs) if v in layout.storage}
+    members: dict[int, list[Value]] | None = None  # storage -> its values, made on first use
+    for index, step in enumerate(steps):
+        node = step.node
+        if node.op_type not in _SUM_IN_PLACE or not node.attrs.get("_sum") \
+                or step.tasks is not None or step.copy:
+            continue
+        r = node.input(int(node.attrs["_sum_input"]))
+        out = node.outputs[0]
+        if r is None or r not in layout.storage or out not in layout.storage:
+            continue
+        rid, oid = layout.storage[r], layout.storage[out]
+        if rid in kept or rid == oid or layout.view_offset.get(r, 0) \
+                or layout.storage_size[rid] != layout.storage_size[oid] \
+                or max(uses.get(rid, {index})) != index or defined.get(oid) != index:
+            continue
+        others = [v for i, v in enumerate(node.inputs) if v is not None
+                  and i != int(node.attrs["_sum_input"]) and layout.storage.get(v) == rid]
+        if others or layout.slots[layout.index[r]].format != layout.slots[layout.index[out]].format:
+            continue
+        step.deps.update(u for u in uses[rid] if u != index)
+        if members is None:
+            members = {}
+            for v, sid in layout.storage.items():
+                members.setdefault(sid, []).append(v)
+        for v in members.get(oid, []):
+            layout.storage[v] = rid
+        members.setdefault(rid, []).extend(members.pop(oid, []))
+        uses[rid] |= uses.pop(oid, set())
+        del defined[oid]
+        layout.storage_size[oid] = 0
+
+
 def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
                   max_segments: int = 1, bound: dict[Value, tuple[str, int]] | None = None,
                   pin_inputs: bool = False
@@ -416,6 +468,7 @@ def _build_device(graph: Graph, part: Partition, max_streams: int = 1,
             else:
                 defined[layout.storage[out]] = index
         steps.append(step)
+    _sum_in_place(steps, layout, defined, uses, inputs, part.outputs)
     # Streams a pass chose (the data-parallel batch split's chunks) are kept.
     hints = [s.node.meta.stream for s in steps]
     chosen = [h for h in hints if h is not None]
