@@ -16,6 +16,7 @@ from . import (
 from .bounds import MAX_DATA_PARALLEL, MAX_STREAMS, MemoryBudget, check_int, check_memory_budget
 from .codegen import build_programs
 from .codegen.control import CONTROL_OPS, NotOnDevice, plan_control
+from .codegen.shared_weights import share_segments
 from .errors import GraphEngineError, InvalidGraph, InvalidInput, bounded_text
 from .flops import graph_flops
 from .gc_pause import paused
@@ -350,6 +351,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
         functools.partial(_compile_bodies, options=options, budget=budget, records=bodies,
                           graph_name=graph.name), pin_inputs=pin_inputs)
     pm.record(_record("build", "plan_memory+generate_tasks", t0, memory))
+    share_segments(graph, programs)
     bodies += [BodyRecord(n.name, n.op_type, key, True,
                           f"on the device: {m.report.tasks} tasks between labels and jumps "
                           f"in the enclosing device program")

@@ -587,7 +587,8 @@ class LoadedModel:
 
 
 _NATIVE_TOTALS = ("bytes_copied", "bytes_zero_copy", "arena_bytes", "weight_bytes",
-                  "prepared_bytes", "workspace_bytes", "failures", "tasks")
+                  "prepared_bytes", "prepared_borrowed_bytes", "workspace_bytes", "failures",
+                  "tasks")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -597,7 +598,10 @@ class RuntimeStats:
     runs / iterations / seconds: calls, sink iterations and their wall time; device_seconds:
     the native launches' time; stream_seconds: busy time per stream index; bytes_copied /
     bytes_zero_copy: input and output bytes copied vs bound in place; arena / weight /
-    prepared / workspace bytes: device memory by kind (arenas of every instance); failures
+    prepared / workspace bytes: device memory by kind (arenas of every instance);
+    prepared_borrowed_bytes: of the prepared bytes, those another live model of the device
+    prepared from the same weights (held once: a graph's programs for other input shapes
+    share their weights, codegen/shared_weights.py); failures
     and tasks of the native models; `programs`: each native model's own statistics, by
     program index (empty in a sum)."""
 
@@ -613,6 +617,7 @@ class RuntimeStats:
     arena_bytes: int = 0
     weight_bytes: int = 0
     prepared_bytes: int = 0
+    prepared_borrowed_bytes: int = 0
     workspace_bytes: int = 0
     failures: int = 0
     tasks: int = 0

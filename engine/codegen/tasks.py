@@ -74,6 +74,8 @@ def _build_host(part: Partition,
 
 # Arrays from this size on are taken in place (a segment of their own) when aligned.
 IN_PLACE_BYTES = 1 << 20
+# Packed arrays from this size on share a segment apart from the smaller ones.
+PACK_APART = 1 << 16
 
 
 def _view_source(node: Node) -> tuple[Value, int] | None:
@@ -223,39 +225,58 @@ class _Layout:
                 break
         region = [shared] if shared is not None else []
         base = align(shared.nbytes) if shared is not None else 0
-        # In place: the largest aligned arrays, one segment each (the own segment last).
+        # In place: the largest aligned arrays, one segment each; then the packed ones: the
+        # arrays of PACK_APART bytes and more, and the small rest, apart when the runtime
+        # takes both (the small constants are the ones that differ between input shapes, so
+        # the first packed segment is the same bytes for every signature of a graph, and
+        # codegen/shared_weights.py shares it).
         room = self.max_segments - len(region) - 1
         movable = [(slot, arr) for slot, arr in self.weights if slot not in inside
                    and arr.flags.c_contiguous and arr.nbytes >= IN_PLACE_BYTES
                    and arr.ctypes.data % ALIGN == 0]
         movable.sort(key=lambda sa: -sa[1].nbytes)
+        chosen: list[int] = []  # addresses taken in place, largest first
+        for _, arr in movable:
+            if arr.ctypes.data not in chosen and len(chosen) < room:
+                chosen.append(arr.ctypes.data)
+
+        def packed(big: bool) -> list[tuple[int, np.ndarray]]:
+            return [(slot, arr) for slot, arr in self.weights if slot not in inside
+                    and arr.ctypes.data not in chosen and (arr.nbytes >= PACK_APART) == big]
+
+        if packed(True) and packed(False) and room > 0:
+            if len(chosen) == room:  # the smallest in place makes room for the second pack
+                chosen.pop()
+            groups = [packed(True), packed(False)]
+        else:
+            groups = [packed(True) + packed(False)]
+            groups[0].sort(key=lambda sa: sa[0])  # slot order, as before the split
         borrowed: dict[int, int] = {}  # slot -> offset in the region
         by_address: dict[int, int] = {}  # the same array bytes under two slots: one segment
         for slot, arr in movable:
             key = arr.ctypes.data
+            if key not in chosen:
+                continue
             if key not in by_address:
-                if len(by_address) >= room:
-                    continue
                 by_address[key] = base
                 region.append(arr.reshape(-1).view(np.uint8))
                 base += align(arr.nbytes)
             borrowed[slot] = by_address[key]
-        size = 0
-        placed: list[tuple[np.ndarray, int]] = []  # (array, offset in the own segment)
-        for slot, arr in self.weights:
-            if slot in inside:
-                self.slots[slot].offset = inside[slot]
-                continue
-            if slot in borrowed:
-                self.slots[slot].offset = borrowed[slot]
-                continue
-            placed.append((arr, size))
-            self.slots[slot].offset = base + size
-            size += align(arr.nbytes)
-        own = np.zeros(size, np.uint8)
-        for arr, at in placed:
-            own[at:at + arr.nbytes] = arr.reshape(-1).view(np.uint8)
-        return region + [own]
+        for slot, at in list(inside.items()) + list(borrowed.items()):
+            self.slots[slot].offset = at
+        for group in groups:
+            size = 0
+            placed: list[tuple[np.ndarray, int]] = []  # (array, offset in the segment)
+            for slot, arr in group:
+                placed.append((arr, size))
+                self.slots[slot].offset = base + size
+                size += align(arr.nbytes)
+            own = np.zeros(size, np.uint8)
+            for arr, at in placed:
+                own[at:at + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+            region.append(own)
+            base += align(size)
+        return region
 
 
 def _kernel_task(node: Node, layout: _Layout, ins: Sequence[int], outs: Sequence[int]) -> Task:

@@ -34,6 +34,8 @@ class SharedConstants {
   virtual ~SharedConstants() = default;
   // Bytes held.
   virtual size_t bytes() const = 0;
+  // Of those, bytes another live model of the device prepared (shared, not held twice).
+  virtual size_t borrowed_bytes() const { return 0; }
 };
 
 using AttrValue =

@@ -88,6 +88,7 @@ void Model::ensure_narrow() {
   {
     std::lock_guard<std::mutex> sl(stats_mu_);
     stats_.prepared_bytes = prepared_->bytes();
+    stats_.prepared_borrowed_bytes = prepared_->borrowed_bytes();
     stats_.workspace_bytes = 0;
     for (size_t w : workspace_bytes_) stats_.workspace_bytes += w * instances_.size();
     stats_.narrow_built = true;
@@ -220,6 +221,7 @@ void Model::load_impl(const ModelSpec& spec, int instances) {
   stats_.arena_bytes = arena_bytes_ * instances_.size();
   stats_.weight_bytes = weight_size_;
   stats_.prepared_bytes = prepared_->bytes();
+  stats_.prepared_borrowed_bytes = prepared_->borrowed_bytes();
   for (size_t ws : workspace_bytes_) stats_.workspace_bytes += ws * instances_.size();
   stats_.instances = static_cast<int>(instances_.size());
   stats_.streams = num_streams_;

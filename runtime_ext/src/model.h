@@ -89,6 +89,7 @@ struct ModelStats {
   size_t arena_bytes = 0;        // all instances
   size_t weight_bytes = 0;       // the weight region (shared)
   size_t prepared_bytes = 0;     // kernel-owned constants (reordered weights; shared)
+  size_t prepared_borrowed_bytes = 0;  // of those, prepared by other live models of the device
   size_t workspace_bytes = 0;    // all instances and streams
   int instances = 0;
   int streams = 0;

@@ -561,6 +561,7 @@ nb::dict model_stats(PyModel& self) {
   d["arena_bytes"] = s.arena_bytes;
   d["weight_bytes"] = s.weight_bytes;
   d["prepared_bytes"] = s.prepared_bytes;
+  d["prepared_borrowed_bytes"] = s.prepared_borrowed_bytes;
   d["workspace_bytes"] = s.workspace_bytes;
   d["instances"] = s.instances;
   d["streams"] = s.streams;

@@ -173,22 +173,69 @@ void Prim::execute(const ExecContext& c, std::initializer_list<std::pair<int, pt
   if (st != dnnl_success) throw dnnl::error(st, "could not execute a primitive");
 }
 
-std::shared_ptr<const AlignedBuffer> PreparedCache::find(const void* src, const dnnl::memory::desc& to) {
+std::shared_ptr<const AlignedBuffer> PreparedRegistry::find(const void* src, const dnnl::memory::desc& from,
+                                                             const dnnl::memory::desc& to) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Entry& e : entries_) {
-    if (e.src == src && e.to == to) return e.buf;
+  auto it = entries_.find(src);
+  if (it == entries_.end()) return nullptr;
+  for (const Entry& e : it->second) {
+    if (e.from == from && e.to == to) {
+      if (auto buf = e.buf.lock()) return buf;
+    }
   }
   return nullptr;
 }
 
-std::shared_ptr<const AlignedBuffer> PreparedCache::put(const void* src, const dnnl::memory::desc& to,
+std::shared_ptr<const AlignedBuffer> PreparedRegistry::put(const void* src, const dnnl::memory::desc& from,
+                                                            const dnnl::memory::desc& to,
+                                                            const std::shared_ptr<const AlignedBuffer>& buf) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Entry>& list = entries_[src];
+  // expired entries go (their models are gone); a live one for the same layouts wins
+  list.erase(std::remove_if(list.begin(), list.end(), [](const Entry& e) { return e.buf.expired(); }),
+             list.end());
+  for (const Entry& e : list) {
+    if (e.from == from && e.to == to) {
+      if (auto live = e.buf.lock()) return live;
+    }
+  }
+  list.push_back({from, to, buf});
+  return buf;
+}
+
+const PreparedCache::Entry* PreparedCache::local(const void* src, const dnnl::memory::desc& from,
+                                                 const dnnl::memory::desc& to) const {
+  for (const Entry& e : entries_) {
+    if (e.src == src && e.from == from && e.to == to) return &e;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const AlignedBuffer> PreparedCache::find(const void* src, const dnnl::memory::desc& from,
+                                                         const dnnl::memory::desc& to) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const Entry* e = local(src, from, to)) return e->buf;
+  if (!registry_) return nullptr;
+  auto buf = registry_->find(src, from, to);
+  if (buf) entries_.push_back({src, from, to, buf, true});  // held by this model from now on
+  return buf;
+}
+
+std::shared_ptr<const AlignedBuffer> PreparedCache::put(const void* src, const dnnl::memory::desc& from,
+                                                        const dnnl::memory::desc& to,
                                                         std::shared_ptr<const AlignedBuffer> buf) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Entry& e : entries_) {
-    if (e.src == src && e.to == to) return e.buf;
-  }
-  entries_.push_back({src, to, buf});
+  if (const Entry* e = local(src, from, to)) return e->buf;
+  if (registry_) buf = registry_->put(src, from, to, buf);
+  entries_.push_back({src, from, to, buf});
   return buf;
+}
+
+size_t PreparedCache::borrowed_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const Entry& e : entries_) n += e.borrowed ? e.buf->size() : 0;
+  return n;
 }
 
 size_t PreparedCache::bytes() const {
@@ -203,7 +250,7 @@ std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const
                                                       const void* key) {
   if (!key) key = src;
   if (a.prepared) {
-    if (auto hit = host_prepared(a)->find(key, to)) return hit;
+    if (auto hit = host_prepared(a)->find(key, from, to)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(to.get_size());
   dnnl::memory src_mem(from, host_engine(*a.device), const_cast<void*>(src));
@@ -219,7 +266,7 @@ std::shared_ptr<const AlignedBuffer> reorder_constant(const KernelArgs& a, const
   } one_thread;
   dnnl::reorder(src_mem, dst_mem).execute(host_load_stream(a), src_mem, dst_mem);
   host_load_stream(a).wait();
-  return a.prepared ? host_prepared(a)->put(key, to, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(key, from, to, buf) : buf;
 }
 
 void resolve_auto_pad(const std::string& auto_pad, int64_t in, int64_t stride, int64_t span,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -160,24 +161,57 @@ class Prim {
   std::vector<Instance> inst_;
 };
 
+// The device's index of the prepared constants its live models hold, so that models whose
+// weights are the same bytes (the programs compiled from one graph for several input
+// shapes share their weight segments, codegen/shared_weights.py) share one reordered copy.
+// Entries are weak: a buffer lives while a model's PreparedCache holds it, and that model
+// keeps the source bytes at `src` alive (its weight segments), so no other bytes can be at
+// that address while the entry can be found. Thread-safe.
+class PreparedRegistry {
+ public:
+  std::shared_ptr<const AlignedBuffer> find(const void* src, const dnnl::memory::desc& from,
+                                            const dnnl::memory::desc& to);
+  // Indexes `buf` for (src, from, to) unless a live one is there; returns the one indexed.
+  std::shared_ptr<const AlignedBuffer> put(const void* src, const dnnl::memory::desc& from,
+                                           const dnnl::memory::desc& to,
+                                           const std::shared_ptr<const AlignedBuffer>& buf);
+
+ private:
+  struct Entry {
+    dnnl::memory::desc from, to;
+    std::weak_ptr<const AlignedBuffer> buf;
+  };
+  std::mutex mu_;
+  std::unordered_map<const void*, std::vector<Entry>> entries_;
+};
+
 // Constants prepared at load (weights reordered into a primitive's layout), kept once per
-// model: kernels asking for the same source bytes in the same layout share one buffer.
+// model: kernels asking for the same source bytes in the same layout share one buffer, and
+// through the device's registry, so do models whose weights are the same bytes.
 // Thread-safe (kernels of different streams are built concurrently).
 class PreparedCache final : public SharedConstants {
  public:
-  // The buffer for (src, to), if prepared already.
-  std::shared_ptr<const AlignedBuffer> find(const void* src, const dnnl::memory::desc& to);
-  // Keeps `buf` for (src, to); returns the buffer kept (an earlier one if there is one).
-  std::shared_ptr<const AlignedBuffer> put(const void* src, const dnnl::memory::desc& to,
+  explicit PreparedCache(std::shared_ptr<PreparedRegistry> registry = nullptr)
+      : registry_(std::move(registry)) {}
+  // The buffer for (src, from, to), if prepared already (by this model or a live other).
+  std::shared_ptr<const AlignedBuffer> find(const void* src, const dnnl::memory::desc& from,
+                                            const dnnl::memory::desc& to);
+  // Keeps `buf` for (src, from, to); returns the buffer kept (an earlier one if there is one).
+  std::shared_ptr<const AlignedBuffer> put(const void* src, const dnnl::memory::desc& from,
+                                           const dnnl::memory::desc& to,
                                            std::shared_ptr<const AlignedBuffer> buf);
   size_t bytes() const override;
+  size_t borrowed_bytes() const override;
 
  private:
   struct Entry {
     const void* src;
-    dnnl::memory::desc to;
+    dnnl::memory::desc from, to;
     std::shared_ptr<const AlignedBuffer> buf;
+    bool borrowed = false;  // found in the device's registry
   };
+  const Entry* local(const void* src, const dnnl::memory::desc& from, const dnnl::memory::desc& to) const;
+  std::shared_ptr<PreparedRegistry> registry_;
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
 };

@@ -10,7 +10,10 @@
 
 namespace ge {
 
-HostDevice::HostDevice(int threads) : Device("host", threads), engine_(dnnl::engine::kind::cpu, 0) { start(); }
+HostDevice::HostDevice(int threads)
+    : Device("host", threads), engine_(dnnl::engine::kind::cpu, 0), prepared_(std::make_shared<PreparedRegistry>()) {
+  start();
+}
 
 HostDevice::~HostDevice() { stop(); }  // the lanes hold streams of engine_
 
@@ -41,7 +44,9 @@ std::string HostDevice::check_formats(const TaskSpec& t, const std::vector<Tenso
   return format_violation(t, tensors);
 }
 
-std::unique_ptr<SharedConstants> HostDevice::make_shared_constants() const { return std::make_unique<PreparedCache>(); }
+std::unique_ptr<SharedConstants> HostDevice::make_shared_constants() const {
+  return std::make_unique<PreparedCache>(prepared_);
+}
 
 bool HostDevice::library_error(const std::exception& e, const char* doing, Status* out) const {
   const auto* d = dynamic_cast<const dnnl::error*>(&e);

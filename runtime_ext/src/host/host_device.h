@@ -28,6 +28,8 @@ class HostLaneStream : public LaneStream {
   dnnl::stream stream;
 };
 
+class PreparedRegistry;  // dnnl_util.h
+
 class HostDevice final : public Device {
  public:
   // Non-blocking (lanes start on first use). threads <= 0 means "the cores available to
@@ -57,6 +59,8 @@ class HostDevice final : public Device {
 
  private:
   dnnl::engine engine_;
+  // prepared constants of the device's live models, by source address (dnnl_util.h)
+  std::shared_ptr<PreparedRegistry> prepared_;
 };
 
 // The blocked format of oneDNN's direct convolutions on this CPU (one SIMD register of

@@ -252,6 +252,12 @@ class GemvKernel : public Kernel {
   std::shared_ptr<const AlignedBuffer> weights_;
 };
 
+// B as stored ([K,N], or [N,K] when transposed): the source layout of its packings.
+dnnl::memory::desc stored_b(const GemvSpec& s) {
+  return dnnl::memory::desc(dnnl::memory::dims{s.b_transposed ? s.n : s.k, s.b_transposed ? s.k : s.n},
+                            dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+}
+
 // Packs B (as stored: [K,N], or [N,K] when transposed) into panels [ceil(N/W)][K][W].
 std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const GemvSpec& s, int64_t panels,
                                                  int64_t pw) {
@@ -260,7 +266,7 @@ std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const Gemv
   const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 2 : 1, panels, s.k, pw},
                                dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd);
   if (a.prepared) {
-    if (auto hit = host_prepared(a)->find(s.b->data, key)) return hit;
+    if (auto hit = host_prepared(a)->find(s.b->data, stored_b(s), key)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(panels * s.k * pw) * sizeof(float));
   const float* b = reinterpret_cast<const float*>(s.b->data);
@@ -279,7 +285,7 @@ std::shared_ptr<const AlignedBuffer> pack_panels(const KernelArgs& a, const Gemv
       }
     }
   }
-  return a.prepared ? host_prepared(a)->put(s.b->data, key, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(s.b->data, stored_b(s), key, buf) : buf;
 }
 
 // Packs B transposed for dot_rows: [nc][kp], row c = output column c's weights, zeros past
@@ -289,7 +295,7 @@ std::shared_ptr<const AlignedBuffer> pack_transposed(const KernelArgs& a, const 
   const dnnl::memory::desc key(dnnl::memory::dims{s.b_transposed ? 4 : 3, nc, kp},
                                dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
   if (a.prepared) {
-    if (auto hit = host_prepared(a)->find(s.b->data, key)) return hit;
+    if (auto hit = host_prepared(a)->find(s.b->data, stored_b(s), key)) return hit;
   }
   auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(nc * kp) * sizeof(float));  // zeroed
   const float* b = reinterpret_cast<const float*>(s.b->data);
@@ -297,7 +303,7 @@ std::shared_ptr<const AlignedBuffer> pack_transposed(const KernelArgs& a, const 
   for (int64_t c = 0; c < s.n; ++c) {
     for (int64_t kk = 0; kk < s.k; ++kk) out[c * kp + kk] = s.b_transposed ? b[c * s.k + kk] : b[kk * s.n + c];
   }
-  return a.prepared ? host_prepared(a)->put(s.b->data, key, buf) : buf;
+  return a.prepared ? host_prepared(a)->put(s.b->data, stored_b(s), key, buf) : buf;
 }
 
 }  // namespace
