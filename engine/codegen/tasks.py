@@ -241,8 +241,9 @@ class _Layout:
                 chosen.append(arr.ctypes.data)
 
         def packed(big: bool) -> list[tuple[int, np.ndarray]]:
+            taken = {slot for slot, arr in movable if arr.ctypes.data in chosen}
             return [(slot, arr) for slot, arr in self.weights if slot not in inside
-                    and arr.ctypes.data not in chosen and (arr.nbytes >= PACK_APART) == big]
+                    and slot not in taken and (arr.nbytes >= PACK_APART) == big]
 
         if packed(True) and packed(False) and room > 0:
             if len(chosen) == room:  # the smallest in place makes room for the second pack

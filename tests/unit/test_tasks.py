@@ -72,3 +72,32 @@ def test_device_program_invariants(streams: int) -> None:
     w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     want = np.tanh(x @ w["w0"]) @ w["w1"] + (1 / (1 + np.exp(-(x @ w["w2"])))) @ w["w3"]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("max_segments", [1, 2, 3, 8])
+def test_every_weight_slot_reads_its_bytes_from_the_segments(max_segments: int) -> None:
+    """Segment layout (tasks._Layout.segments): large aligned arrays in place, the rest packed
+    (64 KiB arrays apart from the small ones when there is room); every slot's offset into the
+    concatenated segments holds its array's bytes, a small array starting at a large in-place
+    array's address (a view of its head) and the same array under two slots included."""
+    from graphengine.engine.codegen.memory import ALIGN, align, aligned_empty
+    from graphengine.engine.codegen.tasks import _Layout
+    from graphengine.engine.ir import Value, ValueKind
+
+    rng = np.random.default_rng(3)
+    arrays = []
+    for shape in ((1 << 19,), (3 << 18,), (300, 100), (70,), (5, 7)):
+        a = aligned_empty(shape, np.float32)
+        a[...] = rng.standard_normal(shape)
+        arrays.append(a)
+    arrays += [arrays[0][:10], arrays[1], rng.standard_normal(20000).astype(np.float32)]
+    layout = _Layout(max_segments=max_segments)
+    slots = [layout.weight(Value(f"w{i}", ValueKind.CONSTANT, const=a))
+             for i, a in enumerate(arrays)]
+    segments = layout.segments()
+    assert len(segments) <= max(max_segments, 1)
+    region = np.concatenate([np.pad(s, (0, align(s.nbytes) - s.nbytes)) for s in segments])
+    for slot, a in zip(slots, arrays):
+        at = layout.slots[slot].offset
+        assert at >= 0 and at % ALIGN == 0
+        np.testing.assert_array_equal(region[at:at + a.nbytes], a.view(np.uint8).reshape(-1))
