@@ -120,3 +120,22 @@ def test_a_model_outlives_the_one_whose_weights_it_borrowed(first):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(b.execute({"x": x})["y"], sess.run(None, {"x": x})[0],
                                rtol=1e-3, atol=1e-3)
+
+
+def test_many_loads_and_unloads_keep_the_index_right():
+    """Models loaded and freed many times on one device (the index sweeps the entries of gone
+    models every 1024 insertions): a pair loaded after still shares and answers right."""
+    model = _conv_net()
+    graph = load_model(model)
+    device = default_device(2)
+    compiled = [compile_graph(graph, input_shapes={"x": (n, 3, 16, 16)}) for n in (1, 2)]
+    for _ in range(400):  # 3 reordered weights a model: 1200 insertions
+        m = LoadedModel(compiled[0], device)
+        del m
+    a, b = (LoadedModel(c, device) for c in compiled)
+    assert b.stats().prepared_borrowed_bytes > 0
+    x = RNG.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(b.execute({"x": x})["y"], sess.run(None, {"x": x})[0],
+                               rtol=1e-3, atol=1e-3)
+    del a

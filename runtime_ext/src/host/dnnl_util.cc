@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
 namespace ge {
@@ -190,10 +191,16 @@ std::shared_ptr<const AlignedBuffer> PreparedRegistry::put(const void* src, cons
                                                             const dnnl::memory::desc& to,
                                                             const std::shared_ptr<const AlignedBuffer>& buf) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto expired = [](const Entry& e) { return e.buf.expired(); };
+  if (++puts_ % kSweepEvery == 0) {  // the entries of models gone since, every address
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      it->second.erase(std::remove_if(it->second.begin(), it->second.end(), expired), it->second.end());
+      it = it->second.empty() ? entries_.erase(it) : std::next(it);
+    }
+  }
   std::vector<Entry>& list = entries_[src];
   // expired entries go (their models are gone); a live one for the same layouts wins
-  list.erase(std::remove_if(list.begin(), list.end(), [](const Entry& e) { return e.buf.expired(); }),
-             list.end());
+  list.erase(std::remove_if(list.begin(), list.end(), expired), list.end());
   for (const Entry& e : list) {
     if (e.from == from && e.to == to) {
       if (auto live = e.buf.lock()) return live;

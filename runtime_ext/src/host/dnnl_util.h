@@ -181,8 +181,10 @@ class PreparedRegistry {
     dnnl::memory::desc from, to;
     std::weak_ptr<const AlignedBuffer> buf;
   };
+  static constexpr size_t kSweepEvery = 1024;  // puts between sweeps of expired entries
   std::mutex mu_;
   std::unordered_map<const void*, std::vector<Entry>> entries_;
+  size_t puts_ = 0;
 };
 
 // Constants prepared at load (weights reordered into a primitive's layout), kept once per
