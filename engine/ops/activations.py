@@ -17,7 +17,7 @@ from .registry import DeviceKernel, Layout, OpSchema, register
 from .shape_helpers import FLOATS, NUMERIC, check_dtype, check_same_dtype, norm_axis, same
 
 unary("Elu", lambda x, a: np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0))),
-      attrs={"alpha": A.f(1.0)})
+      attrs={"alpha": A.f(1.0)}, device=unary_device("Elu", ("alpha",)))
 unary("Celu", lambda x, a: np.maximum(x, 0) + np.minimum(
     0, a["alpha"] * np.expm1(np.minimum(x, 0) / a["alpha"])), attrs={"alpha": A.f(1.0)})
 unary("Selu", lambda x, a: a["gamma"] * np.where(

@@ -23,7 +23,7 @@ from .shape_helpers import FLOATS, check_dtype, out, shape_in
 STEP_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt",
     "Abs", "Neg", "Gelu", "GeluTanh", "Clip", "HardSigmoid", "HardSwish", "Reciprocal",
-    "Swish"})
+    "Swish", "Elu"})
 BINARY_STEPS = frozenset({"Add", "Sub", "Mul", "Div"})
 
 
@@ -61,7 +61,7 @@ def run_step(op: str, x: np.ndarray, operand: np.ndarray | None, alpha: float,
     name, attrs, extra = op, {}, []
     if op == "GeluTanh":
         name, attrs = "Gelu", {"approximate": "tanh"}
-    elif op in ("LeakyRelu", "Swish"):
+    elif op in ("LeakyRelu", "Swish", "Elu"):
         attrs = {"alpha": alpha}
     elif op == "HardSigmoid":
         attrs = {"alpha": alpha, "beta": beta}

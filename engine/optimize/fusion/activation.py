@@ -14,7 +14,8 @@ from __future__ import annotations
 from ...ir import Graph, Node, Value
 from .match import Fusion, absorb_through_view, on_device, producer_through_view
 
-_ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish", "Swish"}
+_ACTIVATIONS = {"Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "LeakyRelu", "HardSwish", "Swish",
+                "Elu"}
 # oneDNN's deconvolution applies a post-op over its output channels padded to the vector
 # width: a transcendental one on a 1-channel map cost 16 times its work (a text detector's
 # final ConvTranspose -> Sigmoid: 555 -> 888 us fused; apart, the Sigmoid is a small task).
@@ -35,7 +36,7 @@ def _epilogue(act: Node) -> tuple[Value, str, dict] | None:
         attrs["_beta"] = float(hi.const) if hi is not None else float("inf")
     elif act.op_type == "LeakyRelu":
         attrs["_alpha"] = float(act.attrs.get("alpha", 0.01))
-    elif act.op_type == "Swish":
+    elif act.op_type in ("Swish", "Elu"):
         attrs["_alpha"] = float(act.attrs.get("alpha", 1.0))
     elif act.op_type == "Gelu":
         if act.attrs.get("approximate", "none") == "tanh":

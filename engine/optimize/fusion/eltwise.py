@@ -81,7 +81,7 @@ def _step(node: Node, running: Value | None = None) -> _Step | None:
             beta = float(np.asarray(hi.const).reshape(-1)[0]) if hi is not None else np.inf
         elif op == "LeakyRelu":
             alpha = float(node.attrs.get("alpha", 0.01))
-        elif op == "Swish":
+        elif op in ("Swish", "Elu"):
             alpha = float(node.attrs.get("alpha", 1.0))
         elif op == "HardSigmoid":
             alpha = float(node.attrs.get("alpha", 0.2))

@@ -106,6 +106,9 @@ Fusion parse_activation(const KernelArgs& a, const std::string& key) {
     f.alg = alg::eltwise_hardswish;
     f.alpha = 1.f / 6.f;
     f.beta = 0.5f;
+  } else if (act == "Elu") {
+    f.alg = alg::eltwise_elu;
+    f.alpha = static_cast<float>(a.attr_float(alpha, 1.0));
   } else if (act == "HardSigmoid") {
     f.alg = alg::eltwise_hardsigmoid;
     f.alpha = static_cast<float>(a.attr_float(alpha, 0.2));

@@ -50,6 +50,7 @@ bool step_alg(Step* s) {
       {"GeluTanh", false, alg::eltwise_gelu_tanh}, {"Clip", false, alg::eltwise_clip_v2},
       {"HardSigmoid", false, alg::eltwise_hardsigmoid}, {"HardSwish", false, alg::eltwise_hardswish},
       {"Reciprocal", false, alg::eltwise_pow}, {"Swish", false, alg::eltwise_swish},
+      {"Elu", false, alg::eltwise_elu},
   };
   for (const auto& e : kTable) {
     if (s->op == e.name) {

@@ -229,6 +229,9 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
     f = alg::eltwise_hardsigmoid;
     alpha = static_cast<float>(a.attr_float("alpha", 0.2));
     beta = static_cast<float>(a.attr_float("beta", 0.5));
+  } else if (op == "Elu") {  // x > 0 ? x : alpha * (exp(x) - 1)
+    f = alg::eltwise_elu;
+    alpha = static_cast<float>(a.attr_float("alpha", 1.0));
   } else if (op == "Swish") {  // x * sigmoid(alpha * x)
     f = alg::eltwise_swish;
     alpha = static_cast<float>(a.attr_float("alpha", 1.0));

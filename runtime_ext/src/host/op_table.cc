@@ -53,6 +53,7 @@ const std::vector<OpRow>& op_table() {
       {"LeakyRelu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Clip", make_unary, L::kUniform, 1, 3, T::kF32, 0, kAnyRank, nullptr},
       {"HardSigmoid", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
+      {"Elu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"HardSwish", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Swish", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Softplus", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace ge::softmax {
@@ -39,9 +40,17 @@ inline __m512 exp_nonpositive(__m512 t) {
   return _mm512_maskz_mov_ps(static_cast<__mmask16>(~tiny), _mm512_scalef_ps(e, n));
 }
 
-// One row of n: max, then exp(x - max) into y with its sum, then y / sum. The row (n * 4
-// bytes) stays in L1 between the passes.
-void row(const float* x, float* y, int64_t n) {
+// ln of each lane of v (a softmax's sums: one per row or column, so scalar is cheap).
+inline __m512 log_lanes(__m512 v) {
+  alignas(64) float a[kLanes];
+  _mm512_store_ps(a, v);
+  for (float& f : a) f = std::log(f);
+  return _mm512_load_ps(a);
+}
+
+// One row of n: max, then exp(x - max) into y with its sum, then y / sum (`log`: y = x -
+// max - ln(sum), LogSoftmax). The row (n * 4 bytes) stays in L1 between the passes.
+void row(const float* x, float* y, int64_t n, bool log) {
   const int64_t whole = n / kLanes * kLanes;
   const __mmask16 tail = static_cast<__mmask16>((1u << (n - whole)) - 1);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -73,7 +82,14 @@ void row(const float* x, float* y, int64_t n) {
     _mm512_mask_storeu_ps(y + whole, tail, e);
     s1 = _mm512_add_ps(s1, _mm512_maskz_mov_ps(tail, e));
   }
-  const __m512 inv = _mm512_set1_ps(1.f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  const float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+  if (log) {  // x - (max + ln(sum)), from x (y may be x itself: each element read before written)
+    const __m512 shift = _mm512_add_ps(m, _mm512_set1_ps(std::log(sum)));
+    for (i = 0; i < whole; i += kLanes) _mm512_storeu_ps(y + i, _mm512_sub_ps(_mm512_loadu_ps(x + i), shift));
+    if (tail) _mm512_mask_storeu_ps(y + whole, tail, _mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + whole), shift));
+    return;
+  }
+  const __m512 inv = _mm512_set1_ps(1.f / sum);
   for (i = 0; i < whole; i += kLanes) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), inv));
   if (tail) _mm512_mask_storeu_ps(y + whole, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, y + whole), inv));
 }
@@ -82,7 +98,7 @@ void row(const float* x, float* y, int64_t n) {
 // (<= kLanes) columns starting at c of one outer slice: the columns are the vector lanes,
 // the axis is walked with stride `inner` (three passes over n vectors; the 16 columns of n
 // rows stay in L1 for the n of a softmax).
-void columns(const float* x, float* y, int64_t n, int64_t inner, int64_t width) {
+void columns(const float* x, float* y, int64_t n, int64_t inner, int64_t width, bool log) {
   const __mmask16 mask = static_cast<__mmask16>(width >= kLanes ? 0xFFFF : (1u << width) - 1);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 m = neg_inf;
@@ -93,6 +109,13 @@ void columns(const float* x, float* y, int64_t n, int64_t inner, int64_t width) 
     _mm512_mask_storeu_ps(y + j * inner, mask, e);
     s = _mm512_add_ps(s, e);
   }
+  if (log) {
+    const __m512 shift = _mm512_add_ps(m, log_lanes(_mm512_mask_mov_ps(_mm512_set1_ps(1.f), mask, s)));
+    for (int64_t j = 0; j < n; ++j) {
+      _mm512_mask_storeu_ps(y + j * inner, mask, _mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + j * inner), shift));
+    }
+    return;
+  }
   const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.f), s);
   for (int64_t j = 0; j < n; ++j) {
     _mm512_mask_storeu_ps(y + j * inner, mask, _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, y + j * inner), inv));
@@ -101,14 +124,14 @@ void columns(const float* x, float* y, int64_t n, int64_t inner, int64_t width) 
 
 }  // namespace
 
-void strided(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, int threads) {
+void strided(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, int threads, bool log) {
   if (outer <= 0 || n <= 0 || inner <= 0) return;
   const int64_t blocks = (inner + kLanes - 1) / kLanes;  // per outer slice
   const int64_t tasks = outer * blocks;
   auto one = [&](int64_t k) {
     const int64_t o = k / blocks, c = (k % blocks) * kLanes;
     const int64_t at = o * n * inner + c;
-    columns(x + at, y + at, n, inner, std::min(kLanes, inner - c));
+    columns(x + at, y + at, n, inner, std::min(kLanes, inner - c), log);
   };
   const int64_t by_work = std::max<int64_t>(1, outer * n * inner / kParallelElements);
   const int nt = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(std::max(1, threads)), tasks, by_work}));
@@ -123,18 +146,18 @@ void strided(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, 
   }
 }
 
-void rows(const float* x, float* y, int64_t rows, int64_t n, int64_t stride, int threads) {
+void rows(const float* x, float* y, int64_t rows, int64_t n, int64_t stride, int threads, bool log) {
   if (rows <= 0 || n <= 0) return;
   const int64_t by_work = std::max<int64_t>(1, rows * n / kParallelElements);
   const int nt = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(std::max(1, threads)), rows, by_work}));
   if (nt == 1) {
-    for (int64_t r = 0; r < rows; ++r) row(x + r * stride, y + r * stride, n);
+    for (int64_t r = 0; r < rows; ++r) row(x + r * stride, y + r * stride, n, log);
     return;
   }
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), team = omp_get_num_threads();
-    for (int64_t r = rows * t / team; r < rows * (t + 1) / team; ++r) row(x + r * stride, y + r * stride, n);
+    for (int64_t r = rows * t / team; r < rows * (t + 1) / team; ++r) row(x + r * stride, y + r * stride, n, log);
   }
 }
 
