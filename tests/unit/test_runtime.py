@@ -927,6 +927,27 @@ def test_gather():
     np.testing.assert_array_equal(out, np.arange(20).reshape(5, 4)[ids])
 
 
+# Slices of 1, 2, 4, 8 and 12 bytes (dtypes, and a trailing pair of floats), output slices
+# crossing the kernel's work items of 1024 (one index and many outer slices: an unfold's
+# [.., 1] axis; many indices of one slice; both), negative indices.
+@pytest.mark.parametrize("shape,axis,idx_shape,dtype", [
+    ((1, 64, 9, 32, 1), 4, (1, 1), np.float32),
+    ((1, 64, 40, 1), 2, (9, 32), np.float32),
+    ((3, 2500), 1, (1500,), np.int8),
+    ((7, 5, 3), 1, (2, 700), np.float16),
+    ((2, 1100, 3), 1, (3, 400), np.float32),
+    ((4, 333), 1, (1029,), np.int64),
+])
+def test_gather_walks_slices_across_work_items(shape, axis, idx_shape, dtype):
+    rng = np.random.default_rng(sum(shape))
+    data = (rng.standard_normal(shape) * 100).astype(dtype)
+    dim = shape[axis]
+    idx = rng.integers(-dim, dim, size=idx_shape, dtype=np.int64)
+    want = np.take(data, idx, axis=axis)
+    got = run_op("Gather", [data, idx], list(want.shape), np.dtype(dtype).name, axis=axis)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_slice():
     x = randn(6, 7, 8)
     close(run_op("Slice", [x], [2, 7, 3], starts=[1, 2], ends=[5, 8], axes=[0, 2], steps=[2, 2]),

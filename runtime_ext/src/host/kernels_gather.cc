@@ -31,6 +31,32 @@ struct GatherArgs {
   }
 };
 
+// `count` output slices from (outer slice o, index i) on: slice idx[i] of outer slice o of
+// `src` (each `outer_stride` bytes) after another into `dst`.
+struct Walk {
+  const uint8_t* src;
+  uint8_t* dst;
+  const int64_t* idx;
+  int64_t n, outer_stride, o, i, count;
+};
+
+// B bytes a slice (0: `bytes`, a run-time size).
+template <int B>
+void copy_slices(Walk w, int64_t bytes = B) {
+  const uint8_t* s = w.src + w.o * w.outer_stride;
+  for (int64_t k = 0; k < w.count; ++k, w.dst += bytes) {
+    if constexpr (B > 0) {
+      std::memcpy(w.dst, s + w.idx[w.i] * B, B);
+    } else {
+      std::memcpy(w.dst, s + w.idx[w.i] * bytes, static_cast<size_t>(bytes));
+    }
+    if (++w.i == w.n) {
+      w.i = 0;
+      s += w.outer_stride;
+    }
+  }
+}
+
 class GatherKernel : public Kernel, GatherArgs {
  public:
   explicit GatherKernel(const KernelArgs& a) : GatherArgs(a) {
@@ -68,16 +94,29 @@ class GatherKernel : public Kernel, GatherArgs {
     }
     const uint8_t* src = ctx.ptr(*data_);
     uint8_t* dst = ctx.ptr(*y_);
-    const int64_t total = outer_ * n;
+    // Work items of kBlock consecutive output slices, walked as (outer slice, index) pairs
+    // without a division per slice, slices of 1, 2, 4 or 8 bytes copied by a fixed-size
+    // move: a span convolution's unfold ([1, 64, 40, 1] by [9, 32] along axis 2, then the
+    // [.., 1] axis by [1, 1]: 18,432 slices of 4 bytes) took ~100 us a call with a division
+    // and a memcpy call per element.
+    const int64_t total = outer_ * n, items = (total + kBlock - 1) / kBlock;
     auto body = [&](int64_t t) {
-      const int64_t o = t / n, i = t % n;
-      std::memcpy(dst + t * inner_bytes_, src + (o * dim_ + idx_buf[i]) * inner_bytes_, inner_bytes_);
+      const int64_t a = t * kBlock, b = std::min(total, a + kBlock);
+      const Walk w{src, dst + a * inner_bytes_, idx_buf, n, dim_ * inner_bytes_, a / n, a % n, b - a};
+      switch (inner_bytes_) {
+        case 1: return copy_slices<1>(w);
+        case 2: return copy_slices<2>(w);
+        case 4: return copy_slices<4>(w);
+        case 8: return copy_slices<8>(w);
+        default: return copy_slices<0>(w, inner_bytes_);
+      }
     };
-    for_rows(total, total * inner_bytes_, body);
+    for_rows(items, total * inner_bytes_, body);
     return Status::Ok();
   }
 
  private:
+  static constexpr int64_t kBlock = 1024;  // output slices a work item
   int axis_ = 0;
   int64_t outer_ = 1, dim_ = 0, inner_bytes_ = 0;
 };
