@@ -882,6 +882,18 @@ def test_concat_any_dtype():
     np.testing.assert_array_equal(out, np.concatenate([ia, ib, ia], axis=-1))
 
 
+# Pieces of 1, 4, 8 and 12 bytes per row along the last axis (a complex pair stacked from
+# its parts, coordinates), many rows: the fixed-size moves and the general copy.
+@pytest.mark.parametrize("dtype,widths", [(np.float32, (1, 1)), (np.float32, (2, 1, 3)),
+                                          (np.int64, (1, 1)), (np.uint8, (1, 4, 8))])
+def test_concat_of_narrow_pieces_along_the_last_axis(dtype, widths):
+    rng = np.random.default_rng(len(widths))
+    parts = [(rng.standard_normal((3, 700, w)) * 50).astype(dtype) for w in widths]
+    want = np.concatenate(parts, axis=-1)
+    out = run_op("Concat", parts, list(want.shape), np.dtype(dtype).name, axis=-1)
+    np.testing.assert_array_equal(out, want)
+
+
 @pytest.mark.parametrize("shape,perm,copies", [
     ((1, 2, 58, 28, 28), [0, 2, 1, 3, 4], True),  # a channel shuffle: runs of H * W
     ((2, 16, 4, 32), [0, 2, 1, 3], True),  # a head split keeping the head dim: runs of 32

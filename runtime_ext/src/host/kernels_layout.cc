@@ -95,10 +95,22 @@ class ConcatKernel : public Kernel {
     // Row by row of the output, every part's piece of the row: the output is written in
     // order (NHWC along C is one short piece per part per pixel; copying part after part
     // took 13.2 ms for the branchy graph's Concat at batch 32, this 6.2 ms).
+    // Pieces of 4 or 8 bytes (a complex pair stacked from its real and imaginary parts,
+    // coordinates) by a fixed-size move: a memcpy call each was 130 us a Concat of FNet's
+    // [8, 32, 128, 1] x 2 at batch 8.
+    std::vector<const uint8_t*> src(parts_.size());  // local: instances share the kernel
+    for (size_t i = 0; i < parts_.size(); ++i) src[i] = ctx.ptr(*parts_[i].x);
     auto row = [&](int64_t o) {
       uint8_t* out = y + o * row_bytes_;
-      for (const Part& p : parts_) {
-        if (p.bytes) std::memcpy(out + p.at, ctx.ptr(*p.x) + o * p.bytes, static_cast<size_t>(p.bytes));
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        const Part& p = parts_[i];
+        const uint8_t* from = src[i] + o * p.bytes;
+        switch (p.bytes) {
+          case 0: break;
+          case 4: std::memcpy(out + p.at, from, 4); break;
+          case 8: std::memcpy(out + p.at, from, 8); break;
+          default: std::memcpy(out + p.at, from, static_cast<size_t>(p.bytes));
+        }
       }
     };
     for_rows(outer_, static_cast<int64_t>(y_->nbytes), row);
