@@ -26,6 +26,7 @@ from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
+from .col2im import as_permutation, tiling_col2im
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .matmul_columns import as_product_of_columns, sliced_product
@@ -519,6 +520,7 @@ CANONICAL: list[_Row] = [
     (_norm_reduce, _as_sum_steps, tuple(_NORM_REDUCE)),
     (einsum_as_matmul, as_matmul_steps, ("Einsum",)),
     (static_dft, as_table_product, ("DFT",)),
+    (tiling_col2im, as_permutation, ("Col2Im",)),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
