@@ -240,18 +240,21 @@ class _Layout:
             if arr.ctypes.data not in chosen and len(chosen) < room:
                 chosen.append(arr.ctypes.data)
 
-        def packed(big: bool) -> list[tuple[int, np.ndarray]]:
+        def packed() -> list[tuple[int, np.ndarray]]:
             taken = {slot for slot, arr in movable if arr.ctypes.data in chosen}
-            return [(slot, arr) for slot, arr in self.weights if slot not in inside
-                    and slot not in taken and (arr.nbytes >= PACK_APART) == big]
+            return [(slot, arr) for slot, arr in self.weights
+                    if slot not in inside and slot not in taken]
 
-        if packed(True) and packed(False) and room > 0:
+        rest = packed()
+        big = [sa for sa in rest if sa[1].nbytes >= PACK_APART]
+        if big and len(big) < len(rest) and room > 0:
             if len(chosen) == room:  # the smallest in place makes room for the second pack
                 chosen.pop()
-            groups = [packed(True), packed(False)]
+                rest = packed()
+            groups = [[sa for sa in rest if sa[1].nbytes >= PACK_APART],
+                      [sa for sa in rest if sa[1].nbytes < PACK_APART]]
         else:
-            groups = [packed(True) + packed(False)]
-            groups[0].sort(key=lambda sa: sa[0])  # slot order, as before the split
+            groups = [rest]
         borrowed: dict[int, int] = {}  # slot -> offset in the region
         by_address: dict[int, int] = {}  # the same array bytes under two slots: one segment
         for slot, arr in movable:
@@ -395,7 +398,8 @@ def _sum_in_place(steps: list[_Step], layout: _Layout, defined: dict[int, int],
         if node.op_type not in _SUM_IN_PLACE or not node.attrs.get("_sum") \
                 or step.tasks is not None or step.copy:
             continue
-        r = node.input(int(node.attrs["_sum_input"]))
+        at = int(node.attrs["_sum_input"])
+        r = node.input(at)
         out = node.outputs[0]
         if r is None or r not in layout.storage or out not in layout.storage:
             continue
@@ -405,7 +409,7 @@ def _sum_in_place(steps: list[_Step], layout: _Layout, defined: dict[int, int],
                 or max(uses.get(rid, {index})) != index or defined.get(oid) != index:
             continue
         others = [v for i, v in enumerate(node.inputs) if v is not None
-                  and i != int(node.attrs["_sum_input"]) and layout.storage.get(v) == rid]
+                  and i != at and layout.storage.get(v) == rid]
         if others or layout.slots[layout.index[r]].format != layout.slots[layout.index[out]].format:
             continue
         step.deps.update(u for u in uses[rid] if u != index)
