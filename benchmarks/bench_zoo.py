@@ -12,8 +12,11 @@ the batch axis for the batch-N throughput of models that have one. Reported per 
 engine: batch-1 latency p50, batch-N throughput, compile+load in a fresh process (import
 excluded, first run included), peak RSS; and per model the best peer's batch-1 time / ours and
 our batch-N throughput / the best peer's (above 1: ours is faster), our compile+load and peak
-RSS / ONNX Runtime's, and our rate as a share of the FMA peak. An engine that cannot load or
-run a model is recorded with its error and the model left out of the means.
+RSS / ONNX Runtime's, and our rate as a share of the FMA peak. Each engine's batch-1 outputs
+are held against ONNX Runtime's (`deviation_vs_ort`: largest difference over the output's
+scale), so an engine that trades float32 accuracy for speed shows in the summary. An engine
+that cannot load or run a model is recorded with its error and the model left out of the
+means.
 
 Ends with the geometric means the issue checks (speed at batch 1 and N, compile+load, RSS) and
 the models below 0.8x. Results: benchmarks/results/bench-zoo-<timestamp>.json. Timing on a
@@ -28,8 +31,11 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -39,6 +45,31 @@ from run import Worker, fma_peak, foreign_load, wait_quiet  # noqa: E402
 
 SIDES = ("ours", "ort", "ov")
 PEERS = ("ort", "ov")
+DEVIATION = 1e-3  # of the output's scale; the zoo's check holds each element to rtol 1e-3
+
+
+def deviation(outs: dict, ref: dict) -> float | None:
+    """How far one engine's batch-1 outputs are from ONNX Runtime's: per output of the same
+    name, the largest absolute difference over the reference's largest magnitude (floats) or
+    the share of elements that differ (integers, booleans); the worst output's."""
+    worst = None
+    for key in outs.keys() & ref.keys():
+        a, b = np.asarray(outs[key]), np.asarray(ref[key])
+        if a.shape != b.shape:
+            return float("inf")
+        if not a.size:
+            continue
+        if np.issubdtype(b.dtype, np.floating):
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+            with np.errstate(invalid="ignore"):  # inf - inf where `same` holds anyway
+                diff = np.where(same, 0.0, np.abs(a64 - b64))
+            scale = float(np.nanmax(np.abs(np.where(np.isfinite(b64), b64, 0.0)), initial=0.0))
+            d = float(np.nan_to_num(diff, nan=np.inf).max()) / max(scale, 1e-30)
+        else:
+            d = float(np.mean(a != b))
+        worst = d if worst is None else max(worst, d)
+    return worst
 
 
 def bench_one(name: str, args) -> dict:
@@ -46,6 +77,8 @@ def bench_one(name: str, args) -> dict:
     samples = {s: {"p50": [], "tp": [], "load": [], "rss": [], "foreign": []} for s in SIDES}
     errors: dict[str, str] = {}
     flops = {"b1": 0.0, "tp": 0.0}
+    dumps: dict[str, dict] = {}
+    scratch = tempfile.TemporaryDirectory()
     for r in range(args.rounds):
         order = SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]
         for side in order:
@@ -59,6 +92,11 @@ def bench_one(name: str, args) -> dict:
                 continue
             try:
                 smp = samples[side]
+                if side not in dumps:
+                    path = Path(scratch.name) / f"{side}.npz"
+                    w.ask(cmd="dump", path=str(path))
+                    with np.load(path, allow_pickle=False) as data:
+                        dumps[side] = {k: data[k] for k in data.files}
                 smp["load"].append(w.ready["compile_load_s"])
                 flops["b1"] = max(flops["b1"], w.ready.get("flops", 0.0))
                 times, load = foreign_load(w, lambda w=w: w.ask(
@@ -73,8 +111,12 @@ def bench_one(name: str, args) -> dict:
             except Exception as exc:
                 errors[side] = str(exc)[-500:]
                 w.proc.kill()
+    scratch.cleanup()
     result: dict = {"model": name, "batch": args.batch, "sides": {}, "errors": errors,
                     "flops_b1": flops["b1"], "flops_batch": flops["tp"]}
+    if "ort" in dumps:
+        result["deviation_vs_ort"] = {side: deviation(outs, dumps["ort"])
+                                      for side, outs in dumps.items() if side != "ort"}
     for side, smp in samples.items():
         if side in errors or not smp["p50"]:
             continue
@@ -112,13 +154,16 @@ def summary(results: list[dict], peak: float) -> dict:
           if "batch" in r.get("speedup_vs_best_peer", {})]
     slow = sorted({r["model"] for r in results
                    if min(r.get("speedup_vs_best_peer", {}).values(), default=1.0) < 0.8})
+    deviating = {f"{r['model']}:{side}": d for r in results
+                 for side, d in r.get("deviation_vs_ort", {}).items()
+                 if d is None or d > DEVIATION}
     return {
         "models": len(results), "compared": len(b1),
         "geomean_speedup_b1": geomean(b1), "geomean_speedup_batch": geomean(bn),
         "geomean_compile_load_vs_ort": geomean([r["compile_load_vs_ort"] for r in results
                                                 if "compile_load_vs_ort" in r]),
         "geomean_rss_vs_ort": geomean([r["rss_vs_ort"] for r in results if "rss_vs_ort" in r]),
-        "below_0_8": slow, "fma_peak_gflops": peak,
+        "below_0_8": slow, "fma_peak_gflops": peak, "deviating_from_ort": deviating,
         "errors": {r["model"]: r["errors"] for r in results if r["errors"]},
     }
 
@@ -185,6 +230,11 @@ def main(argv=None) -> int:
           f"{fmt(summ['geomean_speedup_batch'])}; compile+load vs ORT "
           f"{fmt(summ['geomean_compile_load_vs_ort'])}; peak RSS vs ORT "
           f"{fmt(summ['geomean_rss_vs_ort'])}. Below 0.8x: {', '.join(summ['below_0_8']) or '-'}")
+    if summ["deviating_from_ort"]:
+        print(f"Batch-1 outputs further than {DEVIATION:g} of their scale from ONNX Runtime's "
+              "(or with no output name in common): " + ", ".join(
+                  f"{k} {v:.2g}" if v is not None else f"{k} -"
+                  for k, v in summ["deviating_from_ort"].items()))
     import onnxruntime
     import openvino
 

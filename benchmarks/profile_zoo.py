@@ -28,6 +28,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from bench_worker import OV_CONFIG  # noqa: E402
 from common import bench_inputs  # noqa: E402
 
 SIDES = ("ours", "ort", "ov")
@@ -93,9 +94,8 @@ def _ov(path: Path, feeds: dict, threads: int, seconds: float) -> dict:
     core = ov.Core()
     model = core.read_model(str(path))
     model.reshape({k: ov.PartialShape(list(v.shape)) for k, v in feeds.items()})
-    compiled = core.compile_model(model, "CPU", {
-        "INFERENCE_NUM_THREADS": threads, "INFERENCE_PRECISION_HINT": "f32",
-        "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": True})
+    compiled = core.compile_model(model, "CPU", OV_CONFIG | {
+        "INFERENCE_NUM_THREADS": threads, "PERF_COUNT": True})
     request = compiled.create_infer_request()
     times = _timed(lambda: request.infer(feeds), seconds)
     # PERF_COUNT reports the last inference
