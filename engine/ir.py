@@ -7,13 +7,14 @@ in step. `Graph.lint()` checks all of it and is run after every pass in tests.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import functools
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -189,6 +190,7 @@ class Graph:
         self.layouts_assigned = False
         self._node_names: set[str] = set()
         self._counter = itertools.count()
+        self._added: list[Node] | None = None  # nodes add_node made (recording_additions)
 
     # ---- construction -------------------------------------------------------------
     def unique_name(self, prefix: str) -> str:
@@ -241,7 +243,21 @@ class Graph:
             self.nodes.append(node)
         else:
             self.nodes.insert(self.nodes.index(after) + 1, node)
+        if self._added is not None:
+            self._added.append(node)
         return node
+
+    @contextlib.contextmanager
+    def recording_additions(self) -> Iterator[list[Node]]:
+        """Yields the list of the nodes add_node makes while the block runs, in the order
+        made (an order their inputs allow: each reads only nodes made before it)."""
+        outer, self._added = self._added, []
+        try:
+            yield self._added
+        finally:
+            added, self._added = self._added, outer
+            if outer is not None:
+                outer.extend(added)
 
     # ---- mutation -------------------------------------------------------------------
     def input_as_constant(self, v: Value, array: np.ndarray) -> None:

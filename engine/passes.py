@@ -36,6 +36,10 @@ class Stage:
     passes: Sequence[Pass]
     repeat_until_stable: bool = False  # rerun the list while any pass changes the graph
     max_rounds: int = 8
+    # Run once more when the rounds run out with the graph still changing, so what the
+    # last round made is at least typed (prepare: shape inference): the stage's result is
+    # then a graph later stages can place, if not a fixed point of every pass.
+    settle: Pass | None = None
 
 
 # on_pass(stage, record): called with record=None when a stage starts, then per pass.
@@ -72,6 +76,9 @@ class PassManager:
             unchanged = 0 if changed else unchanged + 1
             if unchanged >= len(passes):
                 break
+        else:  # the rounds ran out with the graph still changing
+            if stage.settle is not None:
+                graph, _ = self.run_pass(stage.name, stage.settle, graph)
         return graph
 
     def run_pass(self, stage: str, p: Pass, graph: Graph) -> tuple[Graph, bool]:

@@ -171,7 +171,7 @@ def prepare_stage(options: CompileOptions, budget: MemoryBudget | None = None,
     passes += [flush_subnormal_weights, deduplicate_constants,
                eliminate_common_subexpressions, eliminate_dead_nodes,
                functools.partial(bound_selections, target=target), bound_expert_selections]
-    return Stage("prepare", passes, repeat_until_stable=True)
+    return Stage("prepare", passes, repeat_until_stable=True, settle=infer_shapes)
 
 
 def stages(options: CompileOptions, budget: MemoryBudget | None = None,

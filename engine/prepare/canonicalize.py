@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import ops
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
@@ -548,15 +549,45 @@ for _row in CANONICAL:
 
 
 def canonicalize(graph: Graph) -> PassResult:
+    """One sweep of the rows over the nodes in order. The nodes a rewrite makes are typed
+    on the spot (`_type_new`), so a later node of the same sweep whose row looks at its
+    inputs' shapes sees them: a chain of rewrites, each enabled by the one before (the
+    merged-batch lift walking down a residual stream, one op a step), completes in one
+    sweep rather than one prepare round a step. (Eight rounds are all a stage runs:
+    MobileViT's lifts outlasted them and left a Reshape, Add and LayerNorm untyped, so on
+    the host, between two device programs.)"""
     done = 0
     for node in list(graph.nodes):
+        if node.graph is not graph:  # removed by an earlier rewrite of this sweep
+            continue
         if node.op_type == "Attention" and onnx_attention(graph, node):
-            as_attention_steps(graph, node)
+            with graph.recording_additions() as added:
+                as_attention_steps(graph, node)
+            _type_new(graph, added)
             done += 1
             continue
         for match, rewrite, _ in _BY_OP.get(node.op_type, ()):
             if match(node):
-                rewrite(graph, node)
+                with graph.recording_additions() as added:
+                    rewrite(graph, node)
+                _type_new(graph, added)
                 done += 1
                 break
     return PassResult(graph, done > 0, f"{done} nodes rewritten")
+
+
+def _type_new(graph: Graph, added: list[Node]) -> None:
+    """Infers the outputs of the nodes a rewrite made, in the order made, where every input
+    is typed; a node whose inference fails is left untyped for the next shape inference to
+    report."""
+    for node in added:
+        if node.graph is not graph or any(o.meta is not None for o in node.outputs):
+            continue
+        if any(v is not None and v.meta is None for v in node.inputs):
+            continue
+        try:
+            metas = ops.infer_node(node)
+        except Exception:  # infer_shapes raises it, with its context
+            continue
+        for out, meta in zip(node.outputs, metas):
+            out.meta = meta

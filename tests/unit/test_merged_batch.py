@@ -104,3 +104,34 @@ def test_merged_operands_of_different_items_are_not_lifted():
              "b": RNG.standard_normal((3, 2, 4, 4)).astype(np.float32)}
     got, kinds, prepared = _lifts(nodes, inputs, inits, feeds)
     assert got.shape == (6, 4, 4) and prepared["MatMul"] == (6, 4, 4), prepared
+
+
+def test_a_long_chain_of_lifts_completes_and_stays_on_the_device():
+    """A residual stream over a merged axis, twelve Adds long (MobileViT's transformer
+    layers): each lift enables the next, and the rewrite types what it makes, so the chain
+    lifts in one sweep. Lifted one prepare round a step, it outlasted the stage's eight
+    rounds and left the last ops untyped: placed on the host between two device programs."""
+    n = 12
+    inits = [_const("m3", np.array([B * H, S, D], np.int64)),
+             _const("y4", np.array([B, H, S, D], np.int64))]
+    inits += [_const(f"c{i}", RNG.standard_normal((B * H, 1, D)).astype(np.float32))
+              for i in range(n)]
+    nodes = [helper.make_node("Reshape", ["x", "m3"], ["h0"])]
+    nodes += [helper.make_node("Add", [f"h{i}", f"c{i}"], [f"h{i + 1}"]) for i in range(n)]
+    nodes += [helper.make_node("Reshape", [f"h{n}", "y4"], ["r"]),
+              helper.make_node("LayerNormalization", ["r", "gamma"], ["y"], axis=-1)]
+    inits.append(_const("gamma", np.ones(D, np.float32)))
+    feeds = {"x": RNG.standard_normal((B, H, S, D)).astype(np.float32)}
+    model = helper.make_model(
+        helper.make_graph(nodes, "lift_chain",
+                          [helper.make_tensor_value_info("x", F, [B, H, S, D])],
+                          [helper.make_tensor_value_info("y", F, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    run_against_ort(model, feeds)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    hosted = [p.node for p in compiled.report.placements if p.engine != "device"]
+    assert hosted == [], hosted
+    assert [type(p).__name__ for p in compiled.programs] == ["DeviceProgram"]
+    rounds = [p for p in compiled.report.passes
+              if p.stage == "prepare" and p.name == "canonicalize" and p.changed]
+    assert len(rounds) == 1, [p.detail for p in rounds]

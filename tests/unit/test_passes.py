@@ -87,6 +87,23 @@ def test_a_stage_repeats_while_a_pass_changes_the_graph_and_stops_at_its_bound()
     assert len(forever.records) == 5  # bounded, never endless
 
 
+def test_a_stage_whose_rounds_run_out_settles_once_and_one_that_converges_does_not():
+    def always(g: Graph) -> PassResult:
+        return PassResult(g, True, "changed")
+
+    def settle(g: Graph) -> PassResult:
+        return PassResult(g, False, "settled")
+
+    pm = PassManager()
+    pm.run_stage(Stage("prepare", [always], repeat_until_stable=True, max_rounds=3,
+                       settle=settle), _graph())
+    assert [r.detail for r in pm.records] == ["changed"] * 3 + ["settled"]
+    pm = PassManager()
+    pm.run_stage(Stage("prepare", [lambda g: PassResult(g, False, "still")],
+                       repeat_until_stable=True, max_rounds=3, settle=settle), _graph())
+    assert [r.detail for r in pm.records] == ["still"]
+
+
 def test_a_stage_stops_once_every_pass_has_run_on_the_graph_without_changing_it():
     # Shape inference fills in the types (a change) at the head of the prepare stage on
     # every compile: the passes after it have already run on that very graph, so only it
