@@ -39,6 +39,18 @@ def _device(op: str) -> Callable[..., DeviceKernel | str]:
     return device
 
 
+def _mod_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """Mod on the device: float32/64 and int32/64 in either sign rule (fmod 0: the
+    divisor's sign, as numpy's mod; 1: the dividend's); an integer divisor of 0 gives 0, as
+    here."""
+    if len(node.inputs) != 2:
+        return f"device Mod takes exactly 2 inputs, got {len(node.inputs)}"
+    if a["fmod"] not in (0, 1):
+        return f"fmod must be 0 or 1, got {a['fmod']}"
+    why = reject(node)
+    return why or kernel("Mod", {"fmod": int(a["fmod"])}, (0, 1))
+
+
 def binary(name: str, fn: Fn, dtypes: frozenset[DType] = NUMERIC, *,
            out_dtype: DType | None = None, same_dtype: bool = True,
            attrs: dict[str, Any] | None = None, device: Any = None,
@@ -112,7 +124,7 @@ binary("Sub", _float_op(np.subtract), device=_device("Sub"), layout=_CH)
 binary("Mul", _float_op(np.multiply), device=_device("Mul"), layout=_CH)
 binary("Div", _div, device=_device("Div"), layout=_CH)
 binary("Pow", _pow, NUMERIC, same_dtype=False, device=_device("Pow"), layout=_EW)
-binary("Mod", _mod, attrs={"fmod": A.i(0)})
+binary("Mod", _mod, attrs={"fmod": A.i(0)}, device=_mod_device, layout=_EW)
 binary("BitShift", _bitshift, INTS, attrs={"direction": A.s(A.REQUIRED)})
 binary("BitwiseAnd", lambda x, y, a: np.bitwise_and(x, y), INTS)
 binary("BitwiseOr", lambda x, y, a: np.bitwise_or(x, y), INTS)

@@ -1,4 +1,4 @@
-// Elementwise binary ops (Add Sub Mul Div Max Min Pow) and Where, with full numpy
+// Elementwise binary ops (Add Sub Mul Div Max Min Pow Mod) and Where, with full numpy
 // broadcasting. Plain loops over collapsed rows; the inner loop is specialised on the
 // (contiguous, broadcast) pattern of each operand so the compiler vectorises it.
 #include <algorithm>
@@ -15,7 +15,10 @@ namespace ge {
 
 namespace {
 
-enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+// kMod: ONNX Mod with fmod = 0, the remainder taking the divisor's sign (Python's %);
+// kFmod: fmod = 1, the dividend's (C's fmod). An integer divisor of 0 gives 0 (as the host
+// kernel), a float one NaN.
+enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kMod, kFmod };
 
 template <BinOp op, class T>
 inline T apply(T a, T b) {
@@ -28,7 +31,19 @@ inline T apply(T a, T b) {
     if constexpr (op == BinOp::kDiv) {  // the kernel rejects zero divisors before running
       return b == -1 ? static_cast<T>(U(0) - static_cast<U>(a)) : a / b;
     }
+    if constexpr (op == BinOp::kMod || op == BinOp::kFmod) {
+      if (b == 0 || b == -1) return 0;  // (-1: the lowest value's % -1 overflows)
+      const T r = a % b;
+      if constexpr (op == BinOp::kMod) return r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+      return r;
+    }
   } else {
+    if constexpr (op == BinOp::kFmod) return std::fmod(a, b);
+    if constexpr (op == BinOp::kMod) {  // numpy's: fmod, moved by b when the signs differ
+      const T r = std::fmod(a, b);
+      if (r != 0) return (r < 0) != (b < 0) ? r + b : r;
+      return std::copysign(T(0), b);
+    }
     if constexpr (op == BinOp::kAdd) return a + b;
     if constexpr (op == BinOp::kSub) return a - b;
     if constexpr (op == BinOp::kMul) return a * b;
@@ -87,6 +102,8 @@ RowFn pick(BinOp op) {
     case BinOp::kPow:
       if constexpr (std::is_floating_point_v<T>) return row_erased<BinOp::kPow, T>;
       break;
+    case BinOp::kMod: return row_erased<BinOp::kMod, T>;
+    case BinOp::kFmod: return row_erased<BinOp::kFmod, T>;
   }
   return nullptr;
 }
@@ -117,7 +134,11 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
   const std::string& name = a.op;
   op_ = name == "Add" ? BinOp::kAdd : name == "Sub" ? BinOp::kSub : name == "Mul" ? BinOp::kMul
       : name == "Div" ? BinOp::kDiv : name == "Max" ? BinOp::kMax : name == "Min" ? BinOp::kMin
+      : name == "Mod" ? (a.attr_int("fmod", 0) ? BinOp::kFmod : BinOp::kMod)
       : BinOp::kPow;
+  if (name == "Mod" && a.attr_int("fmod", 0) != 0 && a.attr_int("fmod", 0) != 1) {
+    invalid("fmod must be 0 or 1, got ", a.attr_int("fmod", 0));
+  }
   if (a_->dtype != b_->dtype || y_->dtype != a_->dtype) {
     invalid("inputs and output must share a dtype, got ", type_str(a_->dtype, a_->shape), ", ",
             type_str(b_->dtype, b_->shape), " -> ", type_str(y_->dtype, y_->shape));

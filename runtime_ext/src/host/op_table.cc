@@ -39,6 +39,7 @@ const std::vector<OpRow>& op_table() {
       {"Max", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Min", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Pow", make_binary, L::kElementwise, 2, 2, T::kFloat, 0, kAnyRank, check_broadcast2},
+      {"Mod", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Where", make_where, L::kElementwise, 3, 3, T::kAny, 0, kAnyRank, check_where},
       {"Relu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Sigmoid", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
