@@ -23,7 +23,11 @@ from . import symdims
 
 _MAX_ELEMENTS = 64
 _INT_CODES = {6, 7}  # ONNX TensorProto INT32, INT64 (Cast's "to")
-_MAX_DEPTH = 12
+# How far back a value is followed. Only small tensors are followed (<= _MAX_ELEMENTS), and
+# a sweep keeps what it derived, so a deep chain costs its length once. 12 stopped short
+# of Encodec's conv padding (~20 deep: Shape, Gather, Cast, the frame count with Ceil, the
+# ideal length, Cast, pads): each layer was known only a folding round after the last.
+_MAX_DEPTH = 32
 _STRUCTURAL = {"Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Reshape", "Identity",
                "Flatten", "Expand", "Transpose"}
 _ARITHMETIC = {"Add", "Sub", "Mul", "Div", "Cast", "Equal", "Where", "Max", "Min", "Neg",

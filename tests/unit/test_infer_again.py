@@ -153,3 +153,50 @@ def test_a_small_constant_of_the_same_values_is_not_a_change(inferred):
     add.replace_input(add.input(1), g2.add_constant(None, np.ones(n, np.float32)))
     infer_shapes(g2)
     assert inferred == ["wide"]  # by identity: not compared element by element
+
+
+def test_a_deep_padding_computation_is_known_in_the_first_sweep():
+    """Encodec's conv padding: Shape -> Gather -> Cast -> the frame count (Sub, Div, Add,
+    Ceil) -> the ideal length (Sub, Mul, Add, Sub) -> Cast -> pads -> Pad, ~20 values deep.
+    Value propagation stopped 12 deep, so each such layer's shapes were known only after a
+    folding round: an encoder of more layers than the prepare stage has rounds ran its last
+    layers on the host (12 programs, 41 host steps)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphengine.engine.importers import load_model
+    from graphengine.engine.prepare.infer_shapes import infer_shapes
+
+    f = TensorProto.FLOAT
+    c = {"two": np.array(2, np.int64), "k": np.float32(7), "s": np.float32(4),
+         "one": np.float32(1), "pt": np.float32(3), "zeros": np.zeros(5, np.int64)}
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "two"], ["len"], axis=0),
+             helper.make_node("Cast", ["len"], ["lenf"], to=f),
+             helper.make_node("Sub", ["lenf", "k"], ["a1"]),
+             helper.make_node("Add", ["a1", "pt"], ["a2"]),
+             helper.make_node("Div", ["a2", "s"], ["a3"]),
+             helper.make_node("Add", ["a3", "one"], ["frames"]),
+             helper.make_node("Ceil", ["frames"], ["cf"]),
+             helper.make_node("Sub", ["cf", "one"], ["b1"]),
+             helper.make_node("Mul", ["b1", "s"], ["b2"]),
+             helper.make_node("Sub", ["k", "pt"], ["b3"]),
+             helper.make_node("Add", ["b2", "b3"], ["ideal"]),
+             helper.make_node("Sub", ["ideal", "lenf"], ["extra"]),
+             helper.make_node("Abs", ["extra"], ["e1"]),
+             helper.make_node("Neg", ["e1"], ["e2"]),
+             helper.make_node("Neg", ["e2"], ["e3"]),
+             helper.make_node("Cast", ["e3"], ["ei"], to=TensorProto.INT64),
+             helper.make_node("Add", ["ei", "pti"], ["right"]),
+             helper.make_node("Reshape", ["right", "one1"], ["r1"]),
+             helper.make_node("Concat", ["zeros", "r1"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["y"])]
+    c.update(pti=np.array(1, np.int64), one1=np.array([1], np.int64))
+    graph = helper.make_graph(nodes, "pad_chain", [helper.make_tensor_value_info(
+        "x", f, [1, 4, 50])], [helper.make_tensor_value_info("y", f, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in c.items()])
+    g = load_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                     ir_version=8))
+    infer_shapes(g)
+    # frames = (50 - 7 + 3) / 4 + 1 = 12.5 -> 13; ideal = 12 * 4 + 4 = 52; extra 2, +1
+    assert g.outputs[0].meta.shape == (1, 4, 53)
