@@ -8,7 +8,7 @@ it whole); a ReduceMean or ReduceMax over H and W of a 4-D
 tensor is the global pool; a 2-D Conv one column wide runs along W instead (a view); a
 Tile by constant repeats is the device's Expand between two views; ONNX Attention is the
 steps the attention fusion takes (`attention_op.py`) and RotaryEmbedding the device's Rope
-(`rotary_op.py`). The
+(`rotary_op.py`); DepthToSpace and SpaceToDepth are a view, a Transpose and a view. The
 forms are exact rewrites (up to summation order; ai.onnx.ml.Scaler of float32 is its Sub
 and Mul),
 so the host runs them as well as the device; the device then needs no kernel of its own for
@@ -28,6 +28,7 @@ from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .col2im import as_permutation, tiling_col2im
+from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .matmul_columns import as_product_of_columns, sliced_product
@@ -522,6 +523,7 @@ CANONICAL: list[_Row] = [
     (einsum_as_matmul, as_matmul_steps, ("Einsum",)),
     (static_dft, as_table_product, ("DFT",)),
     (tiling_col2im, as_permutation, ("Col2Im",)),
+    (depth_space_move, as_block_transpose, ("DepthToSpace", "SpaceToDepth")),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
