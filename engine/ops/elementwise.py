@@ -87,7 +87,7 @@ _SIMPLE: dict[str, Fn] = {
 # Not Softplus: the runtime's kernel (oneDNN soft_relu) is off by ~1% relative for x < -5,
 # beyond the ONNX tolerance (test_mish_expanded); it stays on the host until that is fixed.
 _DEVICE_UNARY = {"Sqrt", "Exp", "Log", "Reciprocal", "Tanh", "Sigmoid", "Erf", "Floor", "Ceil",
-                 "HardSwish"}
+                 "HardSwish", "Sin", "Cos"}
 
 for _name, _fn in _SIMPLE.items():
     unary(_name, _fn, device=unary_device(_name) if _name in _DEVICE_UNARY else None)

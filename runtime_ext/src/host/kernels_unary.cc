@@ -1,6 +1,6 @@
 // Elementwise unary ops. Most map onto oneDNN eltwise (vectorised exp/tanh/erf
-// approximations); Erf, Floor, Ceil, Identity and a Clip with run-time bounds are plain
-// loops, and so are small Neg, Abs, Sqrt, Relu and LeakyRelu (oneDNN's call costs ~2 us,
+// approximations); Erf, Floor, Ceil, Sin, Cos (trig.h), Identity and a Clip with run-time
+// bounds are plain loops, and so are small Neg, Abs, Sqrt, Relu and LeakyRelu (oneDNN's call costs ~2 us,
 // more than the work below kSmallOpElements).
 #include <omp.h>
 
@@ -11,6 +11,7 @@
 #include "dnnl_util.h"
 #include "gelu.h"
 #include "kernels.h"
+#include "trig.h"
 
 namespace ge {
 
@@ -49,7 +50,10 @@ class GeluKernel : public Kernel {
   const TensorInfo* y_;
 };
 
-enum class LoopOp { kErf, kFloor, kCeil, kNeg, kAbs, kSqrt, kRelu };
+enum class LoopOp { kErf, kFloor, kCeil, kNeg, kAbs, kSqrt, kRelu, kSin, kCos };
+
+// Elements below which Sin/Cos run on one thread.
+constexpr int64_t kTrigParallel = 16384;
 
 class LoopKernel : public Kernel {
  public:
@@ -66,6 +70,19 @@ class LoopKernel : public Kernel {
       case LoopOp::kFloor:
         for (int64_t i = 0; i < n; ++i) y[i] = std::floor(x[i]);
         break;
+      case LoopOp::kSin:
+      case LoopOp::kCos: {
+        const bool cosine = op_ == LoopOp::kCos;
+        const auto fn = cpu_has_avx512() && __builtin_cpu_supports("avx512dq") ? trig::sin_cos_avx512
+                                                                             : trig::sin_cos_portable;
+        const int64_t parts = n >= kTrigParallel ? omp_get_max_threads() : 1;
+#pragma omp parallel for schedule(static) if (parts > 1)
+        for (int64_t p = 0; p < parts; ++p) {
+          const int64_t lo = n * p / parts, hi = n * (p + 1) / parts;
+          fn(x + lo, y + lo, hi - lo, cosine);
+        }
+        break;
+      }
       case LoopOp::kCeil:
         for (int64_t i = 0; i < n; ++i) y[i] = std::ceil(x[i]);
         break;
@@ -175,6 +192,8 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
   if (op == "Erf") return std::make_unique<LoopKernel>(a, LoopOp::kErf);
   if (op == "Floor") return std::make_unique<LoopKernel>(a, LoopOp::kFloor);
   if (op == "Ceil") return std::make_unique<LoopKernel>(a, LoopOp::kCeil);
+  if (op == "Sin") return std::make_unique<LoopKernel>(a, LoopOp::kSin);
+  if (op == "Cos") return std::make_unique<LoopKernel>(a, LoopOp::kCos);
   // Small ones that IEEE arithmetic defines exactly (NaN in, NaN out, as oneDNN's).
   if (x.numel <= kSmallOpElements) {
     if (op == "Neg") return std::make_unique<LoopKernel>(a, LoopOp::kNeg);

@@ -50,6 +50,8 @@ const std::vector<OpRow>& op_table() {
       {"Abs", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Neg", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Erf", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
+      {"Sin", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
+      {"Cos", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Gelu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"LeakyRelu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
       {"Clip", make_unary, L::kUniform, 1, 3, T::kF32, 0, kAnyRank, nullptr},
