@@ -615,11 +615,12 @@ def m_birnn():
 MODELS = {k[2:]: v for k, v in globals().items() if k.startswith("m_")}
 
 
-def build(name):
+def build(name, models=None):
+    """Export models[name]() (default: this file's MODELS) into ROOT/name/."""
     d = os.path.join(ROOT, name)
     os.makedirs(d, exist_ok=True)
     log = []
-    model, inputs, outs = MODELS[name]()
+    model, inputs, outs = (MODELS if models is None else models)[name]()
     names = list(inputs)
     args = tuple(inputs[n] for n in names)
     with torch.no_grad():
@@ -707,10 +708,15 @@ def bench_layout() -> None:
         np.savez(os.path.join(dst, "ref_b1.npz"), **{"input:" + k: v for k, v in feeds.items()})
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "--bench-layout":
+def main(models, argv):
+    """The command line shared by build.py and fresh.py: NAME | --list | --bench-layout."""
+    if argv[1] == "--bench-layout":
         bench_layout()
-    elif sys.argv[1] == "--list":
-        print(" ".join(MODELS))
+    elif argv[1] == "--list":
+        print(" ".join(models))
     else:
-        build(sys.argv[1])
+        build(argv[1], models)
+
+
+if __name__ == "__main__":
+    main(MODELS, sys.argv)

@@ -1,5 +1,7 @@
 """Check every $GE_UNSEEN_DIR/*/model.onnx through GraphEngine against ONNX Runtime.
 
+Works for either set: build.py's or fresh.py's, whichever GE_UNSEEN_DIR holds.
+
 python check.py            -> all models, each in its own subprocess (300 s timeout)
 python check.py NAME ...   -> only those models
 python check.py --one NAME -> (internal) run one model, print a RESULT json line
@@ -138,7 +140,7 @@ def main(names):
                 else "max_abs "
                 + f"{max(float(d.split('max_abs ')[1].split()[0]) for d in worst):.3g}"
             )
-        print(f"{name:18s} {r['status']:5s} {msg}", flush=True)
+        print(f"{name:20s} {r['status']:5s} {msg}", flush=True)
     with open(os.path.join(ROOT, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     return results
