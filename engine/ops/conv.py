@@ -88,8 +88,8 @@ def _conv_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
     if why:
         return why
     xs, ws = node.inputs[0].meta.shape, node.inputs[1].meta.shape
-    if len(xs) not in (3, 4):  # 1-D (audio models) and 2-D
-        return f"device Conv is 1-D or 2-D only, input has rank {len(xs)}"
+    if len(xs) not in (3, 4, 5):  # 1-D (audio models), 2-D and 3-D (video)
+        return f"device Conv is 1-D, 2-D or 3-D only, input has rank {len(xs)}"
     win, _ = _conv_window(node, a, xs, ws)
     return kernel("Conv", {"strides": list(win.strides), "pads": list(win.pads),
                            "dilations": list(win.dilations), "group": int(a["group"])},

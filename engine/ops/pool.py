@@ -10,7 +10,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import kernel, reject, reject_rank
+from .device_helpers import kernel, reject
 from .kernel_utils import ints, widen
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, meta_in, out, shape_in, sym
@@ -116,10 +116,12 @@ def _pool_device(op: str) -> Any:
     def lower(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         if op == "MaxPool" and len(node.outputs) > 1:
             return "device MaxPool has no Indices output"
-        why = reject_rank(node, 4, "2-D only")
+        why = reject(node, data_inputs=(0,))
         if why:
             return why
         shape = node.inputs[0].meta.shape
+        if len(shape) not in (4, 5):  # 2-D and 3-D (a 1-D pool is a 2-D one: canonicalize)
+            return f"device {op} is 2-D or 3-D only, input has rank {len(shape)}"
         w, _ = _geometry(node, a, shape[2:])
         if any(d != 1 for d in w.dilations):
             return f"device {op} does not support dilations"
@@ -162,8 +164,8 @@ def _global(op: str, fn: Any) -> None:
         why = reject(node)
         if why:
             return why
-        if len(node.inputs[0].meta.shape) != 4:
-            return f"device {op} needs a 4-D input"
+        if len(node.inputs[0].meta.shape) not in (4, 5):
+            return f"device {op} needs a 4-D or 5-D input"
         return kernel(op, {}, (0,))
 
     device = lower if op in ("GlobalAveragePool", "GlobalMaxPool") else None

@@ -8,7 +8,8 @@ may fold into neighbours:
 - DepthToSpace DCR (the default): [N, C, H, W] -> [N, b, b, C/b², H, W], perm
   [0, 3, 4, 1, 5, 2], -> [N, C/b², H·b, W·b]; CRD: [N, C/b², b, b, H, W], perm
   [0, 1, 4, 2, 5, 3].
-- SpaceToDepth: [N, C, H/b, b, W/b, b], perm [0, 3, 5, 1, 2, 4], -> [N, C·b², H/b, W/b].
+- SpaceToDepth: [N, C, H/b, b, W/b, b], perm [0, 3, 5, 1, 2, 4] (DCR; CRD, opset 28:
+  [0, 1, 3, 5, 2, 4]), -> [N, C·b², H/b, W/b].
 """
 
 from __future__ import annotations
@@ -31,17 +32,19 @@ def _plan(node: Node) -> tuple[list[int], list[int], list[int]] | None:
     if not isinstance(b, int) or b < 1:
         return None
     n, c, h, w = x.meta.shape
-    if node.op_type == "SpaceToDepth":
+    mode = node.attrs.get("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        return None
+    if node.op_type == "SpaceToDepth":  # (opset 28 added CRD, the inverse of DepthToSpace's)
         if h % b or w % b:
             return None
-        return [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h // b, w // b]
+        perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+        return [n, c, h // b, b, w // b, b], perm, [n, c * b * b, h // b, w // b]
     if c % (b * b):
         return None
     out = [n, c // (b * b), h * b, w * b]
-    if node.attrs.get("mode", "DCR") == "CRD":
+    if mode == "CRD":
         return [n, c // (b * b), b, b, h, w], [0, 1, 4, 2, 5, 3], out
-    if node.attrs.get("mode", "DCR") != "DCR":
-        return None
     return [n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2], out
 
 

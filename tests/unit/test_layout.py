@@ -96,7 +96,7 @@ def _pyramid(host_op: str):
 
 @pytest.mark.parametrize("fmt", ["nhwc", "nChw8c", "nChw16c"])
 def test_a_value_crossing_partitions_past_a_host_node_is_plain(fmt):
-    model = _pyramid("Sin")  # Sin has no device kernel: it runs on the host between
+    model = _pyramid("Atan")  # Atan has no device kernel: it runs on the host between
     compiled = compile_graph(load_model(model), CompileOptions(lint=True, layout_format=fmt))
     engines = [p.engine for p in compiled.report.partitions]
     assert engines == ["device", "host", "device"], engines

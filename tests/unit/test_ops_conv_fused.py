@@ -355,3 +355,37 @@ def test_offline_files_round_trip_the_fused_ops():
     unfused = compile_graph(load_model(model), CompileOptions(fuse=False))
     np.testing.assert_allclose(fresh, list(load(unfused).execute(feeds).values())[0],
                                rtol=1e-3, atol=1e-4)
+
+
+def test_3d_convolution_and_pools_run_on_the_device():
+    """A video net's Conv3d (depthwise 3x3x3 and temporal 5x1x1, strided), MaxPool3d and
+    global pool: the device's convolution and pooling kernels take 5-D tensors (oneDNN's
+    ncdhw, converted to its blocked format inside the kernel); they ran as numpy host
+    steps (X3D: 42 convolutions on the host)."""
+    rng = np.random.default_rng(8)
+    inits = [numpy_helper.from_array(rng.standard_normal(s).astype(np.float32) * 0.2, n)
+             for n, s in (("w1", (16, 3, 3, 3, 3)), ("w2", (16, 1, 3, 3, 3)),
+                          ("w3", (24, 16, 5, 1, 1)), ("b3", (24,)))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 6, strides=[1, 2, 2]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 6, group=16),
+             helper.make_node("MaxPool", ["c2"], ["p"], kernel_shape=[1, 3, 3],
+                              strides=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1]),
+             helper.make_node("Conv", ["p", "w3", "b3"], ["c3"], pads=[2, 0, 0, 2, 0, 0]),
+             helper.make_node("GlobalAveragePool", ["c3"], ["g"]),
+             helper.make_node("Add", ["c3", "g"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "video", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                       [2, 3, 6, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((2, 3, 6, 16, 16)).astype(np.float32)}
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert [type(p).__name__ for p in compiled.programs] == ["DeviceProgram"]
+    ops = sorted({t.op for p in compiled.programs if isinstance(p, DeviceProgram)
+                  for t in p.tasks if t.kind == "kernel"})
+    assert {"Conv", "MaxPool"} <= set(ops), ops
+    got = load(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -58,8 +58,8 @@ def test_conv_resolves_same_padding() -> None:
 
 
 def test_conv_rejections() -> None:
-    assert lower(build("Conv", [t(1, 3, 8, 8, 8), np.zeros((4, 3, 3, 3, 3), np.float32)])) == \
-        "device Conv is 1-D or 2-D only, input has rank 5"
+    assert lower(build("Conv", [t(1, 3, 8, 8, 8, 8), np.zeros((4, 3, 3, 3, 3, 3), np.float32)])) \
+        == "device Conv is 1-D, 2-D or 3-D only, input has rank 6"
     assert lower(build("Conv", [t("n", 3, 8, 8), np.zeros((4, 3, 3, 3), np.float32)])) == \
         "input 0 shape is not static"
     # Element types are the runtime's answer (kernel info), asked at placement.

@@ -725,7 +725,7 @@ def test_kernel_info_knows_every_device_op():
              "ConvBlock": {"expand": 1}, "ConvHead": {"trans_b": 1},
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
                               "betas": [0.0, 0.0]}}
-    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Equal", "Less", "Greater",
+    binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "Equal", "Less", "Greater",
               "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
     for op in ("And", "Or", "Xor", "Not"):
         dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
