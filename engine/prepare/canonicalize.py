@@ -31,6 +31,7 @@ from .col2im import as_permutation, tiling_col2im
 from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
+from .loop_scan import as_lifted_ops, scan_loop
 from .matmul_columns import as_product_of_columns, sliced_product
 from .merged_batch import _ELEMENTWISE as MERGED_ELEMENTWISE
 from .merged_batch import lift_merged_batch, merged_batch_op
@@ -524,6 +525,7 @@ CANONICAL: list[_Row] = [
     (static_dft, as_table_product, ("DFT",)),
     (tiling_col2im, as_permutation, ("Col2Im",)),
     (depth_space_move, as_block_transpose, ("DepthToSpace", "SpaceToDepth")),
+    (scan_loop, as_lifted_ops, ("Loop",)),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
