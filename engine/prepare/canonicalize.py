@@ -45,6 +45,7 @@ from .one_hot import (
     static_one_hot,
 )
 from .rotary_op import as_rope, onnx_rotary
+from .split_convs import as_one_conv, split_convs
 from .steps import chain
 from .views import _FLAT_VIEWS as FLAT_VIEWS
 from .views import (
@@ -526,6 +527,7 @@ CANONICAL: list[_Row] = [
     (tiling_col2im, as_permutation, ("Col2Im",)),
     (depth_space_move, as_block_transpose, ("DepthToSpace", "SpaceToDepth")),
     (scan_loop, as_lifted_ops, ("Loop",)),
+    (split_convs, as_one_conv, ("Concat",)),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
