@@ -389,3 +389,37 @@ def test_3d_convolution_and_pools_run_on_the_device():
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("channels", [16, 21])  # whole vectors of channels and a tail
+def test_depthwise_3d_convolution_kernel(channels):
+    """Depthwise Conv3d runs the device's own channels-last kernel (oneDNN 3.2 had gemm:jit
+    only): strides, dilation, asymmetric pads, a bias, then a residual sum and an activation
+    the fusion attaches, held to ONNX Runtime."""
+    rng = np.random.default_rng(9)
+    c = channels
+    inits = [numpy_helper.from_array((rng.standard_normal((c, 1, 3, 3, 3)) * 0.3)
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "b"),
+             numpy_helper.from_array((rng.standard_normal((c, 1, 3, 1, 3)) * 0.3)
+                                     .astype(np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c1"], group=c, strides=[1, 2, 2],
+                              dilations=[2, 1, 1], pads=[2, 1, 0, 2, 0, 1]),
+             helper.make_node("Conv", ["c1", "w2"], ["c2"], group=c, pads=[1, 0, 1, 1, 0, 1]),
+             helper.make_node("Add", ["c2", "c1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    shape = [2, c, 7, 11, 10]
+    model = helper.make_model(helper.make_graph(
+        nodes, "dw3d", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    m = load(compiled)
+    got = m.execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    impls = [t["impl"] for nat in m.natives.values() for t in nat.profile() if t["op"] == "Conv"]
+    if _runtime.conv_block_available():  # the kernel needs AVX-512, as the block kernels
+        assert impls and all("depthwise 3-D" in i for i in impls), impls
