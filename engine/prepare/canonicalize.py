@@ -188,23 +188,65 @@ def _reduce_axes(node: Node) -> list[int] | None:
     return [int(a) for a in np.asarray(axes.const).reshape(-1)]
 
 
-def _spatial_reduce(node: Node) -> bool:
+def _spatial_axes(node: Node) -> list[int] | None:
+    """The reduced axes, when they are spatial axes of [N, C, spatial...] (rank 3 or 4) and
+    every spatial axis left out has size 1: then the reduction is the global pool."""
     x = node.input(0)
-    if node.op_type not in _SPATIAL_REDUCE or _rank(x) != 4 or len(node.outputs) != 1 \
-            or x.meta.dtype.numpy != np.float32:
-        return False
+    rank = _rank(x)
+    if node.op_type not in _SPATIAL_REDUCE or rank not in (3, 4) or len(node.outputs) != 1 \
+            or x.meta.dtype.numpy != np.float32 or not x.meta.is_static:
+        return None
     axes = _reduce_axes(node)
-    return axes is not None and sorted(a % 4 for a in axes) == [2, 3] and len(axes) == 2
+    if not axes:
+        return None
+    axes = sorted({a % rank for a in axes})
+    if len(axes) != len(_reduce_axes(node)) or axes[0] < 2:
+        return None
+    if any(x.meta.shape[a] != 1 for a in range(2, rank) if a not in axes):
+        return None
+    if (rank, axes) != (4, [2, 3]) and not _from_convolution(x):
+        return None  # a transformer's [B, S, H] mean is a LayerNorm's, not a pool
+    return axes
+
+
+# What may lie between a convolution and the reduction of its output over time: views and
+# per-element ops (a bias, a batch norm, an activation).
+_CONV_PASSAGE = {"Squeeze", "Unsqueeze", "Reshape", "Relu", "LeakyRelu", "Clip", "Sigmoid",
+                 "Tanh", "Elu", "Gelu", "HardSwish", "HardSigmoid", "Mul", "Add",
+                 "BatchNormalization", "Identity"}
+
+
+def _from_convolution(v: Value | None, steps: int = 6) -> bool:
+    """Whether `v` is a convolution's output, through at most `steps` views and per-element
+    ops (along their first input)."""
+    for _ in range(steps + 1):
+        node = v.producer if v is not None else None
+        if node is None:
+            return False
+        if node.op_type in ("Conv", "ConvTranspose"):
+            return True
+        if node.op_type not in _CONV_PASSAGE:
+            return False
+        v = node.input(0)
+    return False
+
+
+def _spatial_reduce(node: Node) -> bool:
+    return _spatial_axes(node) is not None
 
 
 def _as_global_pool(graph: Graph, node: Node) -> None:
     """A mean (max) over H and W of [N, C, H, W] is a global pool: a squeeze-excitation's
     squeeze written as ReduceMean(axes=[2, 3]) then runs in the convolutions' format instead
-    of converting the whole feature map to NCHW for it."""
+    of converting the whole feature map to NCHW for it. So is one over the time axis of a
+    1-D convolution's [N, C, L] (a character CNN's max over time: its six conv outputs went
+    from channels-last back to NCHW for a scalar loop each), or over the one spatial axis of
+    size above 1."""
+    axes_kept = _spatial_axes(node)
     pooled = graph.add_node(_SPATIAL_REDUCE[node.op_type], [node.inputs[0]],
                             name=graph.unique_name(node.name), after=node).outputs[0]
     if not int(node.attrs.get("keepdims", 1)):
-        axes = graph.add_constant(None, np.array([2, 3], np.int64))
+        axes = graph.add_constant(None, np.array(axes_kept, np.int64))
         pooled = graph.add_node("Squeeze", [pooled, axes], name=graph.unique_name(
             f"{node.name}_squeeze"), after=pooled.producer).outputs[0]
     graph.replace_all_uses(node.outputs[0], pooled)
