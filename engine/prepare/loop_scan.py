@@ -15,9 +15,14 @@ leading axis, and each op is rewritten for it (axes shifted by one, an invariant
 broadcast from the right). A Slice whose bounds depend on the iteration is taken when the
 bounds are known numbers for every iteration (computed by running the body's own nodes for
 each i) and every slice has the same length: then it is one Gather of the [T, L] table of
-positions. Anything else (ragged bags, state carried between iterations, an op the lifting
-does not know) keeps the Loop. Exact: every element is computed by the same operations in
-the same order, only for all iterations at once.
+positions. Bags of different lengths, or bounds only the run knows (an EmbeddingBag's
+offsets input), stay whole rows plus the bounds until a sum or mean over the bag's rows,
+which becomes a [T, L] 0/1 mask (position in [start, end)) times the rows: the same sums,
+in another order (a mean divides by the bag's length; an empty bag's mean is 0, as ONNX
+Runtime's and torch's).
+Anything else (state carried between iterations, an op the lifting does not know, a ragged
+value leaving the loop) keeps the Loop. Otherwise exact: every element is computed by the
+same operations, only for all iterations at once.
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ class _Lv:
     lifted: bool
     rank: int
     known: list[np.ndarray] | None = None
+    # A ragged slice: iteration i's value is rows [S_i, E_i) of `value` (which then holds
+    # every row, not lifted); (key, S, E) with S, E the lifted [T, 1] bounds, clamped.
+    segment: tuple | None = None
 
 
 class _Refuse(Exception):
@@ -127,19 +135,26 @@ class _Lifter:
                     or n.outputs[0].meta is None or n.outputs[0].meta.shape is None:
                 raise _Refuse
             ins = [None if v is None else self.env[v] for v in n.inputs]
-            out = self.lift(n, ins) if any(x is not None and x.lifted for x in ins) \
-                else self.copy(n, ins)
+            if any(x is not None and x.segment is not None for x in ins):
+                out = self.lift_segment(n, ins)
+            elif any(x is not None and x.lifted for x in ins):
+                out = self.lift(n, ins)
+            else:
+                out = self.copy(n, ins)
             out.known = self.known(n, ins)
             self.env[n.outputs[0]] = out
         cond_out = self.env[body.outputs[0]]
         if not cond_out.known or not all(bool(np.asarray(k).reshape(-1)[0])
                                          for k in cond_out.known):
             raise _Refuse  # the condition may turn false: an early exit
-        return [self.stacked(self.env[v], v) for v in body.outputs[1:]]
+        outs = [self.env[v] for v in body.outputs[1:]]
+        if any(lv.segment is not None for lv in outs):
+            raise _Refuse  # a ragged value leaves the loop
+        return [self.stacked(lv, v) for lv, v in zip(outs, body.outputs[1:])]
 
     def known(self, n: Node, ins: list[_Lv | None]) -> list[np.ndarray] | None:
         """The node's value in every iteration, when its inputs' are known and small."""
-        if any(x is not None and x.known is None for x in ins) \
+        if any(x is not None and (x.known is None or x.segment is not None) for x in ins) \
                 or n.op_type not in _ELEMENTWISE | {"Gather", "Unsqueeze", "Squeeze",
                                                     "Slice", "Concat", "Reshape", "Shape",
                                                     "Constant", "Range"}:
@@ -223,6 +238,98 @@ class _Lifter:
             return self.lift_slice(n, ins, rank, name)
         raise _Refuse
 
+    # ---- ragged slices: bags whose bounds the run decides -------------------------------
+    def segment(self, n: Node, data: _Lv, starts: _Lv, ends: _Lv, dim: int, rank: int) -> _Lv:
+        """Rows [s_i, e_i) of `data` for every i, the bounds known only at run time (an
+        EmbeddingBag's offsets input): kept as `data` whole plus the bounds, until a sum or
+        mean over the rows makes it a [T, rows] mask times the rows."""
+        if not (starts.lifted and ends.lifted) or starts.rank != 1 or ends.rank != 1 \
+                or n.input(1).meta is None or n.input(1).meta.shape != (1,) \
+                or n.input(2).meta is None or n.input(2).meta.shape != (1,):
+            raise _Refuse
+        bounds = []
+        for b in (starts, ends):  # ONNX Slice: a negative bound counts from the end, clamped
+            if self.graph is None:
+                bounds.append(None)
+                continue
+            big = self.const(np.asarray(dim, np.int64))
+            zero = self.const(np.asarray(0, np.int64))
+            neg = self.emit("Less", [b, zero], {}, 1, True, f"{n.name}_neg")
+            wrapped = self.emit("Add", [b, big], {}, 1, True, f"{n.name}_wrap")
+            v = self.emit("Where", [neg, wrapped, b], {}, 1, True, f"{n.name}_bound")
+            v = self.emit("Max", [v, zero], {}, 1, True, f"{n.name}_lo")
+            bounds.append(self.emit("Min", [v, big], {}, 1, True, f"{n.name}_hi"))
+        key = (n.input(1), n.input(2))
+        return _Lv(data.value, True, rank, None, (key, bounds[0], bounds[1], dim))
+
+    def lift_segment(self, n: Node, ins: list[_Lv | None]) -> _Lv:
+        op, a = n.op_type, n.attrs
+        segs = [x for x in ins if x is not None and x.segment is not None]
+        seg = segs[0].segment
+        if any(x.segment[0] != seg[0] for x in segs):
+            raise _Refuse  # rows of different bags
+        rank = len(n.outputs[0].meta.shape)
+        name = f"{n.name}_rows"
+        if op == "Gather" and ins[1] is not None and ins[1].segment is not None \
+                and not ins[0].lifted and int(a.get("axis", 0)) % ins[0].rank == 0:
+            out = self.emit(op, ins, {"axis": 0}, rank, False, name)
+            return dataclasses.replace(out, lifted=True, segment=seg)
+        if op == "Unsqueeze" and ins[0].segment is not None:
+            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
+                else list(a.get("axes") or [])
+            if axes is None or any(ax % rank == 0 for ax in axes):
+                raise _Refuse
+            out = self.emit(op, [ins[0], self.axes_const([ax % rank for ax in axes])], {},
+                            rank, False, name)
+            return dataclasses.replace(out, lifted=True, segment=seg)
+        if op in _ELEMENTWISE and op != "Where":
+            for x in ins:  # the other operands: rows of the same bags, or broadcast over rows
+                if x is None or x.segment is not None:
+                    continue
+                if x.lifted or x.rank >= rank:
+                    raise _Refuse
+            out = self.emit(op, ins, dict(a), rank, False, name)
+            return dataclasses.replace(out, lifted=True, segment=seg)
+        if op in ("ReduceSum", "ReduceMean") and ins[0].segment is not None:
+            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
+                else a.get("axes")
+            x = n.input(0)
+            if not axes or [ax % ins[0].rank for ax in axes] != [0] \
+                    or x.meta is None or x.meta.dtype.numpy != np.float32 \
+                    or any(y is not None and y.lifted for y in ins[1:]):
+                raise _Refuse
+            rest = list(x.meta.shape[1:])
+            if not all(isinstance(d, int) for d in rest):
+                raise _Refuse
+            return self.bag_sum(ins[0], op == "ReduceMean", int(a.get("keepdims", 1)), rest,
+                                rank, name)
+        raise _Refuse
+
+    def bag_sum(self, rows: _Lv, mean: bool, keepdims: int, rest: list[int], rank: int,
+                name: str) -> _Lv:
+        """Per bag, the sum (mean) of its rows: a [T, L] 0/1 mask times the rows [L, rest]."""
+        if self.graph is None:
+            return _Lv(None, True, rank)
+        _, lo, hi, dim = rows.segment
+        positions = self.const(np.arange(dim, dtype=np.int64).reshape(1, dim))
+        inside = self.emit("And", [self.emit("GreaterOrEqual", [positions, lo], {}, 1, True,
+                                             f"{name}_from"),
+                                   self.emit("Less", [positions, hi], {}, 1, True,
+                                             f"{name}_to")], {}, 1, True, f"{name}_in")
+        mask = self.emit("Cast", [inside], {"to": 1}, 1, True, f"{name}_mask")
+        flat = self.emit("Reshape", [rows, self.const(np.asarray([dim, -1], np.int64))], {},
+                         1, False, f"{name}_flat")
+        total = self.emit("MatMul", [mask, flat], {}, 1, True, f"{name}_sum")
+        if mean:  # an empty bag's mean is 0 (ONNX Runtime's and torch's), not 0/0
+            count = self.emit("ReduceSum", [mask, self.axes_const([1])], {"keepdims": 1}, 1,
+                              True, f"{name}_count")
+            count = self.emit("Max", [count, self.const(np.asarray(1.0, np.float32))], {}, 1,
+                              True, f"{name}_count1")
+            total = self.emit("Div", [total, count], {}, 1, True, f"{name}_mean")
+        out_shape = [self.trips] + ([1] if keepdims else []) + rest
+        return self.emit("Reshape", [total, self.const(np.asarray(out_shape, np.int64))], {},
+                         rank, True, name)
+
     def lift_slice(self, n: Node, ins: list[_Lv | None], rank: int, name: str) -> _Lv:
         data, rest = ins[0], ins[1:]
         if data.lifted:
@@ -247,13 +354,14 @@ class _Lifter:
                 raise _Refuse
         starts, ends = rest[0], rest[1]
         axes_lv = rest[2] if len(rest) > 2 else None
-        if starts.known is None or ends.known is None \
-                or (axes_lv is not None and (axes_lv.lifted or axes_lv.known is None)):
+        if axes_lv is not None and (axes_lv.lifted or axes_lv.known is None):
             raise _Refuse
         axes = [0] if axes_lv is None else [int(x) for x in axes_lv.known[0].reshape(-1)]
         dim = int(n.input(0).meta.shape[0])
         if len(axes) != 1 or axes[0] % data.rank != 0:
             raise _Refuse  # a slice along the first axis only
+        if starts.known is None or ends.known is None:
+            return self.segment(n, data, starts, ends, dim, rank)
         bounds = []
         for i in range(self.trips):
             s = int(starts.known[i if starts.lifted else 0].reshape(-1)[0])
@@ -262,8 +370,8 @@ class _Lifter:
             e = min(max(e + dim if e < 0 else e, 0), dim)
             bounds.append((s, max(e, s)))
         length = bounds[0][1] - bounds[0][0]
-        if any(e - s != length for s, e in bounds):
-            raise _Refuse  # ragged
+        if any(e - s != length for s, e in bounds):  # ragged: as if the run decided them
+            return self.segment(n, data, starts, ends, dim, rank)
         table = np.asarray([np.arange(s, e) for s, e in bounds], np.int64).reshape(
             self.trips, length)
         return self.emit("Gather", [data, self.const(table)], {"axis": 0}, rank, True, name)

@@ -54,13 +54,15 @@ def _bag_body(weighted: bool, reduce: str = "ReduceSum"):
 
 
 def _model(bags: int, offsets: np.ndarray, weighted=True, reduce="ReduceSum",
-           trips_from_shape=False):
+           trips_from_shape=False, offsets_input=False):
     total = int(offsets[-1])
     nodes = [helper.make_node("Slice", ["offsets", "z", "m1", "z"], ["starts"]),
              helper.make_node("Slice", ["offsets", "o1", "big", "z"], ["ends"])]
-    inits = [_c("offsets", offsets.astype(np.int64)), _c("z", np.array([0], np.int64)),
+    inits = [_c("z", np.array([0], np.int64)),
              _c("o1", np.array([1], np.int64)), _c("m1", np.array([-1], np.int64)),
              _c("big", np.array([1 << 30], np.int64)), _c("true", np.array(True))]
+    if not offsets_input:
+        inits.append(_c("offsets", offsets.astype(np.int64)))
     if trips_from_shape:  # the trip count as torch computes it: the starts' length
         nodes += [helper.make_node("Shape", ["starts"], ["sh"]),
                   helper.make_node("Gather", ["sh", "z0"], ["trips"], axis=0)]
@@ -69,16 +71,20 @@ def _model(bags: int, offsets: np.ndarray, weighted=True, reduce="ReduceSum",
         inits.append(_c("trips", np.array(bags, np.int64)))
     nodes.append(helper.make_node("Loop", ["trips", "true"], ["pooled"],
                                   body=_bag_body(weighted, reduce)))
-    nodes.append(helper.make_node("Relu", ["pooled"], ["y"]))
+    nodes.append(helper.make_node("Identity", ["pooled"], ["y"]))  # NaN and 0 differ here
     inputs = [helper.make_tensor_value_info("idx", I64, [total])]
     if weighted:
         inputs.append(helper.make_tensor_value_info("psw", F32, [total]))
+    if offsets_input:
+        inputs.append(helper.make_tensor_value_info("offsets", I64, [len(offsets)]))
     graph = helper.make_graph(nodes, "bags", inputs,
                               [helper.make_tensor_value_info("y", F32, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     feeds = {"idx": RNG.integers(0, V, total).astype(np.int64)}
     if weighted:
         feeds["psw"] = RNG.random(total).astype(np.float32)
+    if offsets_input:
+        feeds["offsets"] = offsets.astype(np.int64)
     return model, feeds
 
 
@@ -116,9 +122,24 @@ def test_a_mean_by_the_attribute_form_and_many_bags():
     assert _hosted(placements) == [] and _loops(placements) == []
 
 
-def test_ragged_bags_keep_the_loop():
-    model, feeds = _model(3, np.array([0, 2, 7, 9]))
-    assert _loops(_check(model, feeds)) == ["Loop"]
+@pytest.mark.parametrize("offsets_input", [False, True])
+@pytest.mark.parametrize("reduce,weighted", [("ReduceSum", True), ("ReduceSum", False),
+                                             ("ReduceMean", False)])
+def test_ragged_bags_are_a_mask_times_the_rows(offsets_input, reduce, weighted):
+    """Bags of different lengths, their bounds constant or an input only the run knows
+    (DLRM's offsets), an empty bag among them (its mean is 0, as ONNX Runtime's)."""
+    offsets = np.array([0, 2, 7, 7, 9, 16])
+    model, feeds = _model(5, offsets, weighted, reduce, trips_from_shape=True,
+                          offsets_input=offsets_input)
+    placements = _check(model, feeds)
+    assert _hosted(placements) == [] and _loops(placements) == []
+    if offsets_input:  # other bags through the same compiled model
+        compiled = compile_graph(load_model(model), CompileOptions())
+        feeds["offsets"] = np.array([0, 0, 1, 8, 15, 16], np.int64)
+        got = LoadedModel(compiled).execute(feeds)["y"]
+        want = ort.InferenceSession(model.SerializeToString(), providers=[
+            "CPUExecutionProvider"]).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
 def test_a_condition_that_turns_false_keeps_the_loop():
