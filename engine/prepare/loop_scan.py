@@ -38,6 +38,8 @@ from .steps import replace_outputs
 
 MAX_TRIPS = 1 << 14  # iterations a Loop may have to be lifted
 _MAX_KNOWN = 1 << 16  # elements of the per-iteration index values computed at compile time
+_MAX_KNOWN_TRIPS = 1 << 12  # iterations whose index values are computed one by one
+_MAX_MASK = 1 << 24  # elements of a ragged sum's [T, rows] mask (64 MB of float32)
 
 _ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "Equal", "Less", "Greater",
@@ -57,7 +59,8 @@ class _Lv:
     rank: int
     known: list[np.ndarray] | None = None
     # A ragged slice: iteration i's value is rows [S_i, E_i) of `value` (which then holds
-    # every row, not lifted); (key, S, E) with S, E the lifted [T, 1] bounds, clamped.
+    # every row, not lifted); (key, S, E, rows) with key the body's (starts, ends) values,
+    # S, E the lifted [T, 1] bounds, clamped, and rows the count of `value`'s rows.
     segment: tuple | None = None
 
 
@@ -70,6 +73,12 @@ def _const_ints(v: Value | None) -> list[int] | None:
         return None
     val = value_prop.known_value(v)
     return None if val is None or val.dtype == object else [int(x) for x in val.reshape(-1)]
+
+
+def _axes(n: Node) -> list[int] | None:
+    """The axes input of an Unsqueeze, Squeeze or reduction ([] when absent: the importer
+    turns every older opset's axes attribute into this input)."""
+    return _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None else []
 
 
 def _trips(node: Node) -> int | None:
@@ -160,6 +169,8 @@ class _Lifter:
                                                     "Constant", "Range"}:
             return None
         per = 1 if not any(x is not None and x.lifted for x in ins) else self.trips
+        if per > _MAX_KNOWN_TRIPS:
+            return None  # (a ragged sum needs no known bounds)
         out = []
         size = 0
         for i in range(per):
@@ -197,11 +208,15 @@ class _Lifter:
         if op in _ELEMENTWISE:
             if any(x is not None and not x.lifted and x.rank > rank for x in ins):
                 raise _Refuse  # an invariant operand wider than the result
+            # a lifted operand of fewer axes than the result broadcasts from the right in
+            # each iteration: its iteration axis must stay first, so unit axes go after it
+            ins = [self.emit("Unsqueeze", [x, self.axes_const(list(range(1, 1 + rank - x.rank)))],
+                             {}, rank, True, f"{n.name}_align")
+                   if x is not None and x.lifted and x.rank < rank else x for x in ins]
             return self.emit(op, ins, dict(a), rank, True, name)
         if op in ("Unsqueeze", "Squeeze"):
             x = ins[0]
-            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
-                else list(a.get("axes") or [])
+            axes = _axes(n)
             if axes is None or not x.lifted or (op == "Squeeze" and not axes):
                 raise _Refuse
             span = rank if op == "Unsqueeze" else x.rank
@@ -213,19 +228,16 @@ class _Lifter:
                              name)
         if op in _REDUCE:
             x = ins[0]
-            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
-                else a.get("axes")
-            if axes is None or len(axes) == 0:
+            axes = _axes(n)
+            if axes is None or not x.lifted or any(y is not None and y.lifted for y in ins[1:]):
+                raise _Refuse
+            if not axes:
                 if a.get("noop_with_empty_axes", 0):
                     return x
                 axes = list(range(x.rank))
-            if not x.lifted or any(y is not None and y.lifted for y in ins[1:]):
-                raise _Refuse
             shifted = [(ax % x.rank) + 1 for ax in axes]
-            attrs = {"keepdims": int(a.get("keepdims", 1))}
-            if op == "ReduceSum" or len(n.inputs) > 1:
-                return self.emit(op, [x, self.axes_const(shifted)], attrs, rank, True, name)
-            return self.emit(op, [x], {**attrs, "axes": shifted}, rank, True, name)
+            return self.emit(op, [x, self.axes_const(shifted)],
+                             {"keepdims": int(a.get("keepdims", 1))}, rank, True, name)
         if op == "Gather":
             data, idx = ins
             axis = int(a.get("axis", 0)) % data.rank
@@ -243,6 +255,8 @@ class _Lifter:
         """Rows [s_i, e_i) of `data` for every i, the bounds known only at run time (an
         EmbeddingBag's offsets input): kept as `data` whole plus the bounds, until a sum or
         mean over the rows makes it a [T, rows] mask times the rows."""
+        if self.trips * dim > _MAX_MASK:
+            raise _Refuse  # the [T, rows] mask would not be small
         if not (starts.lifted and ends.lifted) or starts.rank != 1 or ends.rank != 1 \
                 or n.input(1).meta is None or n.input(1).meta.shape != (1,) \
                 or n.input(2).meta is None or n.input(2).meta.shape != (1,):
@@ -275,8 +289,7 @@ class _Lifter:
             out = self.emit(op, ins, {"axis": 0}, rank, False, name)
             return dataclasses.replace(out, lifted=True, segment=seg)
         if op == "Unsqueeze" and ins[0].segment is not None:
-            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
-                else list(a.get("axes") or [])
+            axes = _axes(n)
             if axes is None or any(ax % rank == 0 for ax in axes):
                 raise _Refuse
             out = self.emit(op, [ins[0], self.axes_const([ax % rank for ax in axes])], {},
@@ -284,15 +297,14 @@ class _Lifter:
             return dataclasses.replace(out, lifted=True, segment=seg)
         if op in _ELEMENTWISE and op != "Where":
             for x in ins:  # the other operands: rows of the same bags, or broadcast over rows
-                if x is None or x.segment is not None:
+                if x is None:
                     continue
-                if x.lifted or x.rank >= rank:
+                if x.rank != rank if x.segment is not None else (x.lifted or x.rank >= rank):
                     raise _Refuse
             out = self.emit(op, ins, dict(a), rank, False, name)
             return dataclasses.replace(out, lifted=True, segment=seg)
         if op in ("ReduceSum", "ReduceMean") and ins[0].segment is not None:
-            axes = _const_ints(n.input(1)) if len(n.inputs) > 1 and n.input(1) is not None \
-                else a.get("axes")
+            axes = _axes(n)
             x = n.input(0)
             if not axes or [ax % ins[0].rank for ax in axes] != [0] \
                     or x.meta is None or x.meta.dtype.numpy != np.float32 \

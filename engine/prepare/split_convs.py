@@ -68,8 +68,8 @@ def _attr(c: Node, key: str, default: list[int]) -> list[int]:
     return [int(v) for v in (c.attrs.get(key) or default)]
 
 
-def _plan(node: Node) -> tuple[str, list[Node], int] | None:
-    """("dense" | "depthwise", the convolutions, the merged kernel side or group count)."""
+def _plan(node: Node) -> tuple[str, list[Node], tuple[int, int] | None] | None:
+    """("dense" | "depthwise", the convolutions, the depthwise kernel's (kh, kw))."""
     found = _conv_parts(node)
     if found is None:
         return None
@@ -87,7 +87,7 @@ def _plan(node: Node) -> tuple[str, list[Node], int] | None:
         if not same or shapes[0][1] != chans[0]:
             return None
         whole = shapes[0][0] % VECTOR == 0 and chans[0] % VECTOR == 0
-        return ("dense", convs, len(convs)) if whole or len(convs) <= MAX_GROWTH else None
+        return ("dense", convs, None) if whole or len(convs) <= MAX_GROWTH else None
     if any(g != ch for g, ch in zip(groups, chans)) or any(s[1] != 1 for s in shapes):
         return None
     if len({s[0] // ch for s, ch in zip(shapes, chans)}) != 1 \
@@ -105,7 +105,7 @@ def _plan(node: Node) -> tuple[str, list[Node], int] | None:
     work = sum(s[0] * s[2] * s[3] for s in shapes)
     if sum(s[0] for s in shapes) * kh * kw > MAX_GROWTH * work:
         return None
-    return "depthwise", convs, kh * 1000 + kw
+    return "depthwise", convs, (kh, kw)
 
 
 def split_convs(node: Node) -> bool:
@@ -113,7 +113,7 @@ def split_convs(node: Node) -> bool:
 
 
 def as_one_conv(graph: Graph, node: Node) -> None:
-    kind, convs, extent = _plan(node)
+    kind, convs, kernel = _plan(node)
     split = convs[0].input(0).producer
     x = split.inputs[0]
     weights, biases = [], []
@@ -138,7 +138,7 @@ def as_one_conv(graph: Graph, node: Node) -> None:
             for k, part in enumerate(weights):
                 w[k * m:(k + 1) * m, k * c:(k + 1) * c] = part
     else:
-        kh, kw = divmod(extent, 1000)
+        kh, kw = kernel
         padded = []
         for w in weights:
             top, left = (kh - w.shape[2]) // 2, (kw - w.shape[3]) // 2

@@ -161,3 +161,25 @@ def test_a_condition_that_turns_false_keeps_the_loop():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     placements = _check(model, {"x": RNG.standard_normal(4).astype(np.float32)})
     assert _loops(placements) == ["Loop"]
+
+
+def test_a_lifted_scalar_times_an_invariant_row_keeps_the_iteration_axis_first():
+    """out_i = float(i) * x (x [4], four iterations): the lifted [T] scalar is viewed as
+    [T, 1] before the product; as [T] it broadcast against x's axis and gave x * [0..3]
+    in every row, wrong and the right shape when T equals x's length."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["f"], to=F32),
+         helper.make_node("Mul", ["f", "x"], ["out"])],
+        "body", [helper.make_tensor_value_info("i", I64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("out", F32, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trips", "true"], ["y"], body=body)], "rows",
+        [helper.make_tensor_value_info("x", F32, [4])],
+        [helper.make_tensor_value_info("y", F32, None)],
+        [_c("trips", np.array(4, np.int64)), _c("true", np.array(True))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    placements = _check(model, {"x": np.arange(1, 5, dtype=np.float32)})
+    assert _loops(placements) == []  # lifted, not left to the Loop

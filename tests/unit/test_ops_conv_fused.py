@@ -423,3 +423,32 @@ def test_depthwise_3d_convolution_kernel(channels):
     impls = [t["impl"] for nat in m.natives.values() for t in nat.profile() if t["op"] == "Conv"]
     if _runtime.conv_block_available():  # the kernel needs AVX-512, as the block kernels
         assert impls and all("depthwise 3-D" in i for i in impls), impls
+
+
+def test_depthwise_3d_convolution_summing_into_its_residual_in_place():
+    """y = tanh(dwconv3d(x) + sigmoid(x)), then a Transpose: the residual's storage is the
+    convolution's output (codegen's sum in place), so the kernel adds it before writing the
+    output over it (it transposed over it first: 1.18 off)."""
+    rng = np.random.default_rng(1)
+    c = 16
+    inits = [numpy_helper.from_array((rng.standard_normal((c, 1, 3, 3, 3)) * 0.3)
+                                     .astype(np.float32), "w")]
+    nodes = [helper.make_node("Sigmoid", ["x"], ["r"]),
+             helper.make_node("Conv", ["x", "w"], ["cv"], group=c, pads=[1] * 6),
+             helper.make_node("Add", ["cv", "r"], ["s"]),
+             helper.make_node("Tanh", ["s"], ["t"]),
+             helper.make_node("Transpose", ["t"], ["y"], perm=[0, 2, 1, 3, 4])]
+    shape = [1, c, 4, 6, 6]
+    model = helper.make_model(helper.make_graph(
+        nodes, "dw3d_in_place", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    offsets = {t["name"]: t["offset"] for t in prog.spec(compiled.name, [])["tensors"]}
+    assert offsets["r"] == offsets["t"]  # the case this test is for
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    got = load(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

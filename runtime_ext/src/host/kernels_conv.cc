@@ -557,9 +557,21 @@ Status Dw3dKernel::run(ExecContext& ctx) {
     const int64_t n = row / (od_ * oh_), od = (row / oh_) % od_, oh = row % oh_;
     dw3d_row(xt, wt_.data(), bias_.data(), yt + row * ow_ * c_, n, od, oh, k_, s_, d_, p_, c_, id_, ih_, iw_, ow_);
   }
-  transpose::batched_4byte(yt, y, n_, od_ * oh_ * ow_, c_, threads);
-  if (r_) {
-    const float* r = ctx.ptr<const float>(*r_);
+  const float* r = r_ ? ctx.ptr<const float>(*r_) : nullptr;
+  const int64_t voxels = od_ * oh_ * ow_;
+  if (r == y) {  // the residual's storage is the output's (codegen's sum in place): add it
+    // into the channels-last sums before the transpose back overwrites it
+    for (int64_t n = 0; n < n_; ++n) {
+      for (int64_t c = 0; c < c_; ++c) {
+        const float* rc = r + (n * c_ + c) * voxels;
+        float* yc = yt + n * voxels * c_ + c;
+        for (int64_t v = 0; v < voxels; ++v) yc[v * c_] += rc[v];
+      }
+    }
+    r = nullptr;
+  }
+  transpose::batched_4byte(yt, y, n_, voxels, c_, threads);
+  if (r) {
     for (int64_t i = 0; i < y_->numel; ++i) y[i] += r[i];
   }
   if (act_.valid()) act_.execute(ctx);

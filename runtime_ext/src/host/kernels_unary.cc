@@ -73,13 +73,11 @@ class LoopKernel : public Kernel {
       case LoopOp::kSin:
       case LoopOp::kCos: {
         const bool cosine = op_ == LoopOp::kCos;
-        const auto fn = cpu_has_avx512() && __builtin_cpu_supports("avx512dq") ? trig::sin_cos_avx512
-                                                                             : trig::sin_cos_portable;
         const int64_t parts = n >= kTrigParallel ? omp_get_max_threads() : 1;
 #pragma omp parallel for schedule(static) if (parts > 1)
         for (int64_t p = 0; p < parts; ++p) {
           const int64_t lo = n * p / parts, hi = n * (p + 1) / parts;
-          fn(x + lo, y + lo, hi - lo, cosine);
+          trig::sin_cos(x + lo, y + lo, hi - lo, cosine);
         }
         break;
       }

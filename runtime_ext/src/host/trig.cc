@@ -14,12 +14,16 @@
 
 namespace ge::trig {
 
+namespace {
+
 void sin_cos_portable(const float* x, float* y, int64_t n, bool cosine) {
   for (int64_t i = 0; i < n; ++i) {
     const double v = x[i];
     y[i] = static_cast<float>(cosine ? std::cos(v) : std::sin(v));
   }
 }
+
+}  // namespace
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512dq,fma")
@@ -89,14 +93,18 @@ inline void sixteen(const float* x, float* y, int64_t n, __m512i shift, bool cos
   _mm512_mask_storeu_ps(y, m, out);
 }
 
-}  // namespace
-
 void sin_cos_avx512(const float* x, float* y, int64_t n, bool cosine) {
   const __m512i shift = _mm512_set1_epi64(cosine ? 1 : 0);
   for (int64_t i = 0; i < n; i += 16) sixteen(x + i, y + i, n - i, shift, cosine);
 }
 
+}  // namespace
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
+
+void sin_cos(const float* x, float* y, int64_t n, bool cosine) {
+  static const bool vector = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  (vector ? sin_cos_avx512 : sin_cos_portable)(x, y, n, cosine);
+}
 
 }  // namespace ge::trig

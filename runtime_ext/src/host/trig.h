@@ -8,10 +8,8 @@
 
 namespace ge::trig {
 
-// y[i] = sin(x[i]) (or cos) for i in [0, n); x == y computes in place. Uses AVX-512F/DQ
-// where the CPU has them (cpu_has_avx512() in device.h, checked by the caller), else call
-// the portable loop.
-void sin_cos_avx512(const float* x, float* y, int64_t n, bool cosine);
-void sin_cos_portable(const float* x, float* y, int64_t n, bool cosine);
+// y[i] = sin(x[i]) (or cos) for i in [0, n); x == y computes in place. The vector code where
+// the CPU has AVX-512F and DQ (asked once), else the libm loop in double.
+void sin_cos(const float* x, float* y, int64_t n, bool cosine);
 
 }  // namespace ge::trig
