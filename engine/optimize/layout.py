@@ -13,7 +13,11 @@ turns NHWC-ordered data into the region's NHWC storage or back (a TensorFlow mod
 TransposeView. The runtime executes exactly the formats chosen here (tensor slots carry
 them).
 
-The region's format (`region_format`): NHWC, or oneDNN's blocked format for the CPU
+5-D activations (Conv3d, 3-D pools) join the region too, always stored NHWC (N, D, H, W,
+C): the blocked formats are 4-D only, and oneDNN's Conv3d and our depthwise 3-D kernel run
+channels-last (plain, each Conv3d converted in and out inside its task).
+
+The region's 4-D format (`region_format`): NHWC, or oneDNN's blocked format for the CPU
 (nChw16c with AVX-512, nChw8c with AVX2; the target's `blocked_format`). oneDNN's brgemm
 convolutions (NHWC) are its default choice, but its direct 1x1 and depthwise kernels on
 blocked data are clearly faster on small images and channel counts (MobileNetV2 on two
@@ -54,6 +58,7 @@ from .formats import (
     NCHW,
     NHWC,
     channel_constants_as_4d,
+    is_act,
     is_act4d,
     is_conversion,
     layout_of,
@@ -62,6 +67,7 @@ from .formats import (
     reads_own_layout,
     same_bytes,
     spatial_only,
+    unit_view,
 )
 from .layout_views import drop_reshape_round_trips, into_region_views, transpose_views
 
@@ -97,43 +103,65 @@ def _is_head(node: Node) -> bool:
     follow the Conv, optimize/fusion/conv_head.py): it reads its input in any format and
     writes a plain [N, classes]."""
     out = node.outputs[0].meta if node.outputs else None
-    return layout_of(node) is Layout.CONV and out is not None and out.rank != 4
+    return layout_of(node) is Layout.CONV and out is not None and out.rank < 3
 
 
-def _agnostic(node: Node, maps: bool = False) -> bool:
-    """Whether the node may run with its 4-D activations NHWC; `maps`: an elementwise op
+def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
+    """Whether the node may run with its 4-D (or 5-D) activations in the region's format
+    (operands of one rank); `maps`: an elementwise op
     may broadcast a per-pixel map (`pixel_map`) over the channels (an NHWC region on a
-    runtime that takes them, `_takes_pixel_maps`)."""
+    runtime that takes them, `_takes_pixel_maps`); `nhwc` (an NHWC region): 3-D activations
+    [N, C, L] too, the views between them and a 1-D convolution's [N, C, 1, L]
+    (`unit_view`), and elementwise chains with per-channel operands."""
     if node.meta.engine is not Engine.DEVICE or not node.outputs:
         return False
     if _is_head(node):
         return is_act4d(node.input(0))
+    rank = node.outputs[0].meta.rank if node.outputs[0].meta is not None else 0
+    if rank == 3 and not nhwc:
+        return False
+    if unit_view(node):
+        return nhwc
     out = node.outputs[0]
     kind = layout_of(node)
     if kind is Layout.CONCAT:  # joins (Concat) or cuts (Split) the bytes as stored
         data = _data_inputs(node)
-        return bool(data) and all(is_act4d(v) for v in [*data, *node.outputs])
-    if not is_act4d(out) or len(node.outputs) != 1:
+        return bool(data) and all(is_act(v) and v.meta.rank == rank
+                                  for v in [*data, *node.outputs])
+    if not is_act(out) or len(node.outputs) != 1:
         return False
     if kind in (Layout.CONV, Layout.UNIFORM):
-        return is_act4d(node.input(0))
+        return is_act(node.input(0)) and node.input(0).meta.rank == rank
     if kind is Layout.SPATIAL:  # a Pad of H and W: the stored axes padded in any format
-        return is_act4d(node.input(0)) and spatial_only(node)
+        return is_act(node.input(0)) and node.input(0).meta.rank == rank and spatial_only(node)
     if kind in (Layout.ELEMENTWISE, Layout.CHANNEL):
         # a scalar operand broadcasts alike in every format; a per-channel one is read plain,
         # and by oneDNN only as the second operand of a Sub or Div (c - x stays plain)
         ins = [v for v in node.inputs if v is not None]
         second = node.input(1) if node.op_type in ("Sub", "Div") else None
-        return any(is_act4d(v) and v.meta == out.meta for v in ins) and all(
-            is_act4d(v) and v.meta == out.meta
+        return any(is_act(v) and v.meta == out.meta for v in ins) and all(
+            is_act(v) and v.meta == out.meta
             or v.is_constant and v.meta is not None and v.meta.numel == 1
-            or kind is Layout.CHANNEL and per_channel(v, out) and (second is None or v is second)
-            or maps and pixel_map(v, out) and (second is None or v is second)
+            or kind is Layout.CHANNEL and _scale_of(v, out, rank == 4)
+            and (second is None or v is second)
+            or maps and rank == 4 and pixel_map(v, out) and (second is None or v is second)
             for v in ins)
-    if kind is Layout.CHAIN:  # flat: any format its full-size tensors share
-        return all(v.is_constant and v.meta.numel == 1 if not is_act4d(v)
-                   else v.meta == out.meta for v in node.inputs)
+    if kind is Layout.CHAIN:  # flat: any format its full-size tensors share (and, NHWC, rows
+        # of C with a per-channel operand)
+        return all(v.meta == out.meta if is_act(v)
+                   else v.is_constant and v.meta.numel == 1 or nhwc and _scale_of(v, out)
+                   for v in node.inputs) and (
+            nhwc or not any(per_channel(v, out) for v in node.inputs))
     return False
+
+
+def _scale_of(v: Value, out: Value, any_width: bool = False) -> bool:
+    """Whether v is a per-channel operand of out the region's kernels broadcast well: over
+    at least a vector of 16 channels, or (`any_width`) a 4-D one of any width. Stored NHWC,
+    the channels are the innermost axis: a signal of 8 channels broadcast its scale 8 floats
+    at a time over 4000 rows (DAC's Snake: its chains 57 us each, against ~8 plain on the
+    same 32000 elements), where plain rows of one channel broadcast a scalar."""
+    return per_channel(v, out) and (any_width or out.meta.shape[1] >= 16)
 
 
 def _takes_pixel_maps(target: Target) -> bool:
@@ -288,9 +316,9 @@ def _conv_reads_only(v: Value) -> bool:
 
 def _output_format(node: Node, region: str, graph_outputs: set[Value],
                    own: dict[Node, str]) -> str:
-    if region == NHWC:
-        return NHWC
     out = node.outputs[0]
+    if region == NHWC or out.meta.rank == 5:  # 5-D: channels last (the blocked formats are 4-D)
+        return NHWC
     source = node.input(0).producer
     if layout_of(node) in (Layout.UNIFORM, Layout.SPATIAL) and source in own \
             and not _is_head(source):
@@ -322,7 +350,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     region = region_format(graph, fmt, target)
     maps = region == NHWC and _takes_pixel_maps(target)
     candidates = [n for n in graph.nodes
-                  if _agnostic(n, maps) and not _joins_outputs(n, outputs)]
+                  if _agnostic(n, maps, region == NHWC) and not _joins_outputs(n, outputs)]
     region_nodes = _grown_backwards(graph, _reached_from_convolutions(candidates), candidates,
                                     outputs)
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):
@@ -374,7 +402,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
         mine = own.get(node, NCHW)
         new_inputs = list(node.inputs)
         for i, v in enumerate(node.inputs):
-            if not is_act4d(v):
+            if not is_act(v):
                 continue
             want = mine if (mine != NCHW and reads_own_layout(node, i)) else NCHW
             if (want in BLOCKS and layout_of(node) is Layout.CONV and i == 0 and not v.format

@@ -9,7 +9,7 @@ from .. import ops
 from ..ir import Engine, Graph, Node, TensorMeta, Value
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
-from .formats import NCHW, NHWC, is_act4d, layout_of, reads_own_layout
+from .formats import NCHW, NHWC, is_act, is_act4d, layout_of, reads_own_layout
 
 # A Transpose between NHWC-ordered data and the layout region moves no byte: NHWC data
 # permuted to logical NCHW ([0, 3, 1, 2], a TensorFlow model's way into its convolutions)
@@ -43,12 +43,18 @@ if not ops.has("TransposeView"):
 
 
 def _transpose_perm(node: Node) -> list[int] | None:
+    """A device Transpose's permutation, of 4-D activations or, [0, 2, 1], 3-D ones (a
+    signal [N, C, L] stored NHWC is the bytes of [N, L, C], so that Transpose is a view both
+    into and out of an NHWC region)."""
     if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
         return None
     x, y = node.inputs[0], node.outputs[0]
+    perm = node.attrs.get("perm")
+    if perm is not None and is_act(x) and is_act(y) and x.meta.rank == 3 \
+            and [int(p) % 3 for p in perm] == [0, 2, 1]:
+        return [0, 2, 1]
     if not (is_act4d(x) and is_act4d(y)):
         return None
-    perm = node.attrs.get("perm")
     return None if perm is None else [int(p) % 4 for p in perm]
 
 
@@ -67,10 +73,19 @@ def _flattened_region_value(node: Node, outputs: set[Value]) -> tuple[Value, Nod
             or flat.meta.partition != node.meta.partition or r in outputs or r.users != [node]:
         return None
     x = flat.inputs[0]
-    if not is_act4d(x) or x.format != NHWC or r.meta is None or not r.meta.is_static:
+    if not is_act4d(x) or x.format != NHWC or r.meta is None or not r.meta.is_static \
+            or not _made_in(x, node):
         return None
     n, c, h, w = x.meta.shape
     return (x, flat) if tuple(r.meta.shape) == (n, c, h * w) else None
+
+
+def _made_in(x: Value, reader: Node) -> bool:
+    """Whether x is made in the reader's partition: a value read in another one reaches it
+    plain (`_plain_partition_outputs` converts it at the edge, after the views are made), so
+    only there do its region format's bytes stand (a detector's flattened feature map read
+    past a host GridSample as NHWC bytes: 4.3 off)."""
+    return x.producer is not None and x.producer.meta.partition == reader.meta.partition
 
 
 _POINTWISE = (Layout.UNIFORM, Layout.ELEMENTWISE, Layout.CHANNEL, Layout.CHAIN)
@@ -322,7 +337,7 @@ def transpose_views(graph: Graph, own: dict[Node, str]) -> int:
         if perm is None:
             continue
         x, y = node.inputs[0], node.outputs[0]
-        if perm == _INTO_REGION and not x.format and y not in outputs:
+        if perm in (_INTO_REGION, [0, 2, 1]) and not x.format and y not in outputs:
             # into the region: worth it when a region node reads y in NHWC; y must not leave
             # the partition (a partition's edges are plain)
             read_nhwc = any(own.get(u) == NHWC and any(
@@ -331,7 +346,8 @@ def transpose_views(graph: Graph, own: dict[Node, str]) -> int:
             if not read_nhwc or any(u.meta.partition != node.meta.partition for u in y.users):
                 continue
             fmt = (NCHW, NHWC)
-        elif perm == _OUT_OF_REGION and x.format == NHWC and not y.format:
+        elif perm in (_OUT_OF_REGION, [0, 2, 1]) and x.format == NHWC and not y.format \
+                and _made_in(x, node):
             fmt = (NHWC, NCHW)
         else:
             continue

@@ -49,9 +49,11 @@ from .split_convs import as_one_conv, split_convs
 from .steps import chain
 from .views import _FLAT_VIEWS as FLAT_VIEWS
 from .views import (
+    ROUND_TRIP_VIEWS,
     as_one_view,
     as_parts,
     as_reshape,
+    as_source,
     as_transpose,
     identity_gather,
     identity_gather_nd,
@@ -59,6 +61,7 @@ from .views import (
     nd_as_reshape,
     split_of_concat,
     view_of_view,
+    view_round_trip,
 )
 
 _POOLS = ("MaxPool", "AveragePool", "LpPool")
@@ -585,6 +588,7 @@ CANONICAL: list[_Row] = [
     (_loop_invariant_state, _as_enclosing_reads, ("Loop",)),
     (identity_gather, as_reshape, ("Gather",)),
     (identity_gather_nd, nd_as_reshape, ("GatherND",)),
+    (view_round_trip, as_source, ROUND_TRIP_VIEWS),
     (view_of_view, as_one_view, FLAT_VIEWS),
     (merged_transpose, as_transpose, ("Reshape",)),
     (split_of_concat, as_parts, ("Split",)),

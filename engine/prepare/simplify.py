@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph
+from ..ops import value_prop
 from ..ops.variables import WRITES
 from ..passes import PassResult
 
@@ -42,6 +43,19 @@ def _whole_slice(node) -> bool:
     if steps is None:
         return True  # absent (or Slice-1's attributes): every step is 1
     return steps.is_constant and bool((np.asarray(steps.const) > 0).all())
+
+
+def _zero_pad(node) -> bool:
+    """A Pad whose pads are all zero (known at compile time): a copy. Encodec's padding
+    arithmetic gives its 1x1 convolutions a Pad of 0 each side: a task of its own
+    between a conversion out of and one back into the convolutions' format."""
+    if node.op_type != "Pad" or len(node.inputs) < 2 or node.inputs[0] is None:
+        return False
+    pads = node.inputs[1]
+    if pads is None:
+        return False
+    known = pads.const if pads.is_constant else value_prop.known_value(pads)
+    return known is not None and np.size(known) > 0 and not np.asarray(known).any()
 
 
 def _same_type_cast(node) -> bool:
@@ -98,12 +112,14 @@ def _same_shape_view(node) -> bool:
 def eliminate_identities(graph: Graph) -> PassResult:
     """Bypass Identity, inference-mode Dropout (whose mask output is unused), Casts to
     the type their input has, Slices that keep every element, one-input Concats,
-    Resizes to the input's own size and views and Expands to the input's own shape."""
+    Resizes to the input's own size, views and Expands to the input's own shape and Pads
+    of zero width."""
     removed = 0
     for node in list(graph.nodes):
         if node.op_type not in _NO_OPS and not _same_type_cast(node) \
                 and not _whole_slice(node) and not _single_concat(node) \
-                and not _same_size_resize(node) and not _same_shape_view(node):
+                and not _same_size_resize(node) and not _same_shape_view(node) \
+                and not _zero_pad(node):
             continue
         if node.op_type == "Dropout" and (len(node.outputs) > 1 and node.outputs[1].users
                                           or node.input(2) is not None and not _false(node)):

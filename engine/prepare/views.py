@@ -105,6 +105,32 @@ def view_of_view(node: Node) -> bool:
     return _collapsible(first, x, node)
 
 
+ROUND_TRIP_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+
+
+def view_round_trip(node: Node) -> bool:
+    """A view of a view back to the first one's input shape, whoever else reads the middle:
+    the bytes of the input, unchanged. A 1-D convolution's [N, C, 1, L] output viewed as
+    [N, C, L] for an activation and, for the residual branch's convolution, viewed back to
+    [N, C, 1, L] (Encodec's shortcut): the round trip kept the shortcut off the
+    convolution's own value, a conversion out of its format and one back."""
+    if node.op_type not in ROUND_TRIP_VIEWS or len(node.outputs) != 1:
+        return False
+    x, y = node.input(0), node.outputs[0]
+    if not _static(y) or x is None or x.is_constant or y in node.graph.outputs:
+        return False
+    first = x.producer
+    if first is None or first.op_type not in ROUND_TRIP_VIEWS:
+        return False
+    source = first.input(0)
+    return _static(source) and not source.is_constant and source.meta == y.meta
+
+
+def as_source(graph: Graph, node: Node) -> None:
+    graph.replace_all_uses(node.outputs[0], node.input(0).producer.input(0))
+    graph.remove_node(node)
+
+
 def _collapsible(first: Node | None, x: Value, reader: Node) -> bool:
     return (first is not None and first.op_type in _FLAT_VIEWS and x.users == [reader]
             and x not in reader.graph.outputs and _static(first.input(0))

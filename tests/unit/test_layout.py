@@ -243,3 +243,103 @@ def test_a_speech_encoder_s_1d_convolutions_meet_in_the_region(pad_layer):
     assert "Transpose" not in kinds, kinds
     # the image of one channel is a view into NHWC; the output goes back to plain once
     assert kinds.count("TransData") == 1, kinds
+
+
+def test_a_flattened_feature_map_read_past_a_host_step_is_not_a_view_of_its_nhwc_bytes():
+    """Conv -> Reshape [N, C, H*W] -> Transpose [0, 2, 1] -> MatMul, where the Reshape and
+    Transpose land in the device program after a host step (Atan here; a deformable
+    detector's GridSample): the convolution's NHWC output reaches that program plain, so
+    the Transpose is a real one there. It was made a TransposeView of the NHWC bytes and
+    read the plain ones: 4.3 off (an unseen Deformable-DETR, silently)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal((64, 96, 1, 1)) * 0.1)
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array((rng.standard_normal((64, 64)) * 0.1).astype(np.float32),
+                                     "m"),
+             numpy_helper.from_array(np.array([1, 64, -1], np.int64), "s"),
+             numpy_helper.from_array(np.array([-1], np.int64), "ax")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"]),
+             helper.make_node("Atan", ["g"], ["h"]),
+             helper.make_node("ReduceSum", ["h", "ax"], ["r"], keepdims=0),
+             helper.make_node("Reshape", ["a", "s"], ["f"]),
+             helper.make_node("Transpose", ["f"], ["t"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["t", "m"], ["y1"]),
+             helper.make_node("Add", ["y1", "r"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "past_host", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 96, 8, 8]),
+        helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 64, 64, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((1, 96, 8, 8)).astype(np.float32),
+             "g": rng.standard_normal((1, 64, 64, 3)).astype(np.float32)}
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    devices = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    assert len(devices) == 2  # the case this test is for: a host step between
+    got = LoadedModel(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _signal_block(transposes: bool):
+    """A 1-D convolution encoder's block: Conv1d -> Elu -> reflect Pad -> Conv1d (k 3) ->
+    Conv1d (k 1) plus a 1x1 shortcut -> Add -> a per-channel scale (of 32 channels: at
+    least a vector, `layout._scale_of`) -> Elu; with
+    `transposes`, a LayerNorm over channels between [N, L, C] Transposes before the last
+    convolution (a speech encoder's)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(2)
+
+    def w(name, *s):
+        return numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), name)
+
+    inits = [w("w0", 32, 4, 7), w("w1", 16, 32, 3), w("w2", 32, 16, 1), w("ws", 32, 32, 1),
+             w("scale", 1, 32, 1), w("w3", 24, 32, 5), w("g", 32), w("b", 32),
+             numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "pads")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[3, 3]),
+             helper.make_node("Elu", ["c0"], ["e0"]),
+             helper.make_node("Pad", ["e0", "pads"], ["p0"], mode="reflect"),
+             helper.make_node("Conv", ["p0", "w1"], ["c1"]),
+             helper.make_node("Conv", ["c1", "w2"], ["c2"]),
+             helper.make_node("Conv", ["c0", "ws"], ["sc"]),
+             helper.make_node("Add", ["c2", "sc"], ["s"]),
+             helper.make_node("Mul", ["s", "scale"], ["m"]),
+             helper.make_node("Elu", ["m"], ["e1"])]
+    last = "e1"
+    if transposes:
+        nodes += [helper.make_node("Transpose", ["e1"], ["t0"], perm=[0, 2, 1]),
+                  helper.make_node("LayerNormalization", ["t0", "g", "b"], ["ln"], axis=-1),
+                  helper.make_node("Transpose", ["ln"], ["t1"], perm=[0, 2, 1])]
+        last = "t1"
+    nodes.append(helper.make_node("Conv", [last, "w3"], ["y"], strides=[2]))
+    return helper.make_model(helper.make_graph(
+        nodes, "signal", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 50])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("transposes", [False, True])
+def test_signals_between_1d_convolutions_stay_channels_last(transposes):
+    """The ops between 1-D convolutions (run as 2-D ones of [N, C, 1, L]) work on the 3-D
+    [N, C, L]: in an NHWC region those are stored NHWC too (N, L, C: the bytes of the
+    convolution's own output, so the views between stay views) and a Transpose [0, 2, 1]
+    into or out of them is a view. Each convolution had a TransData on both sides (an
+    unseen Encodec: 27 TransData, 67 tasks; now 3 and 37)."""
+    model = _signal_block(transposes)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    ops = [t.op for t in prog.tasks if t.kind == "kernel"]
+    assert ops.count("TransData") <= 2, ops  # the input and the output
+    assert "Transpose" not in ops, ops
+    tensors = prog.spec(compiled.name, [])["tensors"]
+    signals = [t for t in tensors if len(t["shape"]) == 3 and t["region"] == "arena"
+               and t["name"] not in ("x", "y")]
+    assert signals and all(t.get("format") == "nhwc" for t in signals
+                           if t["shape"][1] > 1 and not t["name"].startswith("/")
+                           and t["name"] not in ("t0", "ln")), signals
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 4, 50)).astype(np.float32)}
+    got = LoadedModel(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

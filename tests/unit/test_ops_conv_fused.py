@@ -452,3 +452,106 @@ def test_depthwise_3d_convolution_summing_into_its_residual_in_place():
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def _video_se_block(shape, c_mid, dw_stride):
+    """x -> 1x1x1 conv (Relu) -> depthwise 3x3x3 (stride) -> squeeze-excitation (global
+    pool, two 1x1x1 convs, Sigmoid, Mul) -> swish -> 1x1x1 conv + shortcut conv -> MaxPool3d:
+    X3D's block, every activation 5-D."""
+    rng = np.random.default_rng(12)
+    c = shape[1]
+
+    def w(name, *s):
+        return numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), name)
+
+    inits = [w("w1", c_mid, c, 1, 1, 1), w("wd", c_mid, 1, 3, 3, 3), w("bd", c_mid),
+             w("ws1", 8, c_mid, 1, 1, 1), w("ws2", c_mid, 8, 1, 1, 1),
+             w("w3", c, c_mid, 1, 1, 1), w("wsc", c, c, 1, 1, 1)]
+    st = [1, dw_stride, dw_stride]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Conv", ["ar", "wd", "bd"], ["d"], group=c_mid, pads=[1] * 6,
+                              strides=st),
+             helper.make_node("GlobalAveragePool", ["d"], ["g"]),
+             helper.make_node("Conv", ["g", "ws1"], ["s1"]),
+             helper.make_node("Relu", ["s1"], ["s1r"]),
+             helper.make_node("Conv", ["s1r", "ws2"], ["s2"]),
+             helper.make_node("Sigmoid", ["s2"], ["sg"]),
+             helper.make_node("Mul", ["d", "sg"], ["e"]),
+             helper.make_node("Sigmoid", ["e"], ["es"]),
+             helper.make_node("Mul", ["e", "es"], ["sw"]),
+             helper.make_node("Conv", ["sw", "w3"], ["p"]),
+             helper.make_node("Conv", ["x", "wsc"], ["sc"], strides=st),
+             helper.make_node("Add", ["p", "sc"], ["sum"]),
+             helper.make_node("MaxPool", ["sum"], ["y"], kernel_shape=[1, 2, 2],
+                              strides=[1, 2, 2])]
+    return helper.make_model(helper.make_graph(
+        nodes, "video_se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("shape,c_mid,dw_stride", [
+    ([2, 16, 4, 8, 8], 24, 2),     # a channel tail in the depthwise sums, strided
+    ([1, 24, 3, 6, 6], 80, 1),     # 64 + 16 channels; small: the elementwise loops
+    ([1, 32, 8, 16, 16], 48, 1)])  # large enough for oneDNN's binary and pooling
+def test_5d_activations_stay_channels_last_between_convolutions(shape, c_mid, dw_stride):
+    """The layout pass keeps a video net's 5-D activations channels-last (N, D, H, W, C)
+    between its convolutions, pools, squeeze-excitation and elementwise ops: one conversion
+    in, one out. They were plain, so every oneDNN Conv3d converted to its own format and
+    back inside the kernel (X3D: 1x1x1 convs 215 us against OpenVINO's 85) and the
+    depthwise kernel transposed its input and output."""
+    model = _video_se_block(shape, c_mid, dw_stride)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    tasks = [t for t in prog.tasks if t.kind == "kernel"]
+    assert sum(t.op == "TransData" for t in tasks) == 2, [t.op for t in tasks]
+    formats = {t["name"]: t.get("format", "nchw")
+               for t in prog.spec(compiled.name, [])["tensors"]}
+    convs = [t for t in tasks if t.op == "Conv"]
+    assert convs and all(formats[prog.spec(compiled.name, [])["tensors"][t.outputs[0]]["name"]]
+                         == "nhwc" for t in convs if len(t.outputs) == 1), formats
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
+    m = load(compiled)
+    got = m.execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    impls = [t["impl"] for nat in m.natives.values() for t in nat.profile() if t["op"] == "Conv"]
+    if _runtime.conv_block_available():
+        assert any("depthwise 3-D" in i for i in impls), impls
+
+
+def test_5d_channels_last_beside_a_blocked_4d_region():
+    """A 5-D part (Conv3d, Relu) folded into a 4-D depthwise net: the region's 4-D format is
+    the blocked one (depthwise convolutions), its 5-D values are channels-last (blocked
+    formats are 4-D only); the Reshape between them reads plain."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (16, 8, 1, 3, 3)), ("wd", (64, 1, 3, 3)),
+                          ("w2", (32, 64, 1, 1)))]
+    inits.append(numpy_helper.from_array(np.array([1, 64, 8, 8], np.int64), "shape"))
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[0, 1, 1, 0, 1, 1]),
+             helper.make_node("Relu", ["a"], ["ar"]),
+             helper.make_node("Reshape", ["ar", "shape"], ["r"]),
+             helper.make_node("Conv", ["r", "wd"], ["d"], group=64, pads=[1] * 4),
+             helper.make_node("Relu", ["d"], ["dr"]),
+             helper.make_node("Conv", ["dr", "w2"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    (prog,) = [p for p in compiled.programs if isinstance(p, DeviceProgram)]
+    tensors = prog.spec(compiled.name, [])["tensors"]
+    formats = {len(t["shape"]): set() for t in tensors}
+    for t in tensors:
+        formats[len(t["shape"])].add(t.get("format", "nchw"))
+    assert "nhwc" in formats[5] and not formats[5] & {"nChw8c", "nChw16c"}, formats
+    assert formats[4] & {"nChw8c", "nChw16c"}, formats
+    feeds = {"x": rng.standard_normal((1, 8, 4, 8, 8)).astype(np.float32)}
+    got = load(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -125,6 +125,46 @@ def test_a_view_to_its_own_shape_goes_and_a_real_one_stays():
     assert [n.name for n in g.nodes] == ["neg", "real"] and g.node("neg").inputs == (x,)
 
 
+@pytest.mark.parametrize("pads,goes", [([0, 0, 0, 0, 0, 0], True), ([0, 0, 1, 0, 0, 0], False),
+                                       ([0, 0, 1, 0, 0, -1], False)])
+def test_a_pad_of_zero_width_goes(pads, goes):
+    """Encodec's padding arithmetic pads its 1x1 convolutions by 0 each side: a copy task
+    between two format conversions. Any nonzero pad stays (1 then -1 keeps the shape but
+    moves the data)."""
+    g, x = graph_with_x((2, 3, 4))
+    p = g.add_constant("p", np.array(pads, np.int64))
+    pad = g.add_node("Pad", [x, p], attrs={"mode": "reflect"}, name="pad")
+    neg = g.add_node("Neg", [pad.outputs[0]], outputs=["y"], name="neg")
+    g.outputs = neg.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == (["neg"] if goes else ["pad", "neg"])
+    assert (g.node("neg").inputs[0] is x) == goes
+
+
+def test_a_view_back_to_its_source_shape_reads_the_source_whoever_reads_the_middle():
+    """[N, C, 1, L] viewed as [N, C, L] (read by an activation) and viewed back to
+    [N, C, 1, L] (a shortcut convolution's input): the second view is its source, so the
+    shortcut reads the convolution's own value. A view to another shape stays."""
+    from graphengine.engine.prepare.canonicalize import canonicalize
+    g, x = graph_with_x((2, 3, 1, 5))
+    axes = g.add_constant("axes", np.array([2], np.int64))
+    other = g.add_constant("other", np.array([2, 3, 5, 1], np.int64))
+    sq = g.add_node("Squeeze", [x, axes], name="sq")
+    act = g.add_node("Elu", [sq.outputs[0]], outputs=["a"], name="act")
+    back = g.add_node("Unsqueeze", [sq.outputs[0], axes], name="back")
+    neg = g.add_node("Neg", [back.outputs[0]], outputs=["b"], name="neg")
+    elsewhere = g.add_node("Reshape", [sq.outputs[0], other], outputs=["c"], name="elsewhere")
+    g.outputs = [act.outputs[0], neg.outputs[0], elsewhere.outputs[0]]
+    infer_shapes(g)
+    canonicalize(g)
+    g.lint()
+    assert g.node("neg").inputs[0] is x
+    assert "back" not in [n.name for n in g.nodes]
+    assert g.node("elsewhere").inputs[0] is sq.outputs[0]
+
+
 @pytest.mark.parametrize("mode,goes", [("linear", True), ("nearest", True), ("cubic", False)])
 def test_a_resize_to_its_own_size_goes(mode, goes):
     """SegFormer's decoder resizes its first stage to that stage's size: an identity for

@@ -144,11 +144,19 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
             type_str(b_->dtype, b_->shape), " -> ", type_str(y_->dtype, y_->shape));
   }
   plan_ = plan_binary(*a_, *b_, *y_);
-  if (y_->format == Format::kNhwc && y_->shape.size() == 4) {
-    // The loops run over the stored order [N, H, W, C]: the operands the format rule lets
-    // in are NHWC of the output's shape, or plain with the same bytes as their NHWC (a
-    // per-pixel map [N|1, 1, H, W], a per-channel [N|1, C, 1, 1], a scalar).
-    auto stored = [](const Shape& s) { return s.size() == 4 ? Shape{s[0], s[2], s[3], s[1]} : s; };
+  if (y_->format == Format::kNhwc && y_->shape.size() >= 3) {
+    // The loops run over the stored order [N, H, W, C] (N, D, H, W, C at rank 5): the
+    // operands the format rule lets in are NHWC of the output's shape, or plain with the same
+    // bytes as their NHWC (a per-pixel map [N|1, 1, H, W], a per-channel [N|1, C, 1, 1], a
+    // scalar).
+    const size_t rank = y_->shape.size();
+    auto stored = [rank](const Shape& s) {
+      if (s.size() != rank) return s;
+      Shape t = {s[0]};
+      t.insert(t.end(), s.begin() + 2, s.end());
+      t.push_back(s[1]);
+      return t;
+    };
     const Shape sa = stored(a_->shape), sb = stored(b_->shape), sy = stored(y_->shape);
     plan_ = plan_broadcast(sy, {&sa, &sb}, {"A", "B"});
   }

@@ -11,6 +11,9 @@
 // rank >= 2 an operand may also be per-channel: C values along axis 1 (shape [C, 1],
 // [1, C, 1, 1], ...: a GroupNorm's affine after its normalization); the tensors are then
 // read as [N, C, rest] and such an operand as [1, C, 1] (oneDNN's per-channel broadcast).
+// So on an NHWC output (rank 3 to 5: a 1-D convolution encoder's residual sum, scale and
+// activation between its convolutions): the tensors are read as [rows, C], the operand as
+// [1, C] (its bytes are the same in any format).
 #include <sstream>
 
 #include "dnnl_util.h"
@@ -79,11 +82,14 @@ void fixed_params(Step* s) {
   }
 }
 
-// True when `o` is a per-channel operand of a plain output `y`: right-aligned, its only
-// dimension above 1 is y's axis 1 (C > 1 channels; rank <= y's).
+// True when `o` is a per-channel operand of a plain or NHWC output `y`: right-aligned, its
+// only dimension above 1 is y's axis 1 (C > 1 channels; rank <= y's).
 bool per_channel(const TensorInfo& o, const TensorInfo& y) {
   const size_t rank = y.shape.size();
-  if (!y.plain() || rank < 2 || o.shape.size() > rank || y.shape[1] < 2 || o.numel != y.shape[1]) return false;
+  const bool formatted = y.channels_last() && rank >= 3 && rank <= 5;
+  if (!(y.plain() || formatted) || rank < 2 || o.shape.size() > rank || y.shape[1] < 2 || o.numel != y.shape[1]) {
+    return false;
+  }
   for (size_t i = 0; i < o.shape.size(); ++i) {
     const size_t axis = rank - o.shape.size() + i;
     if (o.shape[i] != (axis == 1 ? y.shape[1] : 1)) return false;
@@ -140,16 +146,19 @@ class ChainKernel : public PrimitiveKernel {
           channels = true;
         } else if (o.numel != 1 && (o.shape != y.shape || o.format != y.format)) {
           invalid("step ", i, ": operand '", o.name, "' ", shape_str(o.shape), " must have the output's shape ",
-                  shape_str(y.shape), " and format, one element, or (plain) one per channel");
+                  shape_str(y.shape), " and format, one element, or one per channel (of a plain or nhwc output)");
         }
       }
     }
     if (empty_) return;  // checked, nothing to run
     const int64_t c = channels ? y.shape[1] : 1;
-    const dnnl::memory::desc flat =
-        channels ? plain_md(Shape{y.shape[0], c, y.numel / (y.shape[0] * c)}) : plain_md(Shape{y.numel});
-    const dnnl::memory::desc one = channels ? plain_md(Shape{1, 1, 1}) : plain_md(Shape{1});
-    const dnnl::memory::desc per_c = plain_md(Shape{1, c, 1});
+    // plain: [N, C, rest] with the operand [1, C, 1]; NHWC: [rows, C] with [1, C]
+    const bool last = channels && y.channels_last();
+    const dnnl::memory::desc flat = !channels ? plain_md(Shape{y.numel})
+                                    : last    ? plain_md(Shape{y.numel / c, c})
+                                              : plain_md(Shape{y.shape[0], c, y.numel / (y.shape[0] * c)});
+    const dnnl::memory::desc one = !channels ? plain_md(Shape{1}) : last ? plain_md(Shape{1, 1}) : plain_md(Shape{1, 1, 1});
+    const dnnl::memory::desc per_c = last ? plain_md(Shape{1, c}) : plain_md(Shape{1, c, 1});
     auto md_of = [&](const TensorInfo& t) {
       return t.numel == 1 ? one : (channels && per_channel(t, y)) ? per_c : flat;
     };

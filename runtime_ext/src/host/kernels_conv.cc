@@ -18,6 +18,7 @@
 // is the depthwise [C,1,3,3] (group C, pads 1, stride 1 or 2) and dw_activation follows it.
 //
 // ConvHead (the conv_head fusion): see ConvHeadKernel below.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cmath>
@@ -414,14 +415,16 @@ Status ConvKernel::run(ExecContext& ctx) {
 }
 
 // ---- depthwise 3-D convolution -----------------------------------------------------------
-// A video net's depthwise Conv3d (group = channels, one output channel each) on plain NCDHW:
-// oneDNN 3.2 has no depthwise kernel for 3-D and ran it as gemm:jit (im2col per group): an
-// unseen X3D's eight 3x3x3 ones took 2.9 of its 5.6 ms against OpenVINO's 1.6 ms whole.
-// Its volumes are small (3-24 wide), so rows along W are too short to vectorise: X goes to
-// channels-last in the workspace (transpose.h), each output voxel sums its taps over
-// vectors of channels (weights stored [tap][C]), and the result comes back to NCDHW; then
-// the residual sum and the activations (oneDNN eltwise primitives, in place), in the order
-// the oneDNN kernel's post-ops apply them. Needs AVX-512 (the transposes and the sums).
+// A video net's depthwise Conv3d (group = channels, one output channel each): oneDNN 3.2
+// has no depthwise kernel for 3-D and ran it as gemm:jit (im2col per group): an unseen
+// X3D's eight 3x3x3 ones took 2.9 of its 5.6 ms against OpenVINO's 1.6 ms whole. Its
+// volumes are small (3-24 wide), so rows along W are too short to vectorise: the sums run
+// channels-last, each output voxel summing its taps over vectors of 16 channels held in
+// registers (weights stored [tap][C]). Operands stored NHWC (N, D, H, W, C: the layout
+// region's 5-D format) are read and written in place; a plain X goes to channels-last in
+// the workspace (transpose.h) and a plain Y comes back from it. Then the residual sum and
+// the activations (oneDNN eltwise primitives, in place), in the order the oneDNN kernel's
+// post-ops apply them. Needs AVX-512.
 class Dw3dKernel : public Kernel {
  public:
   explicit Dw3dKernel(const KernelArgs& a);
@@ -441,6 +444,7 @@ class Dw3dKernel : public Kernel {
   std::vector<float> bias_;  // [C] (zeros without B)
   WorkspacePlan plan_;
   size_t xt_at_ = 0, yt_at_ = 0;
+  bool x_staged_ = false, y_staged_ = false;  // plain: through the workspace
   Prim act_, act2_;  // the activations, in place on Y
 };
 
@@ -449,7 +453,8 @@ bool dw3d_applies(const KernelArgs& a) {
   const TensorInfo& x = a.in(0);
   const TensorInfo& w = a.in(1);
   const TensorInfo& y = a.out(0);
-  return x.rank() == 5 && w.rank() == 5 && x.plain() && y.plain() && x.dtype == DType::kFloat32 &&
+  auto plain_or_last = [](const TensorInfo& t) { return t.plain() || t.channels_last(); };
+  return x.rank() == 5 && w.rank() == 5 && plain_or_last(x) && plain_or_last(y) && x.dtype == DType::kFloat32 &&
          w.dtype == DType::kFloat32 && w.constant() && a.attr_int("group", 1) == x.shape[1] &&
          w.shape[0] == x.shape[1] && w.shape[1] == 1 && (a.inputs.size() < 3 || !a.opt_in(2) || a.opt_in(2)->constant());
 }
@@ -479,7 +484,9 @@ Dw3dKernel::Dw3dKernel(const KernelArgs& a) : dev_(*a.device) {
   }
   if (r_) {
     a.expect_dtype(*r_, DType::kFloat32, "residual");
-    if (r_->shape != y_->shape || !r_->plain()) invalid("residual must be a plain ", shape_str(y_->shape));
+    if (r_->shape != y_->shape || !(r_->plain() || r_->channels_last())) {
+      invalid("residual must be a plain or channels-last ", shape_str(y_->shape));
+    }
   }
   n_ = x_->shape[0], c_ = x_->shape[1], id_ = x_->shape[2], ih_ = x_->shape[3], iw_ = x_->shape[4];
   od_ = y_->shape[2], oh_ = y_->shape[3], ow_ = y_->shape[4];
@@ -497,8 +504,12 @@ Dw3dKernel::Dw3dKernel(const KernelArgs& a) : dev_(*a.device) {
   }
   bias_.assign(static_cast<size_t>(c_), 0.f);
   if (b_) std::memcpy(bias_.data(), b_->const_ptr<float>(), static_cast<size_t>(c_) * sizeof(float));
-  xt_at_ = plan_.add(static_cast<size_t>(x_->numel) * sizeof(float));
-  yt_at_ = plan_.add(static_cast<size_t>(y_->numel) * sizeof(float));
+  x_staged_ = x_->plain() && x_->numel > 0;
+  // the sums go straight into a channels-last Y unless a residual shares its storage in
+  // another format (added from the workspace first)
+  y_staged_ = y_->plain() || (r_ && !r_->channels_last());
+  if (x_staged_) xt_at_ = plan_.add(static_cast<size_t>(x_->numel) * sizeof(float));
+  if (y_staged_) yt_at_ = plan_.add(static_cast<size_t>(y_->numel) * sizeof(float));
   const dnnl::memory::desc md = plain_md(Shape{y_->numel});
   auto eltwise = [&](const Fusion& f, Prim* out) {
     if (!f.activation) return;
@@ -517,28 +528,75 @@ Dw3dKernel::Dw3dKernel(const KernelArgs& a) : dev_(*a.device) {
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,fma")
-// One output voxel row (n, od, oh) of the channels-last sums.
+// The taps of a kernel axis whose input index o * st + t * dl - pd falls inside [0, in).
+inline void dw3d_taps(int64_t o, int64_t st, int64_t dl, int64_t pd, int64_t kk, int64_t in, int64_t* lo,
+                      int64_t* hi) {
+  *lo = kk, *hi = 0;
+  for (int64_t t = 0; t < kk; ++t) {
+    const int64_t i = o * st + t * dl - pd;
+    if (i >= 0 && i < in) *lo = std::min(*lo, t), *hi = t + 1;
+  }
+}
+
+// The sums of one output voxel over NV vectors of 16 channels from channel c (the last
+// masked by `tail`), held in NV independent registers across every tap in range (one chain
+// of dependent FMAs would wait on each one's latency). `add`: add what `out` holds (a
+// channels-last residual).
+template <int NV>
+inline void dw3d_voxel(const float* xt, int64_t x0, const float* wt, const float* bias, float* out, int64_t c,
+                       __mmask16 tail,
+                       const int64_t* tap_lo, const int64_t* tap_hi, const int64_t* k, const int64_t* step,
+                       int64_t C, bool add) {
+  __m512 acc[NV];
+  __mmask16 m[NV];
+  for (int v = 0; v < NV; ++v) {
+    m[v] = v == NV - 1 ? tail : __mmask16(0xFFFF);
+    acc[v] = _mm512_maskz_loadu_ps(m[v], bias + c + 16 * v);
+  }
+  for (int64_t kd = tap_lo[0]; kd < tap_hi[0]; ++kd) {
+    for (int64_t kh = tap_lo[1]; kh < tap_hi[1]; ++kh) {
+      const int64_t xr = x0 + kd * step[0] + kh * step[1] + c;
+      const float* wr = wt + (kd * k[1] + kh) * k[2] * C + c;
+      for (int64_t kw = tap_lo[2]; kw < tap_hi[2]; ++kw) {
+        const float* xv = xt + (xr + kw * step[2]);
+        const float* wv = wr + kw * C;
+        for (int v = 0; v < NV; ++v) {
+          acc[v] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m[v], wv + 16 * v), _mm512_maskz_loadu_ps(m[v], xv + 16 * v),
+                                   acc[v]);
+        }
+      }
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    if (add) acc[v] = _mm512_add_ps(acc[v], _mm512_maskz_loadu_ps(m[v], out + c + 16 * v));
+    _mm512_mask_storeu_ps(out + c + 16 * v, m[v], acc[v]);
+  }
+}
+
+// One output voxel row (n, od, oh) of the channels-last sums, 64 channels at a time.
 void dw3d_row(const float* xt, const float* wt, const float* bias, float* yt, int64_t n, int64_t od, int64_t oh,
               const int64_t* k, const int64_t* s, const int64_t* d, const int64_t* p, int64_t C, int64_t D, int64_t H,
-              int64_t W, int64_t OW) {
+              int64_t W, int64_t OW, bool add) {
+  int64_t lo[3], hi[3];
+  dw3d_taps(od, s[0], d[0], p[0], k[0], D, &lo[0], &hi[0]);
+  dw3d_taps(oh, s[1], d[1], p[1], k[1], H, &lo[1], &hi[1]);
+  // input elements between taps along D, H and W
+  const int64_t step[3] = {d[0] * H * W * C, d[1] * W * C, d[2] * C};
   for (int64_t ow = 0; ow < OW; ++ow) {
-    float* acc = yt + ow * C;
-#pragma omp simd
-    for (int64_t c = 0; c < C; ++c) acc[c] = bias[c];
-    for (int64_t kd = 0; kd < k[0]; ++kd) {
-      const int64_t id = od * s[0] + kd * d[0] - p[0];
-      if (id < 0 || id >= D) continue;
-      for (int64_t kh = 0; kh < k[1]; ++kh) {
-        const int64_t ih = oh * s[1] + kh * d[1] - p[1];
-        if (ih < 0 || ih >= H) continue;
-        for (int64_t kw = 0; kw < k[2]; ++kw) {
-          const int64_t iw = ow * s[2] + kw * d[2] - p[2];
-          if (iw < 0 || iw >= W) continue;
-          const float* xv = xt + (((n * D + id) * H + ih) * W + iw) * C;
-          const float* wv = wt + ((kd * k[1] + kh) * k[2] + kw) * C;
-#pragma omp simd
-          for (int64_t c = 0; c < C; ++c) acc[c] += wv[c] * xv[c];
-        }
+    dw3d_taps(ow, s[2], d[2], p[2], k[2], W, &lo[2], &hi[2]);
+    // the offset of tap (0, 0, 0)'s input voxel, possibly outside: only taps in range are read
+    const int64_t x0 = (((n * D + od * s[0] - p[0]) * H + oh * s[1] - p[1]) * W + ow * s[2] - p[2]) * C;
+    float* out = yt + ow * C;
+    for (int64_t c = 0; c < C; c += 64) {
+      const int64_t left = std::min<int64_t>(C - c, 64);
+      const int nv = static_cast<int>((left + 15) / 16);
+      const int64_t last = left - 16 * (nv - 1);
+      const __mmask16 tail = last == 16 ? __mmask16(0xFFFF) : __mmask16((1u << last) - 1);
+      switch (nv) {
+        case 4: dw3d_voxel<4>(xt, x0, wt, bias, out, c, tail, lo, hi, k, step, C, add); break;
+        case 3: dw3d_voxel<3>(xt, x0, wt, bias, out, c, tail, lo, hi, k, step, C, add); break;
+        case 2: dw3d_voxel<2>(xt, x0, wt, bias, out, c, tail, lo, hi, k, step, C, add); break;
+        default: dw3d_voxel<1>(xt, x0, wt, bias, out, c, tail, lo, hi, k, step, C, add); break;
       }
     }
   }
@@ -546,33 +604,47 @@ void dw3d_row(const float* xt, const float* wt, const float* bias, float* yt, in
 #pragma GCC pop_options
 
 Status Dw3dKernel::run(ExecContext& ctx) {
-  float* xt = reinterpret_cast<float*>(ctx.workspace + xt_at_);
-  float* yt = reinterpret_cast<float*>(ctx.workspace + yt_at_);
-  float* y = ctx.ptr<float>(*y_);
   const int threads = omp_get_max_threads();
-  transpose::batched_4byte(ctx.ptr<const void>(*x_), xt, n_, c_, id_ * ih_ * iw_, threads);
+  const float* xt = ctx.ptr<const float>(*x_);
+  if (x_staged_) {
+    float* staged = reinterpret_cast<float*>(ctx.workspace + xt_at_);
+    transpose::batched_4byte(xt, staged, n_, c_, id_ * ih_ * iw_, threads);
+    xt = staged;
+  }
+  float* y = ctx.ptr<float>(*y_);
+  float* yt = y_staged_ ? reinterpret_cast<float*>(ctx.workspace + yt_at_) : y;
+  const float* r = r_ ? ctx.ptr<const float>(*r_) : nullptr;
+  const int64_t voxels = od_ * oh_ * ow_;
+  // a channels-last residual is added as each sum is stored: copied into Y first unless it
+  // is already there (codegen's sum in place)
+  const bool add = r && r_->channels_last() && !y_staged_;
+  if (add && r != y) std::memcpy(y, r, static_cast<size_t>(y_->numel) * sizeof(float));
   const int64_t rows = n_ * od_ * oh_;
 #pragma omp parallel for schedule(static) if (rows * ow_ * c_ * k_[0] * k_[1] * k_[2] >= 65536)
   for (int64_t row = 0; row < rows; ++row) {
     const int64_t n = row / (od_ * oh_), od = (row / oh_) % od_, oh = row % oh_;
-    dw3d_row(xt, wt_.data(), bias_.data(), yt + row * ow_ * c_, n, od, oh, k_, s_, d_, p_, c_, id_, ih_, iw_, ow_);
+    dw3d_row(xt, wt_.data(), bias_.data(), yt + row * ow_ * c_, n, od, oh, k_, s_, d_, p_, c_, id_, ih_, iw_, ow_,
+             add);
   }
-  const float* r = r_ ? ctx.ptr<const float>(*r_) : nullptr;
-  const int64_t voxels = od_ * oh_ * ow_;
-  if (r == y) {  // the residual's storage is the output's (codegen's sum in place): add it
-    // into the channels-last sums before the transpose back overwrites it
-    for (int64_t n = 0; n < n_; ++n) {
-      for (int64_t c = 0; c < c_; ++c) {
-        const float* rc = r + (n * c_ + c) * voxels;
-        float* yc = yt + n * voxels * c_ + c;
-        for (int64_t v = 0; v < voxels; ++v) yc[v * c_] += rc[v];
+  if (r && !add) {  // a residual in the other order than the sums (channels-last in yt)
+    if (r_->channels_last()) {  // y plain: the residual in the sums' order
+      for (int64_t i = 0; i < y_->numel; ++i) yt[i] += r[i];
+    } else {  // plain (possibly Y's own storage: added before the transpose overwrites it)
+      for (int64_t n = 0; n < n_; ++n) {
+        for (int64_t c = 0; c < c_; ++c) {
+          const float* rc = r + (n * c_ + c) * voxels;
+          float* yc = yt + n * voxels * c_ + c;
+          for (int64_t v = 0; v < voxels; ++v) yc[v * c_] += rc[v];
+        }
       }
     }
-    r = nullptr;
   }
-  transpose::batched_4byte(yt, y, n_, voxels, c_, threads);
-  if (r) {
-    for (int64_t i = 0; i < y_->numel; ++i) y[i] += r[i];
+  if (y_staged_) {
+    if (y_->plain()) {
+      transpose::batched_4byte(yt, y, n_, voxels, c_, threads);
+    } else {
+      std::memcpy(y, yt, static_cast<size_t>(y_->numel) * sizeof(float));
+    }
   }
   if (act_.valid()) act_.execute(ctx);
   if (act2_.valid()) act2_.execute(ctx);

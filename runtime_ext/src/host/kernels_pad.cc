@@ -55,24 +55,34 @@ struct PadArgs {
     x_shape_ = x_->shape;
     y_shape_ = y_->shape;
     if (x_->plain() && y_->plain()) return;
-    // The layout pass only keeps a Pad of H and W in the region (format_violation has checked
-    // that X and Y share the format and that neither is padded).
-    if (x_->format != y_->format || rank != 4 ||
-        !spatial_pads({begin_[0], begin_[1], begin_[2], begin_[3], end_[0], end_[1], end_[2], end_[3]})) {
-      invalid("a Pad stored ", format_name(x_->format), " pads H and W only, in one format; got pads ",
+    // The layout pass only keeps a Pad of the spatial axes in the region (format_violation has
+    // checked that X and Y share the format and that neither is padded): NHWC of rank 3 to 5
+    // (N, spatial..., C), a blocked format of rank 4 (N, C/b, H, W, b).
+    const bool nhwc = x_->format == Format::kNhwc;
+    const bool ranked = nhwc ? rank >= 3 && rank <= 5 : rank == 4;
+    if (x_->format != y_->format || !ranked || begin_[0] || begin_[1] || end_[0] || end_[1]) {
+      invalid("a Pad stored ", format_name(x_->format), " pads the spatial axes only, in one format; got pads ",
               shape_str(pads), " from ", format_name(x_->format), " to ", format_name(y_->format));
     }
+    const int64_t b = x_->format == Format::kNChw8c ? 8 : 16;
     auto stored = [&](const Shape& s) -> Shape {
-      if (x_->format == Format::kNhwc) return {s[0], s[2], s[3], s[1]};
-      const int64_t b = x_->format == Format::kNChw8c ? 8 : 16;
-      return {s[0], s[1] / b, s[2], s[3], b};
+      Shape t = {s[0]};
+      if (!nhwc) t.push_back(s[1] / b);
+      t.insert(t.end(), s.begin() + 2, s.end());
+      t.push_back(nhwc ? s[1] : b);
+      return t;
+    };
+    auto stored_pads = [&](const std::vector<int64_t>& p) {
+      std::vector<int64_t> t = {0};
+      if (!nhwc) t.push_back(0);
+      t.insert(t.end(), p.begin() + 2, p.end());
+      t.push_back(0);
+      return t;
     };
     x_shape_ = stored(x_->shape);
     y_shape_ = stored(y_->shape);
-    const int64_t h0 = begin_[2], w0 = begin_[3], h1 = end_[2], w1 = end_[3];
-    const bool nhwc = x_->format == Format::kNhwc;
-    begin_ = nhwc ? std::vector<int64_t>{0, h0, w0, 0} : std::vector<int64_t>{0, 0, h0, w0, 0};
-    end_ = nhwc ? std::vector<int64_t>{0, h1, w1, 0} : std::vector<int64_t>{0, 0, h1, w1, 0};
+    begin_ = stored_pads(begin_);
+    end_ = stored_pads(end_);
   }
 
   int rank() const { return static_cast<int>(x_shape_.size()); }

@@ -152,10 +152,12 @@ PoolKernel::PoolKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
     }
   }
   dnnl::memory::desc x_md = tensor_md(x), y_md = tensor_md(y);
-  if (x.channels_last() && y.plain() && y.rank() == 4 && (y.shape[1] == 1 || y.shape[2] * y.shape[3] == 1)) {
+  int64_t y_spatial = 1;
+  for (int i = 2; i < y.rank(); ++i) y_spatial *= y.shape[i];
+  if (x.channels_last() && y.plain() && (y.shape[1] == 1 || y_spatial == 1)) {
     // A 1x1 (or single-channel) output has the same bytes in both layouts: describe it
     // like the input so oneDNN keeps its channels-last implementation.
-    y_md = dnnl::memory::desc(dnnl_dims(y.shape), dt::f32, tag::nhwc);
+    y_md = format_md(y.shape, Format::kNhwc);
   }
   dnnl::pooling_forward::primitive_desc pd(host_engine(dev_), dnnl::prop_kind::forward_inference, alg, x_md,
                                            y_md, strides, kernel, dil, pad_l, pad_r, make_attr());

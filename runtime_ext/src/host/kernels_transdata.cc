@@ -109,8 +109,11 @@ std::unique_ptr<Kernel> make_transdata(const KernelArgs& a) {
   check_transdata(a);
   const TensorInfo* x = &a.in(0);
   const TensorInfo* y = &a.out(0);
-  if (x->rank() == 4) {  // the stored bytes as N matrices: [C][HW] in nchw, [HW][C] in nhwc
-    const int64_t n = x->shape[0], c = x->shape[1], hw = x->shape[2] * x->shape[3];
+  if (x->rank() >= 3 && x->rank() <= 5) {  // the stored bytes as N matrices: [C][HW] in nchw,
+                                            // [HW][C] in nhwc (HW: every spatial axis)
+    const int64_t n = x->shape[0], c = x->shape[1];
+    int64_t hw = 1;
+    for (int i = 2; i < x->rank(); ++i) hw *= x->shape[i];
     std::unique_ptr<Kernel> t;
     if (x->plain() && y->channels_last()) t = own_transpose(x, y, n, c, hw);
     if (x->channels_last() && y->plain()) t = own_transpose(x, y, n, hw, c);

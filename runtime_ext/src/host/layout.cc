@@ -11,9 +11,17 @@ namespace ge {
 
 namespace {
 
-// True when NCHW and NHWC order the tensor's bytes identically.
+// The product of the spatial dims (2 ..) of a tensor of rank >= 2.
+int64_t spatial_numel(const Shape& s) {
+  int64_t n = 1;
+  for (size_t i = 2; i < s.size(); ++i) n *= s[i];
+  return n;
+}
+
+// True when NCHW and NHWC order the tensor's bytes identically (NHWC is N, spatial..., C
+// for ranks 3 to 5; other ranks have no NHWC).
 bool layout_invariant(const TensorInfo& t) {
-  return t.rank() != 4 || t.shape[1] == 1 || t.shape[2] * t.shape[3] == 1;
+  return t.rank() < 3 || t.rank() > 5 || t.shape[1] == 1 || spatial_numel(t.shape) == 1;
 }
 
 // True when every format the tensor may have orders its bytes identically (nothing to
@@ -40,8 +48,8 @@ class UnionFind {
 }  // namespace
 
 bool per_channel_of(const Shape& s, const Shape& y) {
-  return s.size() == 4 && y.size() == 4 && y[2] * y[3] > 1 && s[1] == y[1] && s[2] == 1 && s[3] == 1 &&
-         (s[0] == 1 || s[0] == y[0]);
+  if (y.size() < 3 || y.size() > 5 || s.size() != y.size() || spatial_numel(y) <= 1 || s[1] != y[1]) return false;
+  return spatial_numel(s) == 1 && (s[0] == 1 || s[0] == y[0]);
 }
 
 bool pixel_map_of(const Shape& s, const Shape& y) {
@@ -50,7 +58,9 @@ bool pixel_map_of(const Shape& s, const Shape& y) {
 }
 
 bool spatial_pads(const std::vector<int64_t>& pads) {
-  return pads.size() == 8 && pads[0] == 0 && pads[1] == 0 && pads[4] == 0 && pads[5] == 0;
+  const size_t r = pads.size() / 2;
+  return pads.size() % 2 == 0 && r >= 3 && r <= 5 && pads[0] == 0 && pads[1] == 0 && pads[r] == 0 &&
+         pads[r + 1] == 0;
 }
 
 LayoutRule layout_rule(const std::string& op) {
@@ -183,7 +193,8 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
   for (size_t i = 0; i < n; ++i) {
     if (layout_invariant(tensors[i])) continue;
     size_t g = groups.find(i);
-    if (blocked[i] || tensors[i].dtype != DType::kFloat32) ok[g] = 0;
+    // the runtime's own choice is NHWC of rank 4 only (3-D and 5-D come from the compiler)
+    if (blocked[i] || tensors[i].dtype != DType::kFloat32 || tensors[i].rank() != 4) ok[g] = 0;
     if (conv_edge[i]) has_conv[g] = 1;
   }
   for (size_t i = 0; i < n; ++i) {

@@ -42,14 +42,16 @@ enum class LayoutRule {
                  // N and C), else plain; the runtime's own channels-last choice keeps it plain
 };
 
-// True when a rank-4 "pads" attribute [begin x4, end x4] leaves N and C alone.
+// True when a "pads" attribute [begin x r, end x r] of a rank 3 to 5 tensor leaves N and C
+// alone.
 bool spatial_pads(const std::vector<int64_t>& pads);
 
 LayoutRule layout_rule(const std::string& op);
 
 // True when `s` is a per-channel operand of an output `y` [N, C, H, W] with H*W > 1:
-// [N or 1, C, 1, 1]. Stored plain, its bytes are those of [N|1, 1, 1, C] in NHWC and of
-// [N|1, C/b, 1, 1, b] in a blocked format, so a kChannel kernel reads it in any format.
+// [N or 1, C, 1, 1] (or [N|1, C, 1] and [N|1, C, 1, 1, 1] of a 3-D or 5-D `y`). Stored plain, its bytes are those
+// of [N|1, 1, 1, C] in NHWC and of [N|1, C/b, 1, 1, b] in a blocked format, so a kChannel
+// kernel reads it in any format.
 bool per_channel_of(const Shape& s, const Shape& y);
 
 // True when `s` is a per-pixel map of an output `y` [N, C, H, W] with C > 1: [N or 1, 1, H,
