@@ -153,8 +153,13 @@ def node_error(node: Node, msg: str) -> Exception:
     return shape_error(node, msg)
 
 
+# On the device by the broadcasting loops (x < 0: x * slope), any slope that broadcasts to X;
+# a per-channel slope is read plain (Layout.CHANNEL; the loops take it into plain or NHWC
+# outputs only: layout._agnostic keeps it out of blocked regions). One slope for all is
+# LeakyRelu (prepare/canonicalize.py).
 register(OpSchema("PRelu", 2, 2, _prelu_infer, lambda ins, a: [
-    np.where(ins[0] < 0, widen(ins[0]) * widen(ins[1]), widen(ins[0])).astype(ins[0].dtype)]))
+    np.where(ins[0] < 0, widen(ins[0]) * widen(ins[1]), widen(ins[0])).astype(ins[0].dtype)],
+    device=_device("PRelu"), layout=_CH))
 
 
 # ---- variadic ---------------------------------------------------------------------------

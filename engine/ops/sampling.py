@@ -9,8 +9,9 @@ import numpy as np
 
 from ..ir import Node, TensorMeta
 from . import attrs as A
+from .device_helpers import kernel, reject_rank
 from .kernel_utils import ints
-from .registry import OpSchema, register, shape_error
+from .registry import DeviceKernel, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_ints, out, shape_in, sym
 
 
@@ -108,8 +109,20 @@ def _grid_sample_infer(node: Node, a: dict[str, Any]) -> list[TensorMeta]:
     return [out(dt, (xs[0], xs[1]) + tuple(gs[1:-1]))]
 
 
+def _grid_sample_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """A 4-D image sampled linearly or by the nearest pixel, any padding, on the device's
+    own kernel (kernels_sampling.cc: these rules, in double); cubic and 3-D stay here."""
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(a["mode"], a["mode"])
+    if mode not in ("linear", "nearest"):
+        return f"device GridSample has no {mode} mode"
+    why = reject_rank(node, 4, "4-D only")
+    return why or kernel("GridSample", {"mode": mode, "padding_mode": a["padding_mode"],
+                                        "align_corners": int(a["align_corners"])}, (0, 1))
+
+
 register(OpSchema("GridSample", 2, 2, _grid_sample_infer,
-                  lambda ins, a: [grid_sample(ins[0], ins[1], a)], attrs={
+                  lambda ins, a: [grid_sample(ins[0], ins[1], a)], device=_grid_sample_device,
+                  attrs={
                       "align_corners": A.i(0), "mode": A.s("linear", (
                           "linear", "nearest", "cubic", "bilinear", "bicubic")),
                       "padding_mode": A.s("zeros", ("zeros", "border", "reflection"))}))

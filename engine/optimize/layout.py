@@ -143,7 +143,7 @@ def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
             is_act(v) and v.meta == out.meta
             or v.is_constant and v.meta is not None and v.meta.numel == 1
             or kind is Layout.CHANNEL and _scale_of(v, out, rank == 4)
-            and (second is None or v is second)
+            and (second is None or v is second) and (nhwc or node.op_type != "PRelu")
             or maps and rank == 4 and pixel_map(v, out) and (second is None or v is second)
             for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share (and, NHWC, rows
@@ -250,15 +250,16 @@ def storage_nbytes(v: Value) -> int:
 def region_format(graph: Graph, requested: str = "auto", target: Target | None = None) -> str:
     """The format of the layout region: `requested`, or for "auto" the target's blocked
     format when the graph has a depthwise convolution, none of which reads a token
-    sequence (`_reads_tokens`), and at least half of its device 4-D activation elements fill
-    whole channel blocks (else NHWC)."""
+    sequence (`_reads_tokens`) or a signal (`_reads_signal`), and at least half of its
+    device 4-D activation elements fill whole channel blocks (else NHWC)."""
     if requested not in REGION_FORMATS:
         raise ValueError(f"unknown layout format {requested!r}; known: {list(REGION_FORMATS)}")
     if requested != "auto":
         return requested
     blocked = (target or get_target()).blocked_format
     depthwise = [n for n in graph.nodes if _is_depthwise(n)]
-    if not blocked or not depthwise or any(_reads_tokens(graph, n) for n in depthwise):
+    if not blocked or not depthwise or any(_reads_tokens(graph, n) or _reads_signal(n)
+                                           for n in depthwise):
         return NHWC
     # Blocked only where most activation bytes fill whole blocks: a value with a partial last
     # block is stored NHWC unless only convolutions read it, so a network of narrow or odd
@@ -294,6 +295,20 @@ def _reads_tokens(graph: Graph, conv: Node) -> bool:
         if v is not None and v.meta is not None and v.meta.rank == 3:
             return True
     return False
+
+
+def _reads_signal(conv: Node) -> bool:
+    """Whether the Conv is a 1-D one run as 2-D, on a signal [N, C, L] viewed as [N, C, 1, L]
+    (canonicalize): a 1-high, wider input and a 1-high kernel. The ops between such
+    convolutions work on the 3-D signals, which an NHWC region stores NHWC too (views to
+    and from the convolutions) and a blocked one cannot: Conv-TasNet's depthwise
+    convolutions made it blocked, and each residual sum and global layer norm between them
+    paid two TransData (27 against 3)."""
+    x, w = conv.input(0), conv.input(1)
+    return (conv.op_type == "Conv" and x is not None and x.meta is not None
+            and x.meta.rank == 4 and x.meta.shape[2] == 1 and x.meta.shape[3] > 1
+            and w is not None and w.meta is not None and w.meta.rank == 4
+            and w.meta.shape[2] == 1)
 
 
 def _is_depthwise(node: Node) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import ops
+from ..dtypes import DType
 from ..ir import Graph, Node, Value
 from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
@@ -416,6 +417,28 @@ def _as_clip(graph: Graph, node: Node) -> None:
     graph.hand_over_outputs(node, [clip])
 
 
+def _uniform_prelu(node: Node) -> bool:
+    """A float32 PRelu whose constant slope is one value (torch's nn.PReLU() default: one
+    parameter for every channel)."""
+    x, s = node.input(0), node.input(1)
+    if node.op_type != "PRelu" or x is None or x.meta is None \
+            or x.meta.dtype is not DType.FLOAT32 or s is None or not s.is_constant \
+            or np.size(s.const) == 0:
+        return False
+    c = np.asarray(s.const, np.float32).reshape(-1)
+    return bool(np.isfinite(c[0]) and (c == c[0]).all())
+
+
+def _as_leaky_relu(graph: Graph, node: Node) -> None:
+    """PRelu by one slope is LeakyRelu (x < 0: slope * x): an activation a Conv takes as a
+    post-op and an elementwise chain runs with its neighbours (Conv-TasNet's 16 PReLUs were
+    host steps splitting its device program)."""
+    alpha = float(np.asarray(node.input(1).const, np.float32).reshape(-1)[0])
+    leaky = graph.add_node("LeakyRelu", [node.input(0)], outputs=[], attrs={"alpha": alpha},
+                           name=graph.unique_name(f"{node.name}_leaky"), after=node)
+    graph.hand_over_outputs(node, [leaky])
+
+
 def _tile_shapes(node: Node) -> tuple[list[int], list[int], list[int]] | None:
     """For a Tile of a static input by constant repeats (some above 1, none 0): the input
     viewed with a unit axis before each repeated one, that view expanded to the repeats,
@@ -577,6 +600,7 @@ CANONICAL: list[_Row] = [
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
     (_is_scalar_bound, _as_clip, ("Max", "Min")),
+    (_uniform_prelu, _as_leaky_relu, ("PRelu",)),
     (_static_tile, _as_expand, ("Tile",)),
     (onnx_rotary, as_rope, ("RotaryEmbedding",)),
     (one_hot_product, as_row_lookup, ("MatMul",)),

@@ -726,7 +726,8 @@ def test_kernel_info_knows_every_device_op():
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
                               "betas": [0.0, 0.0]}}
     binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "Equal", "Less", "Greater",
-              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
+              "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "PRelu"}
+    shapes["GridSample"] = [[1, 4, 8, 8], [1, 3, 5, 2]]  # X, grid [N, Ho, Wo, 2]
     for op in ("And", "Or", "Xor", "Not"):
         dtypes[op] = ["bool"] * (1 if op == "Not" else 2)
     # element indexing and scans (kernels_scatter.cc, kernels_sequence.cc)

@@ -197,6 +197,9 @@ std::string check_on_stand_ins(const OpQuery& q, KernelInfo*) {
   return with_stand_ins(q, q.n(), [&](KernelArgs& a, std::vector<TensorInfo>& ts) {
     TensorInfo y = ts[0];
     if (q.op == "GatherElements") y.shape = ts[1].shape;
+    if (q.op == "GridSample" && ts[0].shape.size() == 4 && ts[1].shape.size() == 4) {  // [N, C, Ho, Wo]
+      y.shape = {ts[0].shape[0], ts[0].shape[1], ts[1].shape[1], ts[1].shape[2]};
+    }
     y.numel = shape_numel(y.shape);
     a.outputs.push_back(&y);
     row->make(a);

@@ -84,6 +84,7 @@ std::unique_ptr<Kernel> make_compare(const KernelArgs& a);  // Equal Less Greate
 std::unique_ptr<Kernel> make_not(const KernelArgs& a);
 // kernels_resize.cc
 std::unique_ptr<Kernel> make_resize(const KernelArgs& a);
+std::unique_ptr<Kernel> make_grid_sample(const KernelArgs& a);
 // kernels_deconv.cc
 std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a);
 // For kernel_info: checks the inputs and attributes like load would, without building

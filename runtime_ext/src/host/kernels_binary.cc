@@ -18,7 +18,7 @@ namespace {
 // kMod: ONNX Mod with fmod = 0, the remainder taking the divisor's sign (Python's %);
 // kFmod: fmod = 1, the dividend's (C's fmod). An integer divisor of 0 gives 0 (as the host
 // kernel), a float one NaN.
-enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kMod, kFmod };
+enum class BinOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kMod, kFmod, kPRelu };
 
 template <BinOp op, class T>
 inline T apply(T a, T b) {
@@ -62,6 +62,14 @@ inline T apply(T a, T b) {
     return a < b ? a : b;
   }
   if constexpr (op == BinOp::kPow) return std::pow(a, b);
+  if constexpr (op == BinOp::kPRelu) {  // the slope times a negative input (NaN stays NaN)
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      return a < 0 ? static_cast<T>(static_cast<U>(a) * static_cast<U>(b)) : a;
+    } else {
+      return a < 0 ? a * b : a;
+    }
+  }
   return a;
 }
 
@@ -104,6 +112,7 @@ RowFn pick(BinOp op) {
       break;
     case BinOp::kMod: return row_erased<BinOp::kMod, T>;
     case BinOp::kFmod: return row_erased<BinOp::kFmod, T>;
+    case BinOp::kPRelu: return row_erased<BinOp::kPRelu, T>;
   }
   return nullptr;
 }
@@ -135,6 +144,7 @@ BinaryKernel::BinaryKernel(const KernelArgs& a) {
   op_ = name == "Add" ? BinOp::kAdd : name == "Sub" ? BinOp::kSub : name == "Mul" ? BinOp::kMul
       : name == "Div" ? BinOp::kDiv : name == "Max" ? BinOp::kMax : name == "Min" ? BinOp::kMin
       : name == "Mod" ? (a.attr_int("fmod", 0) ? BinOp::kFmod : BinOp::kMod)
+      : name == "PRelu" ? BinOp::kPRelu
       : BinOp::kPow;
   if (name == "Mod" && a.attr_int("fmod", 0) != 0 && a.attr_int("fmod", 0) != 1) {
     invalid("fmod must be 0 or 1, got ", a.attr_int("fmod", 0));

@@ -39,6 +39,7 @@ const std::vector<OpRow>& op_table() {
       {"Max", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Min", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Pow", make_binary, L::kElementwise, 2, 2, T::kFloat, 0, kAnyRank, check_broadcast2},
+      {"PRelu", make_binary, L::kChannel, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Mod", make_binary, L::kElementwise, 2, 2, T::kArith, 0, kAnyRank, check_broadcast2},
       {"Where", make_where, L::kElementwise, 3, 3, T::kAny, 0, kAnyRank, check_where},
       {"Relu", make_unary, L::kUniform, 1, 1, T::kF32, 0, kAnyRank, nullptr},
@@ -109,6 +110,7 @@ const std::vector<OpRow>& op_table() {
       {"GatherND", make_gather_nd, L::kPlainOnly, 2, 2, T::kAny, 1, kAnyRank, check_gather},
       {"PaddedNonMaxSuppression", make_padded_nms, L::kPlainOnly, 2, 5, T::kF32, 3, 3, nullptr},
       {"Resize", make_resize, L::kUniform, 1, 4, T::kAny, 4, 4, check_resize},
+      {"GridSample", make_grid_sample, L::kPlainOnly, 2, 2, T::kF32, 4, 4, check_on_stand_ins},
       {"TreeEnsembleClassifier", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
       {"TreeEnsembleRegressor", make_tree_ensemble, L::kPlainOnly, 1, 1, T::kF32, 1, 2, nullptr},
       // element indexing, scans along an axis, float predicates: their factories check them
