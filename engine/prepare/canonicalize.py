@@ -32,6 +32,7 @@ from .col2im import as_permutation, tiling_col2im
 from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
+from .expert_matmul import as_product_by_all_experts, gathered_expert_product
 from .loop_scan import as_lifted_ops, scan_loop
 from .matmul_columns import as_product_of_columns, sliced_product
 from .merged_batch import _ELEMENTWISE as MERGED_ELEMENTWISE
@@ -604,6 +605,7 @@ CANONICAL: list[_Row] = [
     (_static_tile, _as_expand, ("Tile",)),
     (onnx_rotary, as_rope, ("RotaryEmbedding",)),
     (one_hot_product, as_row_lookup, ("MatMul",)),
+    (gathered_expert_product, as_product_by_all_experts, ("MatMul",)),
     (elementwise_of_lookups, as_lookup_of_table, tuple(LOOKUP_ELEMENTWISE)),
     (static_one_hot, as_equal_where, ("OneHot",)),
     (sliced_product, as_product_of_columns, ("Slice",)),

@@ -1,0 +1,64 @@
+"""transformers' batched_mm experts: each routed row's expert weight gathered, then one
+column multiplied by it (prepare/expert_matmul.py): one product by every expert and a pick
+of each row's, held to ONNX Runtime; a bad expert index still fails as the Gather did."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.errors import GraphEngineError
+from graphengine.engine.importers import load_model
+from graphengine.engine.model import DeviceProgram
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import load
+
+
+def _batched_mm(rows: int, experts: int, n: int = 24, k: int = 16, index_type=TensorProto.INT64):
+    w = np.random.default_rng(0).standard_normal((experts, n, k)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["w", "idx"], ["wg"], axis=0),
+             helper.make_node("MatMul", ["wg", "x"], ["y"])]
+    return helper.make_model(helper.make_graph(nodes, "batched_mm", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k, 1]),
+        helper.make_tensor_value_info("idx", index_type, [rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("index_type", [TensorProto.INT64, TensorProto.INT32])
+def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type):
+    rows, experts = 12, 4
+    model = _batched_mm(rows, experts, index_type=index_type)
+    rng = np.random.default_rng(1)
+    dtype = np.int64 if index_type == TensorProto.INT64 else np.int32
+    feeds = {"x": rng.standard_normal((rows, 16, 1)).astype(np.float32),
+             "idx": rng.integers(-experts, experts, rows).astype(dtype)}  # negatives count back
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    ops = [t.op for p in compiled.programs if isinstance(p, DeviceProgram) for t in p.tasks
+           if t.kind == "kernel"]
+    assert "Gather" not in ops and "GatherND" in ops, ops
+    got = load(compiled).execute(feeds)["y"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    assert got.shape == want.shape == (rows, 24, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fewer_rows_than_experts_keep_the_gather():
+    """With fewer rows than experts (a decode step of a wide MoE) the product by all
+    experts would read weights the gathers never touch: the gathers stay."""
+    compiled = compile_graph(load_model(_batched_mm(3, 8)), CompileOptions())
+    ops = [t.op for p in compiled.programs if isinstance(p, DeviceProgram) for t in p.tasks
+           if t.kind == "kernel"]
+    assert "Gather" in ops and "GatherND" not in ops, ops
+
+
+def test_an_expert_index_out_of_range_still_fails():
+    model = _batched_mm(8, 4)
+    compiled = load(compile_graph(load_model(model), CompileOptions()))
+    feeds = {"x": np.ones((8, 16, 1), np.float32), "idx": np.array([0, 1, 2, 3, 4, 0, 1, 2])}
+    with pytest.raises(GraphEngineError, match="out of range|index"):
+        compiled.execute(feeds)
