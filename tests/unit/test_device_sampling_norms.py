@@ -1,7 +1,8 @@
-"""Device kernels found missing on an unseen third set: GridSample (a deformable
-detector's sampling), PRelu (a separation net's activation) and the global layer norm
-(statistics over a whole sample) as a GroupNorm of one group; each held to ONNX Runtime and
-checked to run on the device."""
+"""Device paths found missing or slow on an unseen third set: GridSample (a deformable
+detector's sampling), PRelu (a separation net's activation), the global layer norm
+(statistics over a whole sample) as a GroupNorm of one group, and the elementwise loops'
+walk over short broadcast rows; each held to ONNX Runtime (and numpy) and checked to run on
+the device."""
 
 from __future__ import annotations
 
@@ -119,3 +120,22 @@ def test_a_global_layer_norm_is_one_group_norm(gamma_first):
     got, want, ops, hosts = _run(model, {"x": x})
     assert ops == ["GroupNorm"], ops
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((1, 128, 1, 16), (1, 128, 32, 1)),   # Mamba's outer products: 4096 rows of 16, two threads
+    ((3, 1, 5, 1, 7), (1, 4, 1, 6, 1)),   # every axis broadcast one way or the other
+    ((2, 1, 300), (2, 70, 1))])           # rows over the threads' block edges
+def test_two_sided_broadcasts_walk_their_rows(a_shape, b_shape):
+    """The elementwise loops walk whole rows with an odometer (a division per axis per row
+    cost more than a row of 16): every row's operands still found, held to numpy."""
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    model = _model([helper.make_node("Mul", ["a", "b"], ["m"]),
+                    helper.make_node("Sub", ["m", "b"], ["y"])],
+                   [("a", a_shape), ("b", b_shape)], name="broadcast")
+    got, want, ops, hosts = _run(model, {"a": a, "b": b})
+    assert hosts == 0 and got.shape == np.broadcast_shapes(a_shape, b_shape)
+    np.testing.assert_allclose(got, a * b - b, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
