@@ -42,9 +42,14 @@ def _within_group(v: Value | None, rest: int, per_group: int) -> np.ndarray | No
     constant broadcast over [rest] must hold one value along each channel's positions."""
     if v is None or not v.is_constant:
         return None
-    arr = np.asarray(v.const, np.float64)
+    arr = np.asarray(v.const)
     if arr.ndim > 1 or arr.size not in (1, rest):
         return None
+    flat = arr.reshape(-1)
+    if flat.size > 1 and (flat == flat[0]).all():  # one value (the ones and zeros canonicalize
+        # and the sample norm write, C * L long): no per-position check
+        return np.full(per_group, float(flat[0]))
+    arr = arr.astype(np.float64)
     per_position = np.broadcast_to(arr.reshape(-1), (rest,)).reshape(per_group, -1)
     if not np.all(per_position == per_position[:, :1]):
         return None
