@@ -46,6 +46,7 @@ from . import (
     matmul_bn,
     matmul_mul,
     pad_conv,
+    parallel_convs,
     residual_add,
     rms_norm,
     rope,
@@ -61,6 +62,7 @@ FUSIONS: list[Fusion] = [
     # folds into both).
     conv_bias.ROW,
     dataclasses.replace(conv_bn.ROW, after=("conv_bias",)),
+    dataclasses.replace(parallel_convs.ROW, after=("conv_bn",)),  # before residual_add
     erf_gelu.ROW,
     layernorm.ROW,
     rms_norm.ROW,
@@ -83,7 +85,8 @@ FUSIONS: list[Fusion] = [
     # HardSwish written with a Clip (Paddle's export) becomes the op, after the Conv's
     # per-channel affine (a BatchNorm as Mul and Add) joined the Conv, so it can be an epilogue.
     dataclasses.replace(hard_swish.ROW, after=("conv_bias",)),
-    dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias", "matmul_bn")),
+    dataclasses.replace(residual_add.ROW, after=("conv_bn", "matmul_bias", "matmul_bn",
+                                                 "parallel_convs")),
     dataclasses.replace(activation.ROW, after=("conv_bn", "erf_gelu", "activation_form",
                                                "hard_swish", "matmul_bias", "matmul_bn",
                                                "residual_add")),
