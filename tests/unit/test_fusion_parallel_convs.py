@@ -81,3 +81,18 @@ def test_an_identity_branch_needs_as_many_channels_out_as_in():
     feeds = {"x": np.random.default_rng(3).standard_normal((2, 16, 9, 9)).astype(np.float32)}
     ops = _convs(_repvgg(out=24, identity=False), feeds)
     assert ops == ["Conv"], ops
+
+
+def test_a_branch_added_to_itself_stays():
+    """Add(c, c) of one convolution: no two branches to merge (the row must not take the
+    convolution twice)."""
+    rng = np.random.default_rng(4)
+    w = numpy_helper.from_array((rng.standard_normal((8, 8, 3, 3)) * 0.3).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 4),
+             helper.make_node("Add", ["c", "c"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "twice", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    ops = _convs(model, {"x": rng.standard_normal((1, 8, 6, 6)).astype(np.float32)})
+    assert ops.count("Conv") == 1, ops

@@ -100,6 +100,8 @@ def match_parallel_convs(graph: Graph, add: Node):
     if found is None:
         return None
     leaves, adds = found
+    if len(set(leaves)) != len(leaves):  # Add(c, c): each branch once
+        return None
     convs = [v.producer for v in leaves if v.producer is not None and v.producer.op_type == "Conv"]
     if not convs:
         return None
