@@ -47,6 +47,7 @@ from .one_hot import (
     static_one_hot,
 )
 from .rotary_op import as_rope, onnx_rotary
+from .slice_scatter import as_concat, slice_scatter
 from .split_convs import as_one_conv, split_convs
 from .steps import chain
 from .views import _FLAT_VIEWS as FLAT_VIEWS
@@ -606,6 +607,7 @@ CANONICAL: list[_Row] = [
     (onnx_rotary, as_rope, ("RotaryEmbedding",)),
     (one_hot_product, as_row_lookup, ("MatMul",)),
     (gathered_expert_product, as_product_by_all_experts, ("MatMul",)),
+    (slice_scatter, as_concat, ("ScatterND",)),
     (elementwise_of_lookups, as_lookup_of_table, tuple(LOOKUP_ELEMENTWISE)),
     (static_one_hot, as_equal_where, ("OneHot",)),
     (sliced_product, as_product_of_columns, ("Slice",)),
