@@ -65,10 +65,9 @@ def as_concat(graph: Graph, node: Node) -> None:
                               const(None, np.array([-1], np.int64))])
 
     parts = ([part(0, a)] if a > 0 else []) + [upd] + ([part(b, width)] if b < width else [])
-    if len(parts) == 1:  # the whole tensor written
-        joined = step("Identity", [upd])
-    else:
-        joined = step("Concat", parts, axis=-1)
-    out = graph.add_node("Identity", [joined], outputs=0, after=joined.producer,
+    last = next((v.producer for v in reversed(parts) if v is not upd), node)  # after the Slices
+    # the whole tensor written: the updates (eliminate_identities drops the Identity)
+    out = graph.add_node("Concat" if len(parts) > 1 else "Identity", parts, outputs=0,
+                         attrs={"axis": -1} if len(parts) > 1 else {}, after=last,
                          name=graph.unique_name(f"{node.name}_slice"))
     graph.hand_over_outputs(node, [out])

@@ -75,9 +75,8 @@ def test_a_branch_read_elsewhere_stays():
     assert ops.count("Conv") == 2, ops
 
 
-def test_an_identity_branch_needs_as_many_channels_out_as_in():
-    """16 in, 24 out: no identity to add; the BatchNormalization of x cannot join (the
-    graph is not even valid ONNX then), so the test builds the two-conv sum only."""
+def test_branches_with_more_channels_out_than_in_merge():
+    """16 in, 24 out (no identity branch can exist then): the two convolutions' sum is one."""
     feeds = {"x": np.random.default_rng(3).standard_normal((2, 16, 9, 9)).astype(np.float32)}
     ops = _convs(_repvgg(out=24, identity=False), feeds)
     assert ops == ["Conv"], ops

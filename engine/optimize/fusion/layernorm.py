@@ -57,9 +57,9 @@ def _match_layernorm(graph: Graph, div: Node):
     if sub is None or sub.op_type != "Sub" or len(set(d.users)) != 2:
         return None
     x, mean = sub.input(0), mean_over_last_axis(graph, sub.input(1))
-    over = mean_over_last_axis
-    if mean is None:
-        mean, over = _mean_over_sample(sub.input(1)), lambda g, w: _mean_over_sample(w)
+    sample = mean is None  # else the statistics of the last axis
+    if sample:
+        mean = _mean_over_sample(sub.input(1))
     if mean is None or mean.input(0) is not x:
         return None
     sqrt = sole_producer(graph, s, {"Sqrt"})
@@ -69,7 +69,7 @@ def _match_layernorm(graph: Graph, div: Node):
     var_v, eps_v = add.input(0), add.input(1)
     if eps_v is None or not eps_v.is_constant:
         var_v, eps_v = eps_v, var_v
-    var = over(graph, var_v)
+    var = _mean_over_sample(var_v) if sample else mean_over_last_axis(graph, var_v)
     if var is None or eps_v is None or not eps_v.is_constant or len(var_v.users) != 1:
         return None
     sq = sole_producer(graph, var.input(0), {"Pow", "Mul"})
@@ -80,7 +80,6 @@ def _match_layernorm(graph: Graph, div: Node):
     nodes = [mean, sub, sq, var, *scaled, add, sqrt, div]
     if len(mean.outputs[0].users) != 1 or not on_device(*nodes):
         return None
-    sample = over is not mean_over_last_axis
     if gamma is not None and (not sample or np.broadcast_shapes(
             np.shape(gamma.const), tuple(x.meta.shape)) != tuple(x.meta.shape)):
         return None
