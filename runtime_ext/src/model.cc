@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <new>
@@ -455,7 +456,13 @@ void Model::build_kernels(std::vector<KernelArgs>* args, int width, bool narrow)
         a.load_stream = &lane.stream;
         Status& st = status[i];
         try {
+          const auto start = std::chrono::steady_clock::now();
           (narrow ? t.narrow : t.kernel) = device_->find_kernel(t.op)(a);
+          if (!narrow) {
+            t.build_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - start)
+                                                   .count());
+          }
         } catch (const Error& e) {
           st = e.status();
         } catch (const std::bad_alloc&) {
@@ -479,7 +486,7 @@ std::vector<Model::TaskProfile> Model::profile() const {
   for (size_t i = 0; i < tasks_.size(); ++i) {
     const Task& t = tasks_[i];
     r.push_back({t.name, t.op, t.kernel ? t.kernel->impl() : std::string(), t.stream, task_calls_[i].load(),
-                 task_ns_[i].load() * 1e-9});
+                 task_ns_[i].load() * 1e-9, t.build_ns * 1e-9});
   }
   return r;
 }

@@ -139,6 +139,7 @@ class Model {
     int stream;
     uint64_t calls;
     double seconds;
+    double build_seconds;  // making its kernel at load (oneDNN primitive creation, JIT, weight reorders)
   };
   std::vector<TaskProfile> profile() const;
 
@@ -161,6 +162,7 @@ class Model {
   struct Task {
     Kind kind = Kind::kKernel;
     std::string name;
+    uint64_t build_ns = 0;  // making `kernel` (not `narrow`), for profile()
     std::string op;  // for messages: the op of a kernel, else the kind
     int stream = 0;
     std::unique_ptr<Kernel> kernel;  // runs with width_ threads

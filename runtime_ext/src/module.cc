@@ -850,12 +850,14 @@ NB_MODULE(_runtime, m) {
               d["stream"] = t.stream;
               d["calls"] = t.calls;
               d["seconds"] = t.seconds;
+              d["build_seconds"] = t.build_seconds;
               out.append(d);
             }
             return out;
           },
           "Per kernel task, in program order: {'name', 'op', 'impl', 'stream', 'calls', 'seconds'} "
-          "accumulated over every run of every instance.")
+          "accumulated over every run of every instance, and 'build_seconds': making its kernel at "
+          "load.")
       .def_prop_ro("name", [](const PyModel& p) { return p.model->name(); })
       .def_prop_ro("num_tasks", [](const PyModel& p) { return p.model->num_tasks(); })
       .def_prop_ro("num_streams", [](const PyModel& p) { return p.model->num_streams(); })

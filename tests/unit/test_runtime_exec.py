@@ -401,6 +401,9 @@ def test_profile_counts_every_task_of_every_run():
     assert len(kernels) == 3 and all(p["calls"] == 3 and p["seconds"] > 0 for p in kernels)
     assert {p["stream"] for p in kernels} == {0, 1}
     assert [p["op"] for p in prof if p["op"] in ("record", "wait")] == ["record", "wait"] * 2
+    # what making each kernel took at load (a load profile); none for events
+    assert all(p["build_seconds"] > 0 for p in kernels)
+    assert all(p["build_seconds"] == 0 for p in prof if p["op"] in ("record", "wait"))
 
 
 # ---- zero copy ---------------------------------------------------------------------------
