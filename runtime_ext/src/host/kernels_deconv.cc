@@ -130,10 +130,8 @@ DeconvPlan plan_deconv(const KernelArgs& a, bool with_primitive) {
 // 2x2 stride 2 on 80x80: 1.64 against the deconvolution's 1.03 ms), so the form is taken
 // where it is Y, where oneDNN's deconvolution computes padded channels (it pads the output
 // channels to the vector width, 16 floats: a text detector's 24 -> 1 channel 2x2 stride 2
-// map to 160x160 took 36-55 ms to create and ran 0.74 ms, the form 0.17 ms), or for a
-// long 1-D output row (below).
-constexpr int64_t kLongOutputRow = 1024;
-
+// map to 160x160 took 36-55 ms to create and ran 0.74 ms, the form 0.17 ms), or in 1-D
+// (below).
 struct PhasePlan {
   bool ok = false;
   bool direct = false;  // Z is Y: the convolution writes Y (channels-last, no crop)
@@ -176,13 +174,15 @@ PhasePlan plan_phases(const KernelArgs& a, const Shape& out) {
   const size_t last = sp - 1;
   p.direct = y.channels_last() && !rows_strided && p.pb[last] == 0 && p.q[last] * p.s[last] == p.out[last] &&
              (sp == 1 || p.q[0] == p.out[0]);
-  // Else Y is read out of Z after the convolution: an extra pass over the output. Worth it
-  // where the deconvolution computes padded channels (M < 16), or, in 1-D, where creating
-  // it costs thousands of runs of that pass: its creation grew with the output row (64 -> 32
-  // channels, 4 taps, stride 2: 43 / 92 / 277 ms at 4096 / 8192 / 16384 outputs; the pass
-  // over those outputs, 1 MB each, 55-57 us a run).
+  // Else Y is read out of Z after the convolution: an extra pass over the output, M floats
+  // an output column against the deconvolution's 2 * C * m * M flops there (the pass adds
+  // ~30 / (C * m) of the run: 64 -> 32 channels, 4 taps, stride 2, 8192 outputs: 350
+  // against 293 us). Taken in 1-D, where the deconvolution's creation grows with the output
+  // row (that layer: 92 ms; at 640 outputs, 48 -> 24 channels, 8 taps, stride 4: 6.6 ms,
+  // thousands of runs of the pass), and in 2-D where the deconvolution computes padded
+  // channels (M < 16).
   const int64_t M = w.shape[1];
-  p.ok = p.direct || M < 16 || (!rows_strided && p.out[last] >= kLongOutputRow);
+  p.ok = p.direct || M < 16 || !rows_strided;
   return p;
 }
 
