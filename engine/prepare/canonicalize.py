@@ -237,6 +237,77 @@ def _from_convolution(v: Value | None, steps: int = 6) -> bool:
     return False
 
 
+def _channel_slice(node: Node) -> tuple[Value, int, int] | None:
+    """(input, start, end) of a Slice of a convolution's output (`_from_convolution`) along
+    the channel axis of a 3-D to 5-D activation: constant bounds on that one axis, step 1."""
+    if node.op_type != "Slice" or len(node.inputs) < 3 or not node.outputs:
+        return None
+    x, bounds = node.input(0), node.inputs[1:]
+    if x is None or x.meta is None or not x.meta.is_static or x.meta.rank not in (3, 4, 5) \
+            or any(b is not None and not b.is_constant for b in bounds) or bounds[0] is None \
+            or bounds[1] is None:
+        return None
+    starts, ends = (np.asarray(b.const).reshape(-1) for b in bounds[:2])
+    axes = np.asarray(bounds[2].const).reshape(-1) if len(bounds) > 2 and bounds[2] is not None \
+        else np.arange(len(starts))
+    steps = np.asarray(bounds[3].const).reshape(-1) if len(bounds) > 3 and bounds[3] is not None \
+        else np.ones(len(starts), np.int64)
+    if not (len(starts) == len(ends) == len(axes) == len(steps) == 1) or int(steps[0]) != 1 \
+            or int(axes[0]) not in (1, 1 - x.meta.rank) or not _from_convolution(x):
+        return None
+    d = x.meta.shape[1]
+    start, end = (min(max(int(v) + d if int(v) < 0 else int(v), 0), d)
+                  for v in (starts[0], ends[0]))
+    return (x, start, end) if start < end else None
+
+
+def _channel_tiling(node: Node) -> list[Node] | None:
+    """The Slices of node's input that cut its channels into consecutive pieces, first to last,
+    when node is one of them and they cover every channel once (a gated activation's halves:
+    WaveNet's tanh(a) * sigmoid(b), a Conformer's GLU)."""
+    own = _channel_slice(node)
+    if own is None:
+        return None
+    x = own[0]
+    pieces = []
+    for user in dict.fromkeys(x.users):  # once each, in order
+        cut = _channel_slice(user) if user.op_type == "Slice" and user.input(0) is x else None
+        if cut is not None:
+            pieces.append((cut[1], cut[2], user))
+    pieces.sort(key=lambda p: (p[0], p[1]))
+    at = 0
+    for start, end, _ in pieces:
+        if start != at:
+            return None
+        at = end
+    if len(pieces) < 2 or at != x.meta.shape[1]:
+        return None
+    return [p[2] for p in pieces]
+
+
+def _tiles_channels(node: Node) -> bool:
+    return _channel_tiling(node) is not None
+
+
+def _as_split(graph: Graph, node: Node) -> None:
+    """The Slices that tile a convolution output's channels are one Split: stored
+    channels-last it cuts each pixel's row in place (the layout's CONCAT kind), where each
+    Slice of the channel axis ran plain, with a conversion on either side of it (an unseen
+    WaveNet: two TransData and two Slices a layer, 30 conversions in all)."""
+    slices = _channel_tiling(node)
+    x = slices[0].input(0)
+    sizes = graph.add_constant(None, np.asarray([s.outputs[0].meta.shape[1] for s in slices],
+                                                np.int64))
+    first = min(slices, key=graph.nodes.index)
+    split = graph.add_node("Split", [x, sizes], attrs={"axis": 1}, outputs=len(slices),
+                           after=first, name=graph.unique_name(f"{first.name}_split"))
+    for s, out in zip(slices, split.outputs):
+        out.meta = s.outputs[0].meta
+        graph.replace_all_uses(s.outputs[0], out)
+    for s in slices:
+        graph.remove_node(s)
+
+
 def _spatial_reduce(node: Node) -> bool:
     return _spatial_axes(node) is not None
 
@@ -611,6 +682,7 @@ CANONICAL: list[_Row] = [
     (elementwise_of_lookups, as_lookup_of_table, tuple(LOOKUP_ELEMENTWISE)),
     (static_one_hot, as_equal_where, ("OneHot",)),
     (sliced_product, as_product_of_columns, ("Slice",)),
+    (_tiles_channels, _as_split, ("Slice",)),
     (_decided_if, _inline_branch, ("If",)),
     (cheap_if, select_branches, ("If",)),
     (_loop_invariant_state, _as_enclosing_reads, ("Loop",)),

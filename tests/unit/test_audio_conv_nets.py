@@ -287,3 +287,45 @@ def test_a_batch_norm_on_a_view_that_moves_the_channels_stays():
     assert "BatchNormalization" in _compute(ops), compiled.report.render()
     assert not any(line.startswith("Conv+BatchNormalization")
                    for line in compiled.report.fusions)
+
+
+def _gated_layer(cuts, last_axis=False):
+    """Conv1d (16 -> 32 channels) -> Slices by `cuts` -> tanh(first) * sigmoid(second) ->
+    Conv1d: WaveNet's gated activation (`last_axis`: the Slices cut the time axis instead)."""
+    axis = 2 if last_axis else 1
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["h"], pads=[1, 1])]
+    for k in range(len(cuts)):
+        nodes.append(helper.make_node("Slice", ["h", f"s{k}", f"e{k}", "ax"], [f"p{k}"]))
+    nodes += [helper.make_node("Tanh", ["p0"], ["t"]), helper.make_node("Sigmoid", ["p1"], ["g"]),
+              helper.make_node("Mul", ["t", "g"], ["z"]),
+              helper.make_node("Conv", ["z", "w1"], ["y"])]
+    inits = {"w0": RNG.standard_normal((32, 16, 3)).astype(np.float32) * 0.2,
+             "w1": RNG.standard_normal((8, min(cuts[0][1], 32) - cuts[0][0], 1)
+                                       ).astype(np.float32) * 0.2,
+             "ax": np.asarray([axis], np.int64)}
+    for k, (a, b) in enumerate(cuts):
+        inits[f"s{k}"], inits[f"e{k}"] = np.asarray([a], np.int64), np.asarray([b], np.int64)
+    if last_axis:
+        inits["w1"] = RNG.standard_normal((8, 32, 1)).astype(np.float32) * 0.2
+    return nodes, inits
+
+
+def test_slices_that_cut_a_convs_channels_in_pieces_are_one_split():
+    """The halves of a convolution's channels (a gated activation) are one Split, which cuts
+    channels-last rows in place: no Slice and no layout conversion between the convolutions
+    (an unseen WaveNet had two conversions and two Slices a layer)."""
+    x = RNG.standard_normal((2, 16, 300)).astype(np.float32)
+    for cuts in ([(0, 16), (16, 32)], [(16, 32), (0, 16)], [(0, 16), (16, 2**62)]):
+        nodes, inits = _gated_layer(cuts)
+        _, ops = _run(nodes, {"x": x}, inits)
+        assert "Split" in ops and "Slice" not in ops and "TransData" not in ops[1:-1], ops
+
+
+def test_slices_that_do_not_tile_the_channels_stay_slices():
+    """Overlapping or incomplete pieces, or pieces of another axis, are left as Slices."""
+    x = RNG.standard_normal((1, 16, 300)).astype(np.float32)
+    for cuts, last in (([(0, 16), (8, 24)], False), ([(0, 15), (16, 31)], False),
+                       ([(0, 150), (150, 300)], True)):
+        nodes, inits = _gated_layer(cuts, last_axis=last)
+        _, ops = _run(nodes, {"x": x}, inits)
+        assert "Split" not in ops and ops.count("Slice") == 2, ops
