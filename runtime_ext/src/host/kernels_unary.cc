@@ -2,6 +2,7 @@
 // approximations); Erf, Floor, Ceil, Sin, Cos (trig.h), Identity and a Clip with run-time
 // bounds are plain loops, and so are small Neg, Abs, Sqrt, Relu and LeakyRelu (oneDNN's call costs ~2 us,
 // more than the work below kSmallOpElements).
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cmath>
@@ -112,6 +113,42 @@ class LoopKernel : public Kernel {
   float alpha_;
 };
 
+// LeakyRelu (alpha != 0): x > 0 ? x : alpha * x by 16 lanes. GCC keeps LoopKernel's plain
+// loop of it scalar (the product is guarded by the compare, and it may not make a product
+// the source does not ask for, which could raise a floating-point flag): 6.3 us for 7.7K
+// elements, 0.7 here. NaN fails the compare and gives alpha * NaN = NaN, as the loop does.
+// A class of its own: the same code inside LoopKernel::run made its Relu and Neg loops
+// slower (0.6-0.7 -> 1.1 us there).
+__attribute__((target("avx512f"))) void leaky_relu_avx512(const float* x, float* y, int64_t n, float alpha) {
+  const __m512 a = _mm512_set1_ps(alpha), zero = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(y + i, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), _mm512_mul_ps(v, a), v));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(y + i, m,
+                          _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, zero, _CMP_GT_OQ), _mm512_mul_ps(v, a), v));
+  }
+}
+
+class LeakyReluKernel : public Kernel {
+ public:
+  LeakyReluKernel(const KernelArgs& a, float alpha) : x_(&a.in(0)), y_(&a.out(0)), alpha_(alpha) {}
+  Status run(ExecContext& ctx) override {
+    leaky_relu_avx512(ctx.ptr<const float>(*x_), ctx.ptr<float>(*y_), x_->numel, alpha_);
+    return Status::Ok();
+  }
+  std::string impl() const override { return "leaky relu avx512"; }
+
+ private:
+  const TensorInfo* x_;
+  const TensorInfo* y_;
+  float alpha_;
+};
+
 class IdentityKernel : public Kernel {
  public:
   explicit IdentityKernel(const KernelArgs& a) : x_(&a.in(0)), y_(&a.out(0)) {}
@@ -199,7 +236,9 @@ std::unique_ptr<Kernel> make_unary(const KernelArgs& a) {
     if (op == "Sqrt") return std::make_unique<LoopKernel>(a, LoopOp::kSqrt);
     if (op == "Relu") return std::make_unique<LoopKernel>(a, LoopOp::kRelu);
     if (op == "LeakyRelu") {
-      return std::make_unique<LoopKernel>(a, LoopOp::kRelu, static_cast<float>(a.attr_float("alpha", 0.01)));
+      const float alpha = static_cast<float>(a.attr_float("alpha", 0.01));
+      if (alpha != 0.f && cpu_has_avx512()) return std::make_unique<LeakyReluKernel>(a, alpha);
+      return std::make_unique<LoopKernel>(a, LoopOp::kRelu, alpha);
     }
   }
 
