@@ -117,6 +117,42 @@ def test_scatter_elements_max_min_keep_nan_like_numpy():
         check("ScatterElements", {"x": x, "i": i, "u": u}, {}, {"reduction": red}, with_ort=False)
 
 
+def _edge_rows(batch, edges, nodes, width, negative=False, duplicates=True):
+    """A graph net's edge list expanded over the features: [batch, edges, width] indices
+    along axis 1, one node per row (negative: some written from the end)."""
+    rng = np.random.default_rng(11)
+    col = rng.integers(0, nodes, (batch, edges, 1))
+    if not duplicates:
+        col = np.stack([rng.permutation(nodes)[:edges] for _ in range(batch)])[..., None]
+    if negative:
+        col = np.where(rng.random(col.shape) < 0.5, col - nodes, col)
+    return np.ascontiguousarray(np.broadcast_to(col, (batch, edges, width))).astype(np.int64)
+
+
+@pytest.mark.parametrize("negative", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_gather_elements_of_rows_with_one_index_each(negative, dtype):
+    """Indices constant along the last dim (an edge list expanded over the features) gather
+    whole rows (row copies, not element by element); a row that differs anywhere still
+    gathers element-wise (the last case)."""
+    i = _edge_rows(2, 37, 11, 20, negative)
+    check("GatherElements", {"x": _data((2, 11, 20), dtype), "i": i}, {}, {"axis": 1})
+    i[1, 5, 19] = 0
+    check("GatherElements", {"x": _data((2, 11, 20), dtype), "i": i}, {}, {"axis": 1})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "max"])
+def test_scatter_elements_of_rows_with_one_index_each(reduction):
+    """A graph net's message aggregation: rows of updates into node rows, duplicates
+    combining in the indices' order (exactly ufunc.at's sums); without a reduction distinct
+    rows (onnxruntime's order for duplicates is its own)."""
+    i = _edge_rows(2, 37 if reduction != "none" else 9, 11, 20, negative=True,
+                   duplicates=reduction != "none")
+    u = randn(*i.shape)
+    check("ScatterElements", {"x": randn(2, 11, 20), "i": i, "u": u}, {},
+          {"axis": 1, "reduction": reduction}, exact=reduction != "none")
+
+
 def test_scatter_elements_of_piper_tashkeel_int64_positions():
     """piper_tashkeel's GRU: zeros scattered with a Range at cast indices, 1-D int64."""
     check("ScatterElements", {"x": np.zeros(12, np.int64), "i": _distinct((7,), 12, 0),
