@@ -150,11 +150,11 @@ struct ElementIndexing {
     return true;
   }
 
-  // For uniform_rows: calls f(r, offset) for every row r of the indices' last dim in
-  // row-major order, with the element offset of its first element in the addressed tensor
-  // (the row's elements follow it contiguously). Rows run in parallel as in `each`.
-  template <class F>
-  void each_row(const int64_t* at, bool parallel, int64_t bytes, F f) const {
+  // Calls g(r, base) for every row r of the indices' last dim in row-major order, with the
+  // element offset of the row's coordinates off the last dim and the axis in the addressed
+  // tensor; rows run in parallel when `parallel` and `bytes` (the work) is large.
+  template <class G>
+  void each_row_base(bool parallel, int64_t bytes, G g) const {
     const int rank = idx_->rank();
     const int64_t last = idx_->shape[rank - 1];
     if (last == 0 || idx_->numel == 0) return;
@@ -165,7 +165,7 @@ struct ElementIndexing {
         base += (rest % idx_->shape[d]) * strides_[d];
         rest /= idx_->shape[d];
       }
-      f(r, base + at[r * last] * axis_stride_);
+      g(r, base);
     };
     if (parallel) {
       for_rows(rows, bytes, row);
@@ -174,29 +174,24 @@ struct ElementIndexing {
     }
   }
 
+  // For uniform_rows: calls f(r, offset) for every row r of the indices' last dim, with the
+  // element offset of its first element in the addressed tensor (the row's elements follow
+  // it contiguously).
+  template <class F>
+  void each_row(const int64_t* at, bool parallel, int64_t bytes, F f) const {
+    const int64_t last = idx_->shape[idx_->rank() - 1];
+    each_row_base(parallel, bytes, [&](int64_t r, int64_t base) { f(r, base + at[r * last] * axis_stride_); });
+  }
+
   // Calls f(t, offset) for every index element t in row-major order, with the element
-  // offset it addresses (its own coordinates off the axis, at[t] on it). Rows of the
-  // indices' last dim run in parallel when `parallel` and the work is large.
+  // offset it addresses (its own coordinates off the axis, at[t] on it).
   template <class F>
   void each(const int64_t* at, bool parallel, int64_t bytes, F f) const {
     const int rank = idx_->rank();
-    const int64_t last = idx_->shape[rank - 1];
-    if (last == 0 || idx_->numel == 0) return;
-    const int64_t rows = idx_->numel / last;
-    auto row = [&](int64_t r) {
-      int64_t base = 0, rest = r;
-      for (int d = rank - 2; d >= 0; --d) {
-        base += (rest % idx_->shape[d]) * strides_[d];
-        rest /= idx_->shape[d];
-      }
-      const int64_t step = strides_[rank - 1];
+    const int64_t last = idx_->shape[rank - 1], step = strides_[rank - 1];
+    each_row_base(parallel, bytes, [&](int64_t r, int64_t base) {
       for (int64_t k = 0, t = r * last; k < last; ++k, ++t) f(t, base + k * step + at[t] * axis_stride_);
-    };
-    if (parallel) {
-      for_rows(rows, bytes, row);
-    } else {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-    }
+    });
   }
 };
 
