@@ -16,25 +16,32 @@ from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import load
 
 
-def _batched_mm(rows: int, experts: int, n: int = 24, k: int = 16, index_type=TensorProto.INT64):
-    w = np.random.default_rng(0).standard_normal((experts, n, k)).astype(np.float32)
+def _batched_mm(rows: int, experts: int, n: int = 24, k: int = 16, index_type=TensorProto.INT64,
+                row_form: bool = False):
+    """`row_form`: each row vector x [1, K] times its gathered expert [K, N] (gpt-oss's
+    experts), else the gathered [N, K] times a column x [K, 1] (transformers' batched_mm)."""
+    shape = (experts, k, n) if row_form else (experts, n, k)
+    w = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     nodes = [helper.make_node("Gather", ["w", "idx"], ["wg"], axis=0),
-             helper.make_node("MatMul", ["wg", "x"], ["y"])]
+             helper.make_node("MatMul", ["x", "wg"] if row_form else ["wg", "x"], ["y"])]
     return helper.make_model(helper.make_graph(nodes, "batched_mm", [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, k, 1]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 1, k] if row_form
+                                      else [rows, k, 1]),
         helper.make_tensor_value_info("idx", index_type, [rows])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(w, "w")]),
         opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+@pytest.mark.parametrize("row_form", [False, True])
 @pytest.mark.parametrize("index_type", [TensorProto.INT64, TensorProto.INT32])
-def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type):
+def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type, row_form):
     rows, experts = 12, 4
-    model = _batched_mm(rows, experts, index_type=index_type)
+    model = _batched_mm(rows, experts, index_type=index_type, row_form=row_form)
     rng = np.random.default_rng(1)
     dtype = np.int64 if index_type == TensorProto.INT64 else np.int32
-    feeds = {"x": rng.standard_normal((rows, 16, 1)).astype(np.float32),
+    feeds = {"x": rng.standard_normal((rows, 1, 16) if row_form else (rows, 16, 1)
+                                      ).astype(np.float32),
              "idx": rng.integers(-experts, experts, rows).astype(dtype)}  # negatives count back
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     ops = [t.op for p in compiled.programs if isinstance(p, DeviceProgram) for t in p.tasks
@@ -43,14 +50,15 @@ def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type):
     got = load(compiled).execute(feeds)["y"]
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
-    assert got.shape == want.shape == (rows, 24, 1)
+    assert got.shape == want.shape == ((rows, 1, 24) if row_form else (rows, 24, 1))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_fewer_rows_than_experts_keep_the_gather():
+@pytest.mark.parametrize("row_form", [False, True])
+def test_fewer_rows_than_experts_keep_the_gather(row_form):
     """With fewer rows than experts (a decode step of a wide MoE) the product by all
     experts would read weights the gathers never touch: the gathers stay."""
-    compiled = compile_graph(load_model(_batched_mm(3, 8)), CompileOptions())
+    compiled = compile_graph(load_model(_batched_mm(3, 8, row_form=row_form)), CompileOptions())
     ops = [t.op for p in compiled.programs if isinstance(p, DeviceProgram) for t in p.tasks
            if t.kind == "kernel"]
     assert "Gather" in ops and "GatherND" not in ops, ops
