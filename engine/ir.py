@@ -274,14 +274,15 @@ class Graph:
         self.outputs = [new if v is old else v for v in self.outputs]
 
     def hand_over_outputs(self, old: Node, news: Sequence[Node]) -> None:
-        """Each of `news` (made with no outputs) takes over the output value of `old` at its
-        position, so the value keeps its name (a graph output's too) and readers; then `old`
-        goes."""
+        """Each of `news` takes over the output value of `old` at its position, as its next
+        output (a node made with no outputs: its first; one node handed the outputs of several
+        old ones in turn: its outputs in that order), so the value keeps its name (a graph
+        output's too) and readers; then `old` goes."""
         for k, (out, new) in enumerate(zip(list(old.outputs), news)):
             spare = self._new_value(self.unique_name(f"{out.name}_replaced"), out.kind)
             spare.producer, spare.index = old, k
             old.outputs[k] = spare
-            out.producer, out.index = new, 0
+            out.producer, out.index = new, len(new.outputs)
             new.outputs.append(out)
         self.remove_node(old)
 

@@ -299,13 +299,10 @@ def _as_split(graph: Graph, node: Node) -> None:
     sizes = graph.add_constant(None, np.asarray([s.outputs[0].meta.shape[1] for s in slices],
                                                 np.int64))
     first = min(slices, key=graph.nodes.index)
-    split = graph.add_node("Split", [x, sizes], attrs={"axis": 1}, outputs=len(slices),
-                           after=first, name=graph.unique_name(f"{first.name}_split"))
-    for s, out in zip(slices, split.outputs):
-        out.meta = s.outputs[0].meta
-        graph.replace_all_uses(s.outputs[0], out)
-    for s in slices:
-        graph.remove_node(s)
+    split = graph.add_node("Split", [x, sizes], attrs={"axis": 1}, outputs=0, after=first,
+                           name=graph.unique_name(f"{first.name}_split"))
+    for s in slices:  # each piece keeps its value (a graph output keeps its name)
+        graph.hand_over_outputs(s, [split])
 
 
 def _spatial_reduce(node: Node) -> bool:

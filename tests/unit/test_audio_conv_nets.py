@@ -329,3 +329,28 @@ def test_slices_that_do_not_tile_the_channels_stay_slices():
         nodes, inits = _gated_layer(cuts, last_axis=last)
         _, ops = _run(nodes, {"x": x}, inits)
         assert "Split" not in ops and ops.count("Slice") == 2, ops
+
+
+def test_channel_pieces_that_are_graph_outputs_keep_their_names():
+    """The Split takes over the Slices' own values: a piece that is a graph output is still
+    that output, by name."""
+    x = RNG.standard_normal((1, 16, 50)).astype(np.float32)
+    inits = {"w0": RNG.standard_normal((32, 16, 3)).astype(np.float32) * 0.2,
+             "ax": np.asarray([1], np.int64), "s0": np.asarray([0], np.int64),
+             "e0": np.asarray([12], np.int64), "s1": np.asarray([12], np.int64),
+             "e1": np.asarray([32], np.int64)}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["h"], pads=[1, 1]),
+             helper.make_node("Slice", ["h", "s0", "e0", "ax"], ["y"]),
+             helper.make_node("Slice", ["h", "s1", "e1", "ax"], ["p1"]),
+             helper.make_node("Tanh", ["p1"], ["z"])]
+    model = _model(nodes, {"x": x}, inits)
+    model.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    ops = [t.op for p in compiled.programs for t in getattr(p, "tasks", []) if t.kind == "kernel"]
+    assert "Split" in ops and "Slice" not in ops, ops
+    got = LoadedModel(compiled).execute({"x": x})
+    want = dict(zip(["y", "z"], ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(["y", "z"], {"x": x})))
+    assert set(got) == {"y", "z"}
+    for name in ("y", "z"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
