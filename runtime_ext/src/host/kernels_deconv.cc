@@ -402,6 +402,9 @@ std::unique_ptr<Kernel> make_conv_transpose(const KernelArgs& a) {
         return std::make_unique<PhaseDeconvKernel>(a, p);
       } catch (const dnnl::error&) {
         // oneDNN declined the convolution (an end pad it does not take): the deconvolution
+      } catch (const Error&) {
+        // no fast convolution for the form (or its sizes do not fit): the deconvolution,
+        // which checks the node itself and says what is wrong
       }
     }
   }
