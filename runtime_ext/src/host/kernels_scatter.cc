@@ -95,14 +95,18 @@ struct ElementIndexing {
   // Checks every index against [-dim, dim); *at points at them non-negative: the int64
   // indices themselves when none is negative (the usual case: a min/max pass, vectorized,
   // instead of a checking copy: 82K indices of an unseen GNN), else `buf` filled.
+  // *uniform: each row of the last dim holds one index and rows_contiguous().
   Status normalize(const uint8_t* raw, int64_t* buf, const int64_t** at, bool* uniform) const {
-    const bool wide = idx_->dtype == DType::kInt64;
     const int rank = idx_->rank();
     const int64_t last = rank > 0 ? idx_->shape[rank - 1] : 1;
     *uniform = false;
-    if (wide && idx_->numel > 0 && last > 0) {
-      int64_t lo = 0, hi = 0;
-      bool same = false;
+    if (idx_->numel == 0 || last == 0) {
+      *at = buf;
+      return Status::Ok();
+    }
+    int64_t lo = 0, hi = 0;
+    bool same = false;
+    if (idx_->dtype == DType::kInt64) {
       scan_indices(reinterpret_cast<const int64_t*>(raw), idx_->numel, last, &lo, &hi, &same);
       if (lo >= 0 && hi < dim_) {
         *at = reinterpret_cast<const int64_t*>(raw);
@@ -112,7 +116,9 @@ struct ElementIndexing {
     }
     *at = buf;
     const Status s = normalize_into(raw, buf);
-    if (s.ok()) *uniform = uniform_rows(buf);
+    if (!s.ok()) return s;
+    scan_indices(buf, idx_->numel, last, &lo, &hi, &same);  // (int32 or negative ones)
+    *uniform = same && rows_contiguous();
     return s;
   }
 
@@ -130,7 +136,7 @@ struct ElementIndexing {
     return Status::Ok();
   }
 
-  // Whether every row of the indices' last dim holds one index and moves along contiguous
+  // Whether a row of the indices' last dim that holds one index moves along contiguous
   // elements of the addressed tensor (the axis is not the last, which is not broadcast): a
   // graph net's edge list expanded over the features (`idx.unsqueeze(-1).expand(..., D)`),
   // whose element-wise gathers and scatters are then row copies (`each_row`).
@@ -138,18 +144,6 @@ struct ElementIndexing {
     const int rank = idx_->rank();
     return axis_ != rank - 1 && strides_[rank - 1] == 1 && idx_->shape[rank - 1] >= 2;
   }
-  bool uniform_rows(const int64_t* at) const {
-    if (!rows_contiguous()) return false;
-    const int64_t last = idx_->shape[idx_->rank() - 1];
-    for (int64_t t = 0; t < idx_->numel; t += last) {
-      const int64_t v = at[t];
-      bool same = true;  // (no early exit within a row: the compare loop vectorizes)
-      for (int64_t k = 1; k < last; ++k) same &= at[t + k] == v;
-      if (!same) return false;
-    }
-    return true;
-  }
-
   // Calls g(r, base) for every row r of the indices' last dim in row-major order, with the
   // element offset of the row's coordinates off the last dim and the axis in the addressed
   // tensor; rows run in parallel when `parallel` and `bytes` (the work) is large.
@@ -174,9 +168,9 @@ struct ElementIndexing {
     }
   }
 
-  // For uniform_rows: calls f(r, offset) for every row r of the indices' last dim, with the
-  // element offset of its first element in the addressed tensor (the row's elements follow
-  // it contiguously).
+  // For rows with one index each (normalize's `uniform`): calls f(r, offset) for every row r
+  // of the indices' last dim, with the element offset of its first element in the addressed
+  // tensor (the row's elements follow it contiguously).
   template <class F>
   void each_row(const int64_t* at, bool parallel, int64_t bytes, F f) const {
     const int64_t last = idx_->shape[idx_->rank() - 1];
@@ -225,7 +219,7 @@ class GatherElementsKernel : public Kernel, ElementIndexing {
       const E* src = ctx.ptr<const E>(*data_);
       E* dst = ctx.ptr<E>(*y_);
       const int64_t bytes = y_->numel * static_cast<int64_t>(sizeof(E));
-      if (uniform) {  // row copies (an unseen GNN's: 86 -> 8 us each at batch 8)
+      if (uniform) {  // row copies (an unseen GNN's: 86 -> 21 us each at batch 8)
         const int64_t last = idx_->shape[idx_->rank() - 1];
         each_row(at, true, bytes, [&](int64_t r, int64_t off) {
           std::memcpy(dst + r * last, src + off, static_cast<size_t>(last) * sizeof(E));
