@@ -785,6 +785,15 @@ NB_MODULE(_runtime, m) {
       "The host's float32 FMA rate in GFLOP/s: `threads` threads each run independent FMA chains "
       "in the widest vectors the CPU has, at once, for about `seconds` (blocks; releases the GIL). "
       "The arithmetic ceiling that benchmarks compare a model's rate with; run it on an idle machine.");
+  m.def(
+      "narrow_fma_gain",
+      [] {
+        nb::gil_scoped_release release;
+        return ge::narrow_fma_gain();
+      },
+      "How many 8-wide float32 FMAs one thread completes in the time of one 16-wide FMA (about 2 on a "
+      "core with one 512-bit FMA unit, about 1 with two; 1 without AVX-512), measured once per "
+      "process: the 1-D convolution kernel picks its vector width by it.");
   m.attr("MAX_WEIGHT_SEGMENTS") = ge::kMaxWeightSegments;
   m.def("cpu_has_avx512", &ge::cpu_has_avx512,
         "Whether the runtime's own AVX-512 kernels may run (the GELU, softmax rows, matrix-vector "

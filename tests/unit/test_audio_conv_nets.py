@@ -227,9 +227,10 @@ def test_a_long_1d_conv_with_an_activation_is_not_a_brgemm_convolution(activatio
     """A speech encoder's 1-D convolution over a long row with its activation as a post-op
     runs on oneDNN's direct JIT kernel: the brgemm one generates the post-op's code for every
     output of the row at load (64 channels, 1599 outputs: 19-46 ms with GELU, against ~0.5
-    ms), and the narrow kernel set pays it again. Same result as ONNX Runtime."""
-    x = RNG.standard_normal((1, 64, 1001)).astype(np.float32)
-    inits = {"w": RNG.standard_normal((64, 64, 3)).astype(np.float32) * 0.1}
+    ms), and the narrow kernel set pays it again. Same result as ONNX Runtime. 96 channels:
+    at most 64 the runtime's own 1-D kernel runs it (test_conv1d_kernel.py)."""
+    x = RNG.standard_normal((1, 96, 1001)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((96, 96, 3)).astype(np.float32) * 0.1}
     nodes = [helper.make_node("Conv", ["x", "w"], ["h"], strides=[2]),
              helper.make_node(activation, ["h"], ["y"])]
     compiled, ops = _run(nodes, {"x": x}, inits)
@@ -354,3 +355,43 @@ def test_channel_pieces_that_are_graph_outputs_keep_their_names():
     assert set(got) == {"y", "z"}
     for name in ("y", "z"):
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_residual_add_after_a_1d_convs_view_is_its_sum(late):
+    """A 1-D convolution runs as a 2-D one on [N, C, 1, L], viewed back to [N, C, L] before
+    the residual Add (HiFi-GAN's and WaveNet's residual stacks): the Add is the Conv's sum
+    post-op through that view, the other side viewed as the Conv's output (before: an
+    EltwiseChain task after each such Conv). `late`: the other side is computed after the
+    Conv in the node order, and the graph is reordered for the Conv to read it."""
+    x = RNG.standard_normal((2, 12, 50)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((12, 12, 5)).astype(np.float32) * 0.2,
+             "w2": RNG.standard_normal((12, 12, 3)).astype(np.float32) * 0.2}
+    first = [helper.make_node("Conv", ["x", "w2"], ["h"], pads=[1, 1])]
+    conv = helper.make_node("Conv", ["h", "w"], ["c"], pads=[4, 4], dilations=[2])
+    other = helper.make_node("Tanh", ["h"], ["t"])
+    nodes = first + ([conv, other] if late else [other, conv]) + [
+        helper.make_node("Add", ["c", "t"], ["s"]),
+        helper.make_node("LeakyRelu", ["s"], ["a"], alpha=0.1),
+        helper.make_node("Conv", ["a", "w2"], ["y"], pads=[1, 1])]
+    compiled, ops = _run(nodes, {"x": x}, inits, atol=1e-4)
+    assert "Add" not in _compute(ops) and "EltwiseChain" not in _compute(ops), ops
+    summed = [t for t in _conv_tasks(compiled) if t.attrs.get("sum") == 1]
+    assert len(summed) == 1 and summed[0].attrs["activation"] == "LeakyRelu"
+    assert any("Add(residual)" in line and "through Reshape" in line
+               for line in compiled.report.fusions), compiled.report.fusions
+
+
+def test_a_residual_add_after_a_view_that_moves_elements_stays():
+    """A view of the Conv's output that is not a unit-axis view ([N, 8, 1, 6] read as
+    [N, 4, 12]): the Add stays an Add."""
+    x = RNG.standard_normal((2, 4, 8)).astype(np.float32)
+    inits = {"w": RNG.standard_normal((8, 4, 3)).astype(np.float32),
+             "shape": np.asarray([2, 4, 12], np.int64)}
+    r = RNG.standard_normal((2, 4, 12)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["h"]),
+             helper.make_node("Reshape", ["h", "shape"], ["v"]),
+             helper.make_node("Neg", ["r"], ["n"]),
+             helper.make_node("Add", ["v", "n"], ["y"])]
+    compiled, _ = _run(nodes, {"x": x, "r": r}, inits, atol=1e-4)
+    assert not any("Add(residual)" in line for line in compiled.report.fusions)

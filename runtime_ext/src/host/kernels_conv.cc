@@ -21,6 +21,7 @@
 #include <immintrin.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -30,6 +31,7 @@
 #include "conv_block.h"
 #include "dnnl_util.h"
 #include "kernels.h"
+#include "peak.h"
 #include "transpose.h"
 
 namespace ge {
@@ -427,6 +429,21 @@ Status ConvKernel::run(ExecContext& ctx) {
   return Status::Ok();
 }
 
+// `f`'s activation (and its scale and shift) as a oneDNN eltwise primitive applied in place
+// to Y's elements, whatever Y's format (none without an activation).
+Prim activation_in_place(const Device& dev, const Fusion& f, const TensorInfo& y) {
+  if (!f.activation) return Prim();
+  const dnnl::memory::desc md = plain_md(Shape{y.numel});
+  dnnl::post_ops ops;
+  if (f.linear) ops.append_eltwise(dnnl::algorithm::eltwise_linear, f.scale, f.shift);
+  dnnl::eltwise_forward::primitive_desc pd(host_engine(dev), dnnl::prop_kind::forward_inference, f.alg, md, md,
+                                           f.alpha, f.beta, make_attr(ops));
+  Prim out(pd);
+  out.arg(DNNL_ARG_SRC, md, Ref::of(y));
+  out.arg(DNNL_ARG_DST, md, Ref::of(y));
+  return out;
+}
+
 // ---- depthwise 3-D convolution -----------------------------------------------------------
 // A video net's depthwise Conv3d (group = channels, one output channel each): oneDNN 3.2
 // has no depthwise kernel for 3-D and ran it as gemm:jit (im2col per group): an unseen
@@ -523,19 +540,8 @@ Dw3dKernel::Dw3dKernel(const KernelArgs& a) : dev_(*a.device) {
   y_staged_ = y_->plain() || (r_ && !r_->channels_last());
   if (x_staged_) xt_at_ = plan_.add(static_cast<size_t>(x_->numel) * sizeof(float));
   if (y_staged_) yt_at_ = plan_.add(static_cast<size_t>(y_->numel) * sizeof(float));
-  const dnnl::memory::desc md = plain_md(Shape{y_->numel});
-  auto eltwise = [&](const Fusion& f, Prim* out) {
-    if (!f.activation) return;
-    dnnl::post_ops ops;
-    if (f.linear) ops.append_eltwise(dnnl::algorithm::eltwise_linear, f.scale, f.shift);
-    dnnl::eltwise_forward::primitive_desc pd(host_engine(dev_), dnnl::prop_kind::forward_inference, f.alg, md, md,
-                                             f.alpha, f.beta, make_attr(ops));
-    *out = Prim(pd);
-    out->arg(DNNL_ARG_SRC, md, Ref::of(*y_));
-    out->arg(DNNL_ARG_DST, md, Ref::of(*y_));
-  };
-  eltwise(fusion, &act_);
-  eltwise(then, &act2_);
+  act_ = activation_in_place(dev_, fusion, *y_);
+  act2_ = activation_in_place(dev_, then, *y_);
   Prim::share_scratchpad(&plan_, {&act_, &act2_});
 }
 
@@ -657,6 +663,361 @@ Status Dw3dKernel::run(ExecContext& ctx) {
       transpose::batched_4byte(yt, y, n_, voxels, c_, threads);
     } else {
       std::memcpy(y, yt, static_cast<size_t>(y_->numel) * sizeof(float));
+    }
+  }
+  if (act_.valid()) act_.execute(ctx);
+  if (act2_.valid()) act2_.execute(ctx);
+  return Status::Ok();
+}
+
+// ---- 1-D convolution of few channels -------------------------------------------------------
+// A 1-D convolution (the [N, C, 1, W] view, group 1) of at most 64 input and 64 output
+// channels on channels-last rows: a vocoder's or a speech encoder's residual stacks
+// (HiFi-GAN: 12-48 channels, 3-11 taps, dilations 1-5, rows of 160-2560 outputs). oneDNN
+// creates a kernel of its own for each such row (its brgemm descriptor grows with the row's
+// length, then the JIT code): 1-5 ms each, 86 of HiFi-GAN's 90 ms load. These sums have no
+// code to generate. A block of T output positions keeps T x NV vectors of 16 output channels
+// in registers across every tap and input channel (weights stored [tap][ci][NV * 16], zeros
+// past the last channel), each input value broadcast once for the NV vectors; positions
+// whose taps reach into the padding sum the taps in range one position at a time. The
+// residual (channels-last; it may be Y's own storage) and a Relu / LeakyRelu / Clip
+// activation apply as each sum is stored; other activations follow as oneDNN eltwise
+// primitives in place, in the order the oneDNN kernel's post-ops apply them. Needs AVX-512.
+constexpr int64_t kConv1dMaxChannels = 64;
+
+// Whether the node is such a convolution by its shapes (the layout question answers NHWC
+// for it without asking oneDNN).
+bool conv1d_shape(const KernelArgs& a) {
+  if (a.inputs.size() < 2 || !a.inputs[0] || !a.inputs[1] || !cpu_has_avx512() ||
+      !__builtin_cpu_supports("avx512vl")) {
+    return false;
+  }
+  const TensorInfo& x = a.in(0);
+  const TensorInfo& w = a.in(1);
+  // a pointwise row (one tap) is a matrix product: oneDNN's 1x1 kernel creates in ~0.03 ms
+  // and ran it faster (16 -> 16 channels, 8 x 2560 outputs: 126-137 against 137-154 us)
+  return x.rank() == 4 && w.rank() == 4 && x.shape[2] == 1 && w.shape[2] == 1 && w.shape[3] > 1 &&
+         a.attr_int("group", 1) == 1 &&
+         x.shape[1] >= 1 && x.shape[1] <= kConv1dMaxChannels && w.shape[0] >= 1 &&
+         w.shape[0] <= kConv1dMaxChannels && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32;
+}
+
+bool conv1d_applies(const KernelArgs& a) {
+  if (!conv1d_shape(a) || a.outputs.size() != 1 || !a.in(0).channels_last() || !a.out(0).channels_last() ||
+      !a.in(1).constant()) {
+    return false;
+  }
+  const Fusion fusion = parse_fusion(a);
+  const size_t n_in = a.inputs.size() - (fusion.sum ? 1 : 0);
+  if (fusion.sum && (a.inputs.size() < 3 || !a.inputs.back() || !a.inputs.back()->channels_last())) return false;
+  if (n_in == 3 && a.opt_in(2) && !a.opt_in(2)->constant()) return false;
+  return n_in == 2 || n_in == 3;
+}
+
+// An activation the stores apply: Relu with a slope for negatives (LeakyRelu; 0: Relu), or
+// Clip to [lo, hi].
+struct RowAct {
+  int kind = 0;  // 0 none, 1 (leaky) relu, 2 clip
+  float a = 0.f, b = 0.f;
+};
+
+bool row_act(const Fusion& f, RowAct* out) {
+  if (!f.activation || f.linear) return false;
+  if (f.alg == dnnl::algorithm::eltwise_relu) {
+    *out = {1, f.alpha, 0.f};
+    return true;
+  }
+  if (f.alg == dnnl::algorithm::eltwise_clip || f.alg == dnnl::algorithm::eltwise_clip_v2) {
+    *out = {2, f.alpha, f.beta};
+    return true;
+  }
+  return false;
+}
+
+struct Row1d {
+  int64_t cin, cout, iw, ow, k, s, d, p;
+  RowAct act[2];
+};
+
+class Conv1dKernel : public Kernel {
+ public:
+  explicit Conv1dKernel(const KernelArgs& a);
+  size_t workspace_bytes() const override { return plan_.total(); }
+  void set_instances(int n) override {
+    for (Prim* p : {&act_, &act2_}) p->set_instances(n, host_engine(dev_));
+  }
+  Status run(ExecContext& ctx) override;
+  std::string impl() const override { return "conv 1-D channels-last avx512"; }
+
+ private:
+  const Device& dev_;
+  const TensorInfo *x_ = nullptr, *r_ = nullptr, *y_ = nullptr;
+  int64_t n_ = 0;
+  bool lanes8_ = false;  // Lanes8, else Lanes16
+  int nv_ = 1;  // vectors of output channels
+  Row1d g_{};
+  std::vector<float> wp_;  // [tap][ci][nv * 16]
+  std::vector<float> bias_;  // [nv * 16]
+  WorkspacePlan plan_;
+  Prim act_, act2_;  // activations the stores do not apply, in place on Y
+};
+
+Conv1dKernel::Conv1dKernel(const KernelArgs& a) : dev_(*a.device) {
+  a.expect_outputs(1, 1);
+  const Fusion fusion = parse_fusion(a);
+  const Fusion then = parse_activation(a, "activation2");
+  if (then.activation && !fusion.activation) invalid("activation2 follows a plain Conv's activation");
+  size_t n_in = a.inputs.size();
+  if (fusion.sum) r_ = &a.in(--n_in);
+  if (n_in < 2 || n_in > 3) invalid("expected 2 or 3 inputs (X, W, optional B), got ", n_in);
+  x_ = &a.in(0);
+  const TensorInfo& w = a.in(1);
+  const TensorInfo* b = n_in == 3 ? a.opt_in(2) : nullptr;
+  y_ = &a.out(0);
+  a.expect_dtype(*y_, DType::kFloat32, "output Y");
+  Shape expect;
+  const ConvGeometry g = check_conv(a, *x_, w, &expect);
+  if (y_->shape != expect) invalid("output shape ", shape_str(y_->shape), " must be ", shape_str(expect));
+  const int64_t M = w.shape[0], C = x_->shape[1], K = w.shape[3];
+  if (b) {
+    a.expect_dtype(*b, DType::kFloat32, "bias B");
+    if (b->shape != Shape{M}) invalid("bias shape ", shape_str(b->shape), " must be [", M, "]");
+  }
+  if (r_) {
+    a.expect_dtype(*r_, DType::kFloat32, "residual");
+    if (r_->shape != y_->shape || !r_->channels_last()) {
+      invalid("residual must be a channels-last ", shape_str(y_->shape));
+    }
+  }
+  n_ = x_->shape[0];
+  g_.cin = C, g_.cout = M, g_.iw = x_->shape[3], g_.ow = y_->shape[3], g_.k = K;
+  g_.s = g.strides[1], g_.d = g.dilates[1] + 1, g_.p = g.pad_l[1];
+  // 8-wide vectors where they take clearly fewer FMA cycles than 16-wide ones (narrow_fma_gain:
+  // 2 here, so at 8, 24, 40 or 56 channels: 4 -> 4 channels, 7 taps, 2560 outputs 11 us
+  // against oneDNN's 23; 24 -> 24, 3 taps 44 against 55), else 16-wide
+  // (only where the last 16-wide vector would be at most half full: 1, 3, 5 or 7 8-wide ones)
+  const int64_t n8 = (M + 7) / 8;
+  lanes8_ = n8 % 2 == 1 && static_cast<double>(n8) / narrow_fma_gain() < 0.9 * static_cast<double>((M + 15) / 16);
+  const int64_t lanes = lanes8_ ? 8 : 16;
+  nv_ = static_cast<int>((M + lanes - 1) / lanes);
+  const int64_t width = lanes * nv_;
+  const float* wv = w.const_ptr<float>();  // [M][C][1][K]
+  wp_.assign(static_cast<size_t>(K * C * width), 0.f);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t t = 0; t < K; ++t) wp_[static_cast<size_t>((t * C + c) * width + m)] = wv[(m * C + c) * K + t];
+    }
+  }
+  bias_.assign(static_cast<size_t>(width), 0.f);
+  if (b) std::memcpy(bias_.data(), b->const_ptr<float>(), static_cast<size_t>(M) * sizeof(float));
+  // the stores apply the leading simple activations; the first other one and all after it
+  // run as primitives
+  int stored = 0;
+  if (row_act(fusion, &g_.act[0])) {
+    stored = 1;
+    if (row_act(then, &g_.act[1])) stored = 2;
+  }
+  if (stored < 1) act_ = activation_in_place(dev_, fusion, *y_);
+  if (stored < 2) act2_ = activation_in_place(dev_, then, *y_);
+  Prim::share_scratchpad(&plan_, {&act_, &act2_});
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,fma")
+// The vectors of output channels: 16 wide, or 8 wide for rows of at most 8 channels (the
+// CPU issues two 8-wide FMAs where it issues one 16-wide one: a 16-wide sum of 8 channels
+// wastes half of each).
+struct Lanes16 {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int kW = 16;
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V loadz(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store(float* p, M m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static V set1(float f) { return _mm512_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V leaky(V v, float a) {
+    return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v, set1(a));
+  }
+  static V clip(V v, float lo, float hi) { return _mm512_min_ps(_mm512_max_ps(v, set1(lo)), set1(hi)); }
+};
+
+struct Lanes8 {
+  using V = __m256;
+  using M = __mmask8;
+  static constexpr int kW = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V loadz(M m, const float* p) { return _mm256_maskz_loadu_ps(m, p); }
+  static void store(float* p, M m, V v) { _mm256_mask_storeu_ps(p, m, v); }
+  static V set1(float f) { return _mm256_set1_ps(f); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V leaky(V v, float a) {
+    return _mm256_mask_mul_ps(v, _mm256_cmp_ps_mask(v, _mm256_setzero_ps(), _CMP_LT_OQ), v, set1(a));
+  }
+  static V clip(V v, float lo, float hi) { return _mm256_min_ps(_mm256_max_ps(v, set1(lo)), set1(hi)); }
+};
+
+// Stores outputs t0 .. t0 + cnt - 1 of NV vectors each (the last masked to the channels
+// left), adding the residual rows first and applying the activations.
+template <class L, int NV, int T>
+inline void row_store(typename L::V (&acc)[T][NV], const Row1d& g, float* y, const float* r, int64_t t0,
+                      int64_t cnt) {
+  typename L::M m[NV];
+  for (int v = 0; v < NV; ++v) {
+    const int64_t left = g.cout - L::kW * v;
+    m[v] = static_cast<typename L::M>(left >= L::kW ? (1u << L::kW) - 1 : (1u << left) - 1);
+  }
+  y += t0 * g.cout;
+  if (r) {
+    r += t0 * g.cout;
+    for (int t = 0; t < T; ++t) {
+      for (int v = 0; v < NV; ++v) {
+        if (t < cnt) acc[t][v] = L::add(acc[t][v], L::loadz(m[v], r + t * g.cout + L::kW * v));
+      }
+    }
+  }
+  for (const RowAct& f : g.act) {
+    if (f.kind == 0) break;
+    for (int t = 0; t < T; ++t) {
+      for (int v = 0; v < NV; ++v) acc[t][v] = f.kind == 1 ? L::leaky(acc[t][v], f.a) : L::clip(acc[t][v], f.a, f.b);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int v = 0; v < NV; ++v) {
+      if (t < cnt) L::store(y + t * g.cout + L::kW * v, m[v], acc[t][v]);
+    }
+  }
+}
+
+// Outputs t0 .. t0 + cnt - 1 (cnt <= T; T are summed), x0 the block's first input position
+// t0 * s - p: in the row itself where every tap of the block falls inside it, else in a
+// zero-padded copy of the block's span.
+template <class L, int NV, int T>
+inline void row_block(const float* x0, const float* wp, const float* bias, const Row1d& g, float* y, const float* r,
+                      int64_t t0, int64_t cnt) {
+  constexpr int kW = L::kW;
+  typename L::V acc[T][NV];
+  for (int t = 0; t < T; ++t) {
+    for (int v = 0; v < NV; ++v) acc[t][v] = L::load(bias + kW * v);
+  }
+  const int64_t step = g.s * g.cin;  // input floats between outputs
+  // undilated taps read one run of k * cin floats from each output's first input: one loop
+  const int64_t taps = g.d == 1 ? 1 : g.k, run = g.d == 1 ? g.k * g.cin : g.cin;
+  for (int64_t j = 0; j < taps; ++j) {
+    const float* xj = x0 + j * g.d * g.cin;
+    const float* wj = wp + j * g.cin * NV * kW;
+    for (int64_t c = 0; c < run; ++c) {
+      typename L::V w[NV];
+      for (int v = 0; v < NV; ++v) w[v] = L::load(wj + (c * NV + v) * kW);
+      // the outputs in groups of 4 off one base each: 4 offsets in registers, not T (with T
+      // of them GCC kept some in vector registers, moved back on an FMA port: 159 against
+      // 172 us at 16 channels, 3 taps, 8 x 2560 outputs)
+      const float* base[(T + 3) / 4];
+      base[0] = xj + c;
+      for (int q = 1; q < (T + 3) / 4; ++q) base[q] = base[q - 1] + 4 * step;
+      for (int t = 0; t < T; ++t) {
+        const typename L::V xv = L::set1(base[t / 4][(t % 4) * step]);
+        for (int v = 0; v < NV; ++v) acc[t][v] = L::fma(xv, w[v], acc[t][v]);
+      }
+    }
+  }
+  row_store<L, NV, T>(acc, g, y, r, t0, cnt);
+}
+
+// One output, summing only the taps inside the row (an edge block whose span is too long
+// for the padded copy).
+template <class L, int NV>
+inline void row_one(const float* x, const float* wp, const float* bias, const Row1d& g, float* y, const float* r,
+                    int64_t t) {
+  constexpr int kW = L::kW;
+  typename L::V acc[1][NV];
+  for (int v = 0; v < NV; ++v) acc[0][v] = L::load(bias + kW * v);
+  for (int64_t j = 0; j < g.k; ++j) {
+    const int64_t i = t * g.s + j * g.d - g.p;
+    if (i < 0 || i >= g.iw) continue;
+    const float* xj = x + i * g.cin;
+    const float* wj = wp + j * g.cin * NV * kW;
+    for (int64_t c = 0; c < g.cin; ++c) {
+      const typename L::V xv = L::set1(xj[c]);
+      for (int v = 0; v < NV; ++v) acc[0][v] = L::fma(xv, L::load(wj + (c * NV + v) * kW), acc[0][v]);
+    }
+  }
+  row_store<L, NV, 1>(acc, g, y, r, t, 1);
+}
+
+// The padded copy of an edge block's span, on the stack up to this many floats.
+constexpr int64_t kRowSpanFloats = 8192;
+
+// Blocks b0 .. b1 - 1 of T outputs of one row.
+template <class L, int NV, int T>
+void row_blocks(const float* x, const float* wp, const float* bias, const Row1d& g, float* y, const float* r,
+                int64_t b0, int64_t b1) {
+  alignas(64) float span[kRowSpanFloats];
+  const int64_t positions = (T - 1) * g.s + (g.k - 1) * g.d + 1;  // input positions a block reads
+  for (int64_t bk = b0; bk < b1; ++bk) {
+    const int64_t t0 = bk * T, cnt = std::min<int64_t>(T, g.ow - t0);
+    const int64_t first = t0 * g.s - g.p;  // the block's first input position
+    if (first >= 0 && first + positions <= g.iw) {
+      row_block<L, NV, T>(x + first * g.cin, wp, bias, g, y, r, t0, cnt);
+    } else if (positions * g.cin <= kRowSpanFloats) {
+      for (int64_t i = 0; i < positions; ++i) {
+        const int64_t at = first + i;
+        float* to = span + i * g.cin;
+        if (at >= 0 && at < g.iw) {
+          std::memcpy(to, x + at * g.cin, static_cast<size_t>(g.cin) * sizeof(float));
+        } else {
+          std::memset(to, 0, static_cast<size_t>(g.cin) * sizeof(float));
+        }
+      }
+      row_block<L, NV, T>(span, wp, bias, g, y, r, t0, cnt);
+    } else {
+      for (int64_t t = t0; t < t0 + cnt; ++t) row_one<L, NV>(x, wp, bias, g, y, r, t);
+    }
+  }
+}
+#pragma GCC pop_options
+
+// Outputs a block: T x NV sums (and NV weights) in registers, by NV.
+constexpr int kRowT[9] = {0, 12, 12, 8, 6, 4, 4, 3, 3};
+
+Status Conv1dKernel::run(ExecContext& ctx) {
+  const float* x = ctx.ptr<const float>(*x_);
+  float* y = ctx.ptr<float>(*y_);
+  const float* r = r_ ? ctx.ptr<const float>(*r_) : nullptr;
+  const Row1d& g = g_;
+  const int threads = omp_get_max_threads();
+  const int64_t macs = n_ * g.ow * g.k * g.cin * g.cout;
+  // each row's blocks cut in pieces so that every thread has some at batch 1
+  const int64_t pieces = macs >= 65536 ? std::max<int64_t>(1, (2 * threads + n_ - 1) / n_) : 1;
+  const int64_t items = n_ * pieces;
+  const float* wp = wp_.data();
+  const float* bias = bias_.data();
+  const int nv = nv_;
+  const bool lanes8 = lanes8_;
+  const int64_t blocks = (g.ow + kRowT[nv] - 1) / kRowT[nv];
+#pragma omp parallel for schedule(static) if (items > 1)
+  for (int64_t it = 0; it < items; ++it) {
+    const int64_t n = it / pieces, piece = it % pieces;
+    const int64_t b0 = blocks * piece / pieces, b1 = blocks * (piece + 1) / pieces;
+    const float* xn = x + n * g.iw * g.cin;
+    float* yn = y + n * g.ow * g.cout;
+    const float* rn = r ? r + n * g.ow * g.cout : nullptr;
+    if (lanes8) {
+      switch (nv) {
+        case 1: row_blocks<Lanes8, 1, kRowT[1]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 3: row_blocks<Lanes8, 3, kRowT[3]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 5: row_blocks<Lanes8, 5, kRowT[5]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        default: row_blocks<Lanes8, 7, kRowT[7]>(xn, wp, bias, g, yn, rn, b0, b1); break;  // 7
+      }
+    } else {
+      switch (nv) {
+        case 1: row_blocks<Lanes16, 1, kRowT[1]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 2: row_blocks<Lanes16, 2, kRowT[2]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 3: row_blocks<Lanes16, 3, kRowT[3]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        default: row_blocks<Lanes16, 4, kRowT[4]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+      }
     }
   }
   if (act_.valid()) act_.execute(ctx);
@@ -960,6 +1321,7 @@ ConvHeadKernel::ConvHeadKernel(const KernelArgs& a) : dev_(*a.device) {
 
 std::unique_ptr<Kernel> make_conv(const KernelArgs& a) {
   if (dw3d_applies(a)) return std::make_unique<Dw3dKernel>(a);
+  if (conv1d_applies(a)) return std::make_unique<Conv1dKernel>(a);
   return std::make_unique<ConvKernel>(a, false);
 }
 
@@ -981,6 +1343,7 @@ std::string conv_preferred_format(const KernelArgs& a) {
   const TensorInfo& w = a.in(1);
   Shape out;
   ConvGeometry g = check_conv(a, x, w, &out);
+  if (conv1d_shape(a)) return "nhwc";  // Conv1dKernel's
   const dims wdims = weight_dims(w.shape, a.attr_int("group", 1));
   Shape xs = x.shape;
   if (xs.size() == 4 && xs[2] == 1 && w.shape[2] == 1 && out[3] > kFormatQueryRow) {

@@ -1,0 +1,153 @@
+"""The runtime's own 1-D convolution of few channels (Conv1dKernel in kernels_conv.cc): a
+Conv over [N, C, 1, W] rows stored channels-last, at most 64 input and output channels, group
+1. Vocoders and speech encoders stack dozens of them with distinct lengths and dilations;
+oneDNN made a kernel for each at load (1-5 ms apiece, HiFi-GAN's load 90 ms), these sums
+have nothing to make. Each case is a chain of three convolutions (the middle one's input and
+output are channels-last inside the layout region), checked against ONNX Runtime, with the
+middle convolution's implementation named."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine import _runtime
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import LoadedModel
+
+RNG = np.random.default_rng(23)
+IMPL = "conv 1-D channels-last avx512"
+
+needs_avx512 = pytest.mark.skipif(not _runtime.cpu_has_avx512(),
+                                  reason="the 1-D kernel needs AVX-512; oneDNN runs these rows")
+
+
+def _chain(batch, cin, cout, length, k, dilation=1, stride=1, pads=None, bias=True,
+           residual=False, activation=None, alpha=0.1):
+    """x -> Conv(cin) -> [Conv under test: cin -> cout] -> Conv(cout) -> y; the first and
+    last convolutions keep the row's length and put the middle one in the NHWC region."""
+    pads = pads if pads is not None else [(k - 1) * dilation // 2] * 2
+    inits = {"w0": RNG.standard_normal((cin, cin, 3)).astype(np.float32) * 0.3,
+             "w1": (RNG.standard_normal((cout, cin, k)) / np.sqrt(cin * k)).astype(np.float32),
+             "b1": RNG.standard_normal(cout).astype(np.float32),
+             "w2": RNG.standard_normal((cout, cout, 3)).astype(np.float32) * 0.3}
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["h0"], pads=[1, 1]),
+             helper.make_node("Conv", ["h0", "w1"] + (["b1"] if bias else []), ["h1"],
+                              name="middle", pads=pads, dilations=[dilation], strides=[stride])]
+    cur = "h1"
+    if residual:  # the output keeps the input's shape: the Add is the Conv's sum post-op
+        nodes.append(helper.make_node("Add", [cur, "h0"], ["s"]))
+        cur = "s"
+    if activation is not None:
+        attrs = {"alpha": alpha} if activation == "LeakyRelu" else {}
+        if activation == "Clip":
+            inits["lo"], inits["hi"] = np.float32(-0.5), np.float32(0.7)
+            nodes.append(helper.make_node("Clip", [cur, "lo", "hi"], ["a"]))
+        else:
+            nodes.append(helper.make_node(activation, [cur], ["a"], **attrs))
+        cur = "a"
+    nodes.append(helper.make_node("Conv", [cur, "w2"], ["y"], pads=[1, 1]))
+    x_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, cin, length])
+    graph = helper.make_graph(
+        nodes, "chain", [x_info], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), name) for name, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    return model, RNG.standard_normal((batch, cin, length)).astype(np.float32)
+
+
+def _check(model, x, rtol=1e-4, atol=1e-4):
+    """The middle convolution's task (its attributes, its implementation); the result is ONNX
+    Runtime's."""
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    loaded = LoadedModel(compiled)
+    got = loaded.execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    (task,) = [t for p in compiled.programs for t in getattr(p, "tasks", [])
+               if t.kind == "kernel" and t.op == "Conv" and t.name.startswith("middle")]
+    (row,) = [r for n in loaded.natives.values() for r in n.profile() if r["name"] == task.name]
+    return task, row["impl"]
+
+
+@needs_avx512
+@pytest.mark.parametrize("cin,cout", [(4, 4), (8, 8), (12, 12), (16, 16), (8, 24), (24, 40),
+                                      (48, 48), (64, 64), (12, 1), (3, 64), (64, 17)])
+@pytest.mark.parametrize("k,dilation", [(3, 1), (7, 3), (11, 5)])
+def test_channel_counts_taps_and_dilations(cin, cout, k, dilation):
+    """Every channel count up to 64 (8-wide and 16-wide vectors, partly filled last ones),
+    taps and dilations of a vocoder's residual stacks; batch 2."""
+    model, x = _chain(2, cin, cout, 97, k, dilation)
+    _, impl = _check(model, x)
+    assert impl == IMPL
+
+
+@needs_avx512
+@pytest.mark.parametrize("stride,pads,length", [(2, [3, 3], 200), (3, [0, 5], 50), (1, [0, 0], 9),
+                                                (4, [6, 1], 31), (1, [9, 2], 40)])
+def test_strides_and_uneven_pads(stride, pads, length):
+    """Strided rows and pads on one side only or none: the outputs whose taps reach into the
+    padding sum from a zero-padded copy of their span, the others from the row."""
+    model, x = _chain(1, 24, 24, length, 7, 1, stride, pads)
+    _, impl = _check(model, x)
+    assert impl == IMPL
+
+
+@needs_avx512
+def test_one_output_whose_kernel_spans_the_padded_row():
+    """Kernel extent equal to the padded input: one output, every tap partly in the padding."""
+    model, x = _chain(3, 8, 16, 10, 5, 3, 1, [2, 1])
+    _, impl = _check(model, x)
+    assert impl == IMPL
+
+
+@needs_avx512
+def test_a_span_too_long_for_the_copy_sums_each_edge_output_alone():
+    """64 channels, 65 taps at dilation 2: an edge block's span (134 positions x 64 floats)
+    is more than the padded copy holds; those outputs sum only their taps inside the row."""
+    model, x = _chain(2, 64, 64, 300, 65, 2)
+    _, impl = _check(model, x, atol=2e-4)
+    assert impl == IMPL
+
+
+@needs_avx512
+@pytest.mark.parametrize("cout", [8, 24, 32])
+@pytest.mark.parametrize("activation", [None, "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh"])
+def test_residual_and_activations(cout, activation):
+    """The residual Add (the Conv's sum post-op) and the activation after it: Relu,
+    LeakyRelu and Clip applied as the sums are stored, Sigmoid and Tanh as eltwise primitives
+    after them."""
+    model, x = _chain(2, cout, cout, 150, 7, 2, residual=True, activation=activation)
+    task, impl = _check(model, x)
+    assert impl == IMPL
+    assert task.attrs.get("sum") == 1
+    if activation is not None:
+        assert task.attrs.get("activation") == activation
+
+
+@needs_avx512
+def test_without_bias_at_batch_one_and_many():
+    for batch in (1, 5):
+        model, x = _chain(batch, 16, 40, 333, 3, 1, bias=False)
+        _, impl = _check(model, x)
+        assert impl == IMPL
+
+
+@pytest.mark.parametrize("channels,k", [(65, 3), (16, 1)])
+def test_wider_rows_and_pointwise_rows_stay_on_onednn(channels, k):
+    """65 channels, or one tap (a matrix product, which oneDNN's 1x1 kernel runs faster and
+    creates in microseconds): oneDNN's convolution."""
+    model, x = _chain(2, channels, channels, 64, k)
+    _, impl = _check(model, x)
+    assert impl.startswith("oneDNN"), impl
+
+
+def test_the_narrow_fma_gain_is_measured_once():
+    """How many 8-wide FMAs a thread completes per 16-wide one: between the one-unit (2) and
+    two-unit (1) cores' values, with margin for a noisy measurement; the same value on every
+    call (measured once per process)."""
+    gain = _runtime.narrow_fma_gain()
+    assert 0.5 < gain < 4
+    assert _runtime.narrow_fma_gain() == gain
