@@ -82,3 +82,37 @@ def test_a_norm_over_another_axis_stays():
              helper.make_node("BatchNormalization", ["t", "g", "be", "mu", "var"], ["y"])]
     compiled = _compiled_and_checked(_model(nodes, inits, (2, 5, K)))
     assert not any(f.startswith("MatMul+BatchNormalization") for f in compiled.report.fusions)
+
+
+@pytest.mark.parametrize("trans_b,beta,bias_shape", [(1, 1.0, (N,)), (0, 0.5, (1, N)),
+                                                     (1, 2.0, ()), (1, 1.0, None)])
+def test_a_gemm_then_batchnorm_folds_into_the_gemm(trans_b, beta, bias_shape):
+    """torch's Linear on a 2-D input exports as a Gemm (transB = 1): Linear -> BatchNorm1d
+    (tabular nets, GIN's MLPs) is one Gemm, its B's rows (or columns) scaled and beta * C
+    folded into its bias."""
+    w = rng.standard_normal((N, K) if trans_b else (K, N)) * 0.3
+    inits = [_arr("w", w), *_bn_inits()]
+    ins = ["x", "w"]
+    if bias_shape is not None:
+        inits.append(_arr("c", rng.standard_normal(bias_shape)))
+        ins.append("c")
+    nodes = [helper.make_node("Gemm", ins, ["m"], transB=trans_b, beta=beta),
+             helper.make_node("BatchNormalization", ["m", "g", "be", "mu", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    compiled = _compiled_and_checked(_model(nodes, inits, (6, K)))
+    ops = [t.op for p in compiled.programs for t in getattr(p, "tasks", []) if t.kind == "kernel"]
+    assert ops == ["Gemm"], ops
+    assert any(f.startswith("Gemm+BatchNormalization") for f in compiled.report.fusions)
+
+
+@pytest.mark.parametrize("attrs,bias_shape", [({"transA": 1}, (N,)), ({"alpha": 2.0}, (N,)),
+                                              ({}, (6, 1))])
+def test_a_gemm_the_fold_cannot_take_keeps_its_batchnorm(attrs, bias_shape):
+    """A transposed A, an alpha other than 1, or a C per row: the normalization stays."""
+    inits = [_arr("w", rng.standard_normal((N, K)) * 0.3), *_bn_inits(),
+             _arr("c", rng.standard_normal(bias_shape))]
+    shape = (K, 6) if attrs.get("transA") else (6, K)
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["m"], transB=1, **attrs),
+             helper.make_node("BatchNormalization", ["m", "g", "be", "mu", "var"], ["y"])]
+    compiled = _compiled_and_checked(_model(nodes, inits, shape))
+    assert not any(f.startswith("Gemm+BatchNormalization") for f in compiled.report.fusions)
