@@ -991,6 +991,41 @@ def test_slice():
     assert run_op("Slice", [x], [0, 7, 8], starts=[4], ends=[2], axes=[0]).shape == (0, 7, 8)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "float16", "uint8"])
+def test_where_on_a_data_dependent_mask_keeps_each_chosen_value_exactly(dtype):
+    """Where(x > 0, a, b) over whole rows (xIELU's form; the rows are one blend of both
+    values, not a branch per element) and over a broadcast Y: every output is the chosen
+    input's bits, NaN and infinities included, at 1-, 2-, 4- and 8-byte elements."""
+    n = 40 * 515  # not a multiple of any vector width
+    c = RNG.random(n).reshape(40, 515) > 0.5
+    if dtype.startswith("float"):
+        x = (randn(40, 515) * 10).astype(dtype)
+        y = (randn(40, 515) * 10).astype(dtype)
+        x[0, :3] = [np.nan, np.inf, -np.inf]
+        y[1, :3] = [np.nan, -np.inf, -0.0]
+    else:
+        x = RNG.integers(0, 100, (40, 515)).astype(dtype)
+        y = RNG.integers(0, 100, (40, 515)).astype(dtype)
+    got = run_op("Where", [c, x, y], [40, 515], dtype)
+    assert got.tobytes() == np.where(c, x, y).tobytes()
+    row = y[:1]  # broadcast along the rows: strides (1, 1, 0) for the outer axis
+    got = run_op("Where", [c, x, row], [40, 515], dtype)
+    assert got.tobytes() == np.where(c, x, row).tobytes()
+
+
+@pytest.mark.parametrize("op,fn", [("Greater", np.greater), ("LessOrEqual", np.less_equal),
+                                   ("Equal", np.equal)])
+def test_comparisons_with_a_scalar_and_nan(op, fn):
+    """A comparison of a row with a scalar (and of two rows): numpy's result, NaN compares
+    false."""
+    x = randn(40, 515)
+    x[0, :2] = [np.nan, 0.0]
+    got = run_op(op, [x, np.float32(0.0)], [40, 515], "bool")
+    np.testing.assert_array_equal(got, fn(x, np.float32(0.0)))
+    y = randn(40, 515)
+    np.testing.assert_array_equal(run_op(op, [x, y], [40, 515], "bool"), fn(x, y))
+
+
 def test_where_cast_expand_pad():
     c = RNG.random((3, 1, 5)) > 0.5
     x, y = randn(4, 5), randn(3, 4, 1)

@@ -234,9 +234,18 @@ void where_row(T* o, const uint8_t* c, int64_t sc, const T* x, int64_t sx, const
       for (int64_t i = 0; i < n; ++i) o[i] = src[i * s];
     }
   } else if (sc == 1 && sx == 1 && sy == 1) {
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+    // both values read, then one kept: a blend GCC vectorizes (the ternary that reads only
+    // the chosen one was a branch per element, mispredicted on a data-dependent mask:
+    // xIELU's Where(x > 0, ...) over 40 x 512 took 50 us)
+    for (int64_t i = 0; i < n; ++i) {
+      const T xv = x[i], yv = y[i];
+      o[i] = c[i] ? xv : yv;
+    }
   } else {
-    for (int64_t i = 0; i < n; ++i) o[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+    for (int64_t i = 0; i < n; ++i) {
+      const T xv = x[i * sx], yv = y[i * sy];
+      o[i] = c[i * sc] ? xv : yv;
+    }
   }
 }
 
