@@ -74,6 +74,9 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
 // once in memory order, each element folded into its output element. Dims are merged into
 // runs of reduced or kept axes, so the inner loop either folds a contiguous row into one
 // output or folds a row into a row of outputs.
+// Merged axes a fold handles (a tensor's rank bounds them).
+constexpr int kMaxFoldRank = 16;
+
 class FoldKernel : public Kernel {
  public:
   explicit FoldKernel(const KernelArgs& a) {
@@ -105,6 +108,7 @@ class FoldKernel : public Kernel {
       dims_.push_back(1);
       strides_.push_back(0);
     }
+    if (dims_.size() > static_cast<size_t>(kMaxFoldRank)) invalid("rank ", x_->rank(), " exceeds ", kMaxFoldRank);
     const bool typed = with_arith_type(x_->dtype, [this](auto v) { run_ = &FoldKernel::run_as<decltype(v)>; });
     if (!typed) invalid(a.op, " does not support ", dtype_name(x_->dtype));
   }
@@ -144,12 +148,11 @@ class FoldKernel : public Kernel {
     const int r = static_cast<int>(dims_.size());
     const int64_t n = dims_[r - 1], s = strides_[r - 1];
     const int64_t rows = x_->numel / n;
+    // Each row's output offset is kept by an odometer (a division per axis a row cost more
+    // than a short row's adds)
+    int64_t idx[kMaxFoldRank] = {};
+    int64_t out = 0;
     for (int64_t row = 0; row < rows; ++row) {
-      int64_t out = 0, rem = row;
-      for (int d = r - 2; d >= 0; --d) {
-        out += (rem % dims_[d]) * strides_[d];
-        rem /= dims_[d];
-      }
       const T* in = x + row * n;
       if (s == 0 && sum) {
         // Eight partial sums: independent adds the compiler vectorises (one chain of
@@ -161,14 +164,24 @@ class FoldKernel : public Kernel {
         }
         T acc = y[out];
         for (; i < n; ++i) acc += in[i];
-        y[out] = static_cast<T>(acc + (((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]))));
+        y[out] = static_cast<T>(acc + (((part[0] + part[1]) + (part[2] + part[3])) +
+                                       ((part[4] + part[5]) + (part[6] + part[7]))));
       } else if (s == 0) {
         T acc = y[out];
         for (int64_t i = 0; i < n; ++i) acc = fold(acc, in[i]);
         y[out] = acc;
+      } else if (sum) {
+        T* o = y + out;
+        for (int64_t i = 0; i < n; ++i) o[i] += in[i];
       } else {
         T* o = y + out;
         for (int64_t i = 0; i < n; ++i) o[i] = fold(o[i], in[i]);
+      }
+      for (int d = r - 2; d >= 0; --d) {  // the next row's output offset
+        out += strides_[d];
+        if (++idx[d] < dims_[d]) break;
+        idx[d] = 0;
+        out -= strides_[d] * dims_[d];
       }
     }
     if (scale_ != 1.0) {
