@@ -3,8 +3,12 @@ Conv over [N, C, 1, W] rows stored channels-last, at most 64 input and output ch
 1. Vocoders and speech encoders stack dozens of them with distinct lengths and dilations;
 oneDNN made a kernel for each at load (1-5 ms apiece, HiFi-GAN's load 90 ms), these sums
 have nothing to make. Each case is a chain of three convolutions (the middle one's input and
-output are channels-last inside the layout region), checked against ONNX Runtime, with the
-middle convolution's implementation named."""
+output are channels-last inside the layout region), checked against ONNX Runtime on both ISA
+paths (`isa`: the runtime's AVX-512 kernels allowed, then forbidden, when oneDNN runs the
+rows), with the middle convolution's implementation named."""
+
+import subprocess
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -19,8 +23,11 @@ from graphengine.engine.runtime import LoadedModel
 RNG = np.random.default_rng(23)
 IMPL = "conv 1-D channels-last avx512"
 
-needs_avx512 = pytest.mark.skipif(not _runtime.cpu_has_avx512(),
-                                  reason="the 1-D kernel needs AVX-512; oneDNN runs these rows")
+
+def _ran_on(impl: str, isa: str) -> bool:
+    """Whether the row ran where it should: the 1-D kernel on the AVX-512 path, oneDNN's
+    convolution on the other."""
+    return impl == IMPL if isa == "avx512" else impl.startswith("oneDNN")
 
 
 def _chain(batch, cin, cout, length, k, dilation=1, stride=1, pads=None, bias=True,
@@ -72,67 +79,61 @@ def _check(model, x, rtol=1e-4, atol=1e-4):
     return task, row["impl"]
 
 
-@needs_avx512
 @pytest.mark.parametrize("cin,cout", [(4, 4), (8, 8), (12, 12), (16, 16), (8, 24), (24, 40),
                                       (48, 48), (64, 64), (12, 1), (3, 64), (64, 17)])
 @pytest.mark.parametrize("k,dilation", [(3, 1), (7, 3), (11, 5)])
-def test_channel_counts_taps_and_dilations(cin, cout, k, dilation):
+def test_channel_counts_taps_and_dilations(cin, cout, k, dilation, isa):
     """Every channel count up to 64 (8-wide and 16-wide vectors, partly filled last ones),
     taps and dilations of a vocoder's residual stacks; batch 2."""
     model, x = _chain(2, cin, cout, 97, k, dilation)
     _, impl = _check(model, x)
-    assert impl == IMPL
+    assert _ran_on(impl, isa), impl
 
 
-@needs_avx512
 @pytest.mark.parametrize("stride,pads,length", [(2, [3, 3], 200), (3, [0, 5], 50), (1, [0, 0], 9),
                                                 (4, [6, 1], 31), (1, [9, 2], 40)])
-def test_strides_and_uneven_pads(stride, pads, length):
+def test_strides_and_uneven_pads(stride, pads, length, isa):
     """Strided rows and pads on one side only or none: the outputs whose taps reach into the
     padding sum from a zero-padded copy of their span, the others from the row."""
     model, x = _chain(1, 24, 24, length, 7, 1, stride, pads)
     _, impl = _check(model, x)
-    assert impl == IMPL
+    assert _ran_on(impl, isa), impl
 
 
-@needs_avx512
-def test_one_output_whose_kernel_spans_the_padded_row():
+def test_one_output_whose_kernel_spans_the_padded_row(isa):
     """Kernel extent equal to the padded input: one output, every tap partly in the padding."""
     model, x = _chain(3, 8, 16, 10, 5, 3, 1, [2, 1])
     _, impl = _check(model, x)
-    assert impl == IMPL
+    assert _ran_on(impl, isa), impl
 
 
-@needs_avx512
-def test_a_span_too_long_for_the_copy_sums_each_edge_output_alone():
+def test_a_span_too_long_for_the_copy_sums_each_edge_output_alone(isa):
     """64 channels, 65 taps at dilation 2: an edge block's span (134 positions x 64 floats)
     is more than the padded copy holds; those outputs sum only their taps inside the row."""
     model, x = _chain(2, 64, 64, 300, 65, 2)
     _, impl = _check(model, x, atol=2e-4)
-    assert impl == IMPL
+    assert _ran_on(impl, isa), impl
 
 
-@needs_avx512
 @pytest.mark.parametrize("cout", [8, 24, 32])
 @pytest.mark.parametrize("activation", [None, "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh"])
-def test_residual_and_activations(cout, activation):
+def test_residual_and_activations(cout, activation, isa):
     """The residual Add (the Conv's sum post-op) and the activation after it: Relu,
     LeakyRelu and Clip applied as the sums are stored, Sigmoid and Tanh as eltwise primitives
     after them."""
     model, x = _chain(2, cout, cout, 150, 7, 2, residual=True, activation=activation)
     task, impl = _check(model, x)
-    assert impl == IMPL
+    assert _ran_on(impl, isa), impl
     assert task.attrs.get("sum") == 1
     if activation is not None:
         assert task.attrs.get("activation") == activation
 
 
-@needs_avx512
-def test_without_bias_at_batch_one_and_many():
+def test_without_bias_at_batch_one_and_many(isa):
     for batch in (1, 5):
         model, x = _chain(batch, 16, 40, 333, 3, 1, bias=False)
         _, impl = _check(model, x)
-        assert impl == IMPL
+        assert _ran_on(impl, isa), impl
 
 
 @pytest.mark.parametrize("channels,k", [(65, 3), (16, 1)])
@@ -147,7 +148,14 @@ def test_wider_rows_and_pointwise_rows_stay_on_onednn(channels, k):
 def test_the_narrow_fma_gain_is_measured_once():
     """How many 8-wide FMAs a thread completes per 16-wide one: between the one-unit (2) and
     two-unit (1) cores' values, with margin for a noisy measurement; the same value on every
-    call (measured once per process)."""
+    call (measured once per process). A process whose first call comes while the AVX-512
+    kernels are forbidden still measures the CPU (the value is cached for the process and the
+    kernels may be allowed again): a measurement, never the exact 1 of a CPU without them."""
     gain = _runtime.narrow_fma_gain()
     assert 0.5 < gain < 4
     assert _runtime.narrow_fma_gain() == gain
+    code = ("from graphengine import _runtime as r; r.set_avx512_allowed(False); "
+            "print(repr(r.narrow_fma_gain()))")
+    first = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 check=True).stdout)
+    assert (first != 1.0) == _runtime.cpu_supports_avx512(), first

@@ -69,14 +69,14 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
   Prim::share_scratchpad(&plan_, {&prim_});
 }
 
+// Merged axes a fold handles (a tensor's rank bounds them).
+constexpr int kMaxFoldRank = 16;
+
 // ReduceMax / ReduceMin, and ReduceSum / ReduceMean where oneDNN would run its reference
 // implementation (a middle axis of a 3-D tensor: 36% of one zoo model): the input is read
 // once in memory order, each element folded into its output element. Dims are merged into
 // runs of reduced or kept axes, so the inner loop either folds a contiguous row into one
 // output or folds a row into a row of outputs.
-// Merged axes a fold handles (a tensor's rank bounds them).
-constexpr int kMaxFoldRank = 16;
-
 class FoldKernel : public Kernel {
  public:
   explicit FoldKernel(const KernelArgs& a) {

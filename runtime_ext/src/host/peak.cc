@@ -79,7 +79,9 @@ double lane_rate(double (*run)(double, float*), float* sink) {
 
 double narrow_fma_gain() {
   static const double gain = [] {
-    if (!cpu_has_avx512()) return 1.0;
+    // the hardware's answer, cached for the process: not whether the AVX-512 kernels are
+    // allowed at the first call (set_avx512_allowed), which can change after it
+    if (!cpu_supports_avx512()) return 1.0;
     float sink = 0;
     lane_rate(run_avx512, &sink);  // the 512-bit units power up on first use
     double wide = 0, narrow = 0;

@@ -17,7 +17,7 @@ double fma_peak_gflops(int threads, double seconds);
 // where a core issues two 8-wide ones in the cycle it issues one 16-wide one (one 512-bit
 // FMA unit; this machine: 1.998), about 1 where it has two. Kernels whose channel count leaves
 // a 16-wide vector mostly empty choose their width by it. Measured once per process on the
-// calling thread (about 1 ms); 1 without AVX-512.
+// calling thread (about 1 ms); 1 on a CPU without AVX-512F.
 double narrow_fma_gain();
 
 }  // namespace ge
