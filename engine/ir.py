@@ -298,6 +298,25 @@ class Graph:
         self._node_names.discard(node.name)
         node.graph = None  # type: ignore[assignment]
 
+    def remove_nodes(self, nodes: Sequence[Node]) -> None:
+        """Remove `nodes` at once (one pass over the node list, not one a node): their
+        outputs may be read only among them."""
+        gone = set(nodes)
+        for node in nodes:
+            for out in node.outputs:
+                if out in self.outputs or any(u not in gone for u in out.users):
+                    raise InvalidGraph(f"cannot remove node '{node.name}': output "
+                                       f"'{out.name}' is still used", graph=self.name,
+                                       node=node.name)
+        for node in nodes:
+            node.set_inputs([])
+        for node in nodes:
+            for out in node.outputs:
+                del self.values[out.name]
+            self._node_names.discard(node.name)
+            node.graph = None  # type: ignore[assignment]
+        self.nodes = [n for n in self.nodes if n not in gone]
+
     def remove_unused_constants(self) -> int:
         dead = [v for v in self.values.values()
                 if v.kind is ValueKind.CONSTANT and not v.users and v not in self.outputs]

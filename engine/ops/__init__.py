@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     detection,
     elements,
     elementwise,
+    eltwise_graph,
     group_norm,
     indexing,
     linalg,

@@ -74,7 +74,7 @@ _UNARY = {"Relu", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Abs", "Neg", "Erf", 
 _BINARY = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}
 # Elementwise too: masks and position ids (compare, logic, select); inputs broadcast.
 _LOGIC = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor",
-          "Not", "Where", "EltwiseChain"}
+          "Not", "Where", "EltwiseChain", "EltwiseGraph"}
 # Ops whose operands of the output's rank line up with it on axis 0: a constant operand
 # with N rows there (a mask or position table expanded to the batch) is sliced per chunk.
 _ALIGNED = _BINARY | _LOGIC | {"GatherElements", ROPE, "FusedAttention", "Concat"}
@@ -95,7 +95,8 @@ def _axis(node: Node, default: int) -> int | None:
 
 def _separable(node: Node, n: int) -> bool:
     """Whether the node computes each sample of axis 0 on its own."""
-    if len(node.outputs) != 1 or not _carries(node.outputs[0], n):
+    if (len(node.outputs) != 1 and node.op_type != "EltwiseGraph") or not all(
+            _carries(out, n) for out in node.outputs):  # (a fused region: outputs of one shape)
         return False
     out_rank = node.outputs[0].meta.rank
     data = [v for v in node.inputs if v is not None and not v.is_constant]
@@ -292,7 +293,8 @@ def _rows_per_sample(graph: Graph, n: int) -> dict[Node, int] | None:
         if k is None:
             return None
         rows[node] = k
-        ks[node.outputs[0]] = k
+        for out in node.outputs:
+            ks[out] = k
     return rows
 
 
@@ -384,11 +386,13 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
     engine, part = old[0].meta.engine, old[0].meta.partition
 
     def new_node(op: str, inputs, attrs: dict, name: str, shape_from: Value,
-                 dim0: int) -> Node:
-        node = graph.add_node(op, inputs, attrs=attrs, name=graph.unique_name(name))
+                 dim0: int, outputs: int = 1) -> Node:
+        node = graph.add_node(op, inputs, attrs=attrs, name=graph.unique_name(name),
+                              outputs=outputs)
         node.meta.engine, node.meta.partition = engine, part
         meta = shape_from.meta
-        node.outputs[0].meta = TensorMeta(meta.dtype, (dim0,) + tuple(meta.shape[1:]))
+        for out in node.outputs:  # (several only of a fused region: all of one shape)
+            out.meta = TensorMeta(meta.dtype, (dim0,) + tuple(meta.shape[1:]))
         return node
 
     chunks: list[dict[Value, Value]] = []
@@ -413,9 +417,9 @@ def split_batch(graph: Graph, enabled: bool = True, parallel: int = 0) -> PassRe
                 ins[3] = graph.add_constant(None, sizes)
             ins = [_chunk_of(graph, node, v, n * r, i * d * r, d * r) for v in ins]
             clone = new_node(node.op_type, ins, dict(node.attrs), f"{node.name}_chunk{i}",
-                             node.outputs[0], d * r)
+                             node.outputs[0], d * r, len(node.outputs))
             clone.meta.fused = node.meta.fused
-            m[node.outputs[0]] = clone.outputs[0]
+            m.update(zip(node.outputs, clone.outputs))
         if ways:  # this chunk's stream: every node of it, the input slices included
             for v in m.values():
                 if v.producer is not None:

@@ -410,3 +410,31 @@ def test_heads_folded_into_the_batch_axis_split_by_rows(monkeypatch):
     assert _splits(_compile_and_check(odd, {"x": x}, data_parallel=2)) == []
     fewer = _tiny([_op("Reshape", ["x", "t"])], {"t": _i64(2, 192)}, x_shape=(4, 2, 6, 8))
     assert _splits(_compile_and_check(fewer, {"x": x}, data_parallel=2)) == []
+
+
+def test_a_fused_region_with_two_outputs_is_split_per_chunk():
+    """An elementwise region read outside at two points is one EltwiseGraph node with two
+    outputs; each chunk gets its own copy of it, both outputs sliced to the chunk's rows, and
+    its per-sample constant [8, 1] sliced with them."""
+    rng = np.random.default_rng(3)
+    inits = {"w": rng.standard_normal((1536, 1536)).astype(np.float32) * 0.02,
+             "row": rng.standard_normal((8, 1)).astype(np.float32),
+             "col": rng.standard_normal(1536).astype(np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Tanh", ["h"], ["t"]),
+             helper.make_node("Mul", ["t", "row"], ["a"]),
+             helper.make_node("Add", ["a", "col"], ["b"]),
+             helper.make_node("Max", ["b", "t"], ["c"]),
+             helper.make_node("MatMul", ["c", "w"], ["p"]),
+             helper.make_node("MatMul", ["b", "w"], ["q"]),
+             helper.make_node("Add", ["p", "q"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "region", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 1536])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": rng.standard_normal((8, 1536)).astype(np.float32)}
+    compiled = _compile_and_check(model, feeds, data_parallel=2)
+    assert _splits(compiled) == ["batch split: 8 samples as 2 chunks of 4 on 2 streams at once"]
+    regions = [p for p in compiled.report.placements if p.op_type == "EltwiseGraph"]
+    assert len(regions) == 2, [p.op_type for p in compiled.report.placements]

@@ -8,7 +8,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import load_model
+from graphengine.engine.ir import Engine
+from graphengine.engine.optimize.fusion.eltwise import match_chain
 from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.prepare.infer_shapes import infer_shapes
 from graphengine.engine.runtime import LoadedModel
 
 RNG = np.random.default_rng(11)
@@ -75,17 +78,34 @@ def test_parameterised_unary_steps_match_onnxruntime():
     assert ops == ["EltwiseChain"] and len(fusions) == 1, (ops, fusions)
 
 
+def _on_device(graph):
+    """The imported graph as the fusion rows see it: shapes inferred, every node on the
+    device, in one partition."""
+    infer_shapes(graph)
+    for n in graph.nodes:
+        n.meta.engine, n.meta.partition = Engine.DEVICE, 0
+    return graph
+
+
 def test_chain_stops_at_shared_values_graph_outputs_and_broadcasts():
+    """The chain row's own matching: a chain ends where its value is read twice, at a graph
+    output and before a broadcast operand. The compiler then fuses the whole region (a DAG:
+    r read twice, two outputs) as one EltwiseGraph instead."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Tanh", ["r"], ["t"]),      # r also read below: chain ends at r
              helper.make_node("Mul", ["r", "t"], ["m"]),  # Tanh -> Mul: a chain (r operand)
              helper.make_node("Exp", ["m"], ["out1"]),    # graph output: the chain ends here
              helper.make_node("Add", ["out1", "row"], ["b"]),  # row [1,5] broadcasts: no step
              helper.make_node("Sigmoid", ["b"], ["y"])]
-    fusions, ops = _run(_model(nodes, [3, 5], {"row": RNG.standard_normal((1, 5))},
-                               outputs=("out1", "y")), [3, 5])
-    assert [f.split(":")[0] for f in fusions] == ["EltwiseChain(Tanh+Mul+Exp)"], fusions
-    assert ops == ["Relu", "EltwiseChain", "Add", "Sigmoid"], ops
+    model = _model(nodes, [3, 5], {"row": RNG.standard_normal((1, 5))}, outputs=("out1", "y"))
+    graph = _on_device(load_model(model))
+    exp = next(n for n in graph.nodes if n.op_type == "Exp")
+    chain_nodes, steps = match_chain(graph, exp)
+    assert [n.op_type for n in chain_nodes] == ["Tanh", "Mul", "Exp"]
+    assert match_chain(graph, next(n for n in graph.nodes if n.op_type == "Sigmoid")) is None
+    fusions, ops = _run(model, [3, 5])
+    assert [f.split(" ->")[0] for f in fusions] == ["EltwiseGraph(6 ops, 2 inputs, 2 outputs)"]
+    assert ops == ["EltwiseGraph"], ops
 
 
 def test_per_channel_steps_and_gelu_after_a_normalization_are_one_chain():
@@ -126,8 +146,13 @@ def test_a_chain_that_starts_at_a_lower_rank_operand_of_equal_size():
 def test_sub_with_the_running_value_on_the_right_is_not_a_step():
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Sub", ["one", "r"], ["y"])]  # 1 - r: not dst - src1
-    fusions, ops = _run(_model(nodes, [2, 3], {"one": 1.0}), [2, 3])
-    assert fusions == [] and ops == ["Relu", "Sub"]
+    model = _model(nodes, [2, 3], {"one": 1.0})
+    graph = _on_device(load_model(model))
+    assert match_chain(graph, graph.nodes[-1]) is None  # no chain: Relu alone is one step
+    fusions, ops = _run(model, [2, 3])
+    # the elementwise region takes what the chain cannot
+    assert [f.split(" ->")[0] for f in fusions] == ["EltwiseGraph(2 ops, 2 inputs, 1 outputs)"]
+    assert ops == ["EltwiseGraph"], ops
 
 
 def test_nchw_chain_between_convolutions_stays_channels_last():

@@ -727,7 +727,9 @@ def test_kernel_info_knows_every_device_op():
              "FusedAttention": {"scale": 0.125, "k_perm": [0, 1, 3, 2]},
              "ConvBlock": {"expand": 1}, "ConvHead": {"trans_b": 1},
              "EltwiseChain": {"ops": "Sigmoid,Mul", "operands": [-1, 0], "alphas": [0.0, 0.0],
-                              "betas": [0.0, 0.0]}}
+                              "betas": [0.0, 0.0]},
+             "EltwiseGraph": {"ops": "Exp,Mul", "args": [0, -1, -1, 1, 0, -1],
+                              "alphas": [0.0, 0.0], "betas": [0.0, 0.0], "results": [2]}}
     binary = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Mod", "Equal", "Less", "Greater",
               "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "PRelu"}
     shapes["GridSample"] = [[1, 4, 8, 8], [1, 3, 5, 2]]  # X, grid [N, Ho, Wo, 2]

@@ -27,11 +27,15 @@ def _model(nodes, x_shape, weights, outputs=("y",)):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+_POOL = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}  # a side reader of the same shape
+
+
 def _conv_blocks(blocks: int, side_reader: bool, side_first: bool = False):
     """r0 = Relu(Conv(x)); r_i = Relu(Conv(Relu(Conv(r_{i-1}))) + r_{i-1}): ResNet's basic
-    blocks. `side_reader`: each residual is also read by a Sigmoid branch summed at the end,
+    blocks. `side_reader`: each residual is also read by a pooling branch summed at the end,
     listed after the block (`side_first`: before it, so the block's sum is the last reader in
-    program order while the Sigmoid may run on another stream)."""
+    program order while the pool may run on another stream). The side op is no elementwise
+    one: those would join the sums at the end in one elementwise region."""
     c = 16
     w = {f"w{i}": RNG.standard_normal((c, c, 3, 3)) * 0.1 for i in range(2 * blocks + 1)}
     nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
@@ -40,7 +44,7 @@ def _conv_blocks(blocks: int, side_reader: bool, side_first: bool = False):
     for i in range(blocks):
         a, b = f"w{2 * i + 1}", f"w{2 * i + 2}"
         if side_reader and side_first:
-            nodes.append(helper.make_node("Sigmoid", [f"r{i}"], [f"g{i}"]))
+            nodes.append(helper.make_node("AveragePool", [f"r{i}"], [f"g{i}"], **_POOL))
             sides.append(f"g{i}")
         nodes += [helper.make_node("Conv", [f"r{i}", a], [f"p{i}"], pads=[1, 1, 1, 1]),
                   helper.make_node("Relu", [f"p{i}"], [f"q{i}"]),
@@ -48,7 +52,7 @@ def _conv_blocks(blocks: int, side_reader: bool, side_first: bool = False):
                   helper.make_node("Add", [f"s{i}", f"r{i}"], [f"t{i}"]),
                   helper.make_node("Relu", [f"t{i}"], [f"r{i + 1}"])]
         if side_reader and not side_first:
-            nodes.append(helper.make_node("Sigmoid", [f"r{i}"], [f"g{i}"]))
+            nodes.append(helper.make_node("AveragePool", [f"r{i}"], [f"g{i}"], **_POOL))
             sides.append(f"g{i}")
     last = f"r{blocks}"
     for j, g in enumerate(sides):
@@ -153,7 +157,7 @@ def test_transformer_residuals_are_summed_in_place():
 
 
 def test_a_reader_on_another_stream_finishes_before_the_residual_is_overwritten():
-    """The Sigmoid reading each residual comes first; on three streams it may run beside the
+    """The pool reading each residual comes first; on three streams it may run beside the
     block's convolutions, so a sum that overwrites the residual waits for it (an event
     recorded after it, waited for before the sum). A sum that is not the residual's last
     reader in program order keeps its own bytes."""

@@ -38,6 +38,7 @@ from . import (
     conv_head,
     conv_stride,
     eltwise,
+    eltwise_graph,
     erf_gelu,
     group_norm,
     hard_swish,
@@ -117,10 +118,13 @@ FUSIONS: list[Fusion] = [
     # activation) are one GroupNorm that stays in the convolutions' format: after the
     # identity affine of an InstanceNormalization-written GroupNorm folded away.
     dataclasses.replace(group_norm.ROW, after=("layernorm", "affine_fold")),
-    # Last: the epilogues of Conv/MatMul take their activations first.
-    dataclasses.replace(eltwise.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
-                                            "conv_block", "conv_head", "activation_affine",
-                                            "matmul_mul", "affine_fold", "group_norm")),
+    # Last: the epilogues of Conv/MatMul take their activations first. Elementwise regions
+    # that are not plain chains (values read twice, branches meeting, several outputs) are
+    # one kernel each, then the chains left are the chain row's.
+    dataclasses.replace(eltwise_graph.ROW, after=(*_EPILOGUES, "activation2", "rope", "conv_dw",
+                                                  "conv_block", "conv_head", "activation_affine",
+                                                  "matmul_mul", "affine_fold", "group_norm")),
+    dataclasses.replace(eltwise.ROW, after=("eltwise_graph",)),
 ]
 
 
@@ -159,6 +163,9 @@ def fuse(graph: Graph, table: Sequence[Fusion] | None = None,
     for row in rows:
         if (row.requires is not None and not row.requires(target)) \
                 or not all(target.runs(op) for op in row.produces):
+            continue
+        if row.whole_graph is not None:
+            applied += row.whole_graph(graph)
             continue
         for node in list(graph.nodes):
             if node.graph is not graph:  # removed by an earlier rewrite

@@ -27,6 +27,10 @@ class Fusion:
     # The kernel op types the row creates: a target that does not run one of them skips the
     # row, since its nodes were placed on the device before fusion and must stay runnable.
     produces: tuple[str, ...] = ()
+    # A row that looks at the whole graph at once (regions, not patterns at one node):
+    # whole_graph(graph) rewrites and returns a description per fusion; match and rewrite
+    # are then unused.
+    whole_graph: Callable[[Graph], list[str]] | None = None
 
 
 def on_device(*nodes: Node) -> bool:

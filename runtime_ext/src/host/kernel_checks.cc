@@ -192,6 +192,27 @@ std::string check_chain(const OpQuery& q, KernelInfo*) {
   });
 }
 
+std::string check_eltwise_graph(const OpQuery& q, KernelInfo*) {
+  return with_stand_ins(q, q.n(), [](KernelArgs& a, std::vector<TensorInfo>& ts) {
+    Shape domain;  // the inputs' broadcast: the outputs' shape
+    for (const TensorInfo& t : ts) {
+      Shape next;
+      if (!broadcast_shapes(domain, t.shape, &next)) invalid("inputs ", shape_str(t.shape), " do not broadcast");
+      domain = next;
+    }
+    const size_t n_out = a.attr_ints("results", {}).size();
+    if (n_out < 1 || n_out > 4096) invalid("attribute 'results' must name 1 to 4096 slots, got ", n_out);
+    TensorInfo y;
+    y.name = "output";
+    y.dtype = DType::kFloat32;
+    y.shape = domain;
+    y.numel = shape_numel(domain);
+    std::vector<TensorInfo> outs(n_out, y);
+    for (TensorInfo& o : outs) a.outputs.push_back(&o);
+    make_eltwise_graph(a);
+  });
+}
+
 std::string check_on_stand_ins(const OpQuery& q, KernelInfo*) {
   const OpRow* row = find_op(q.op);
   return with_stand_ins(q, q.n(), [&](KernelArgs& a, std::vector<TensorInfo>& ts) {

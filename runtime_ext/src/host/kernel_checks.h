@@ -33,6 +33,7 @@ std::string check_conv_head(const OpQuery& q, KernelInfo* r);
 std::string check_fused_attention(const OpQuery& q, KernelInfo* r);
 std::string check_deconv(const OpQuery& q, KernelInfo* r);
 std::string check_chain(const OpQuery& q, KernelInfo* r);
+std::string check_eltwise_graph(const OpQuery& q, KernelInfo* r);
 // The factory on stand-ins (the indices and lengths not constants), its output shaped as
 // the op gives it: GatherElements, ScatterElements, CumSum, ReverseSequence.
 std::string check_on_stand_ins(const OpQuery& q, KernelInfo* r);

@@ -58,6 +58,9 @@ std::unique_ptr<Kernel> make_dq_lstm(const KernelArgs& a);  // com.microsoft.Dyn
 std::unique_ptr<Kernel> make_assign(const KernelArgs& a);
 // kernels_chain.cc
 std::unique_ptr<Kernel> make_chain(const KernelArgs& a);  // EltwiseChain
+std::unique_ptr<Kernel> make_eltwise_graph(const KernelArgs& a);  // EltwiseGraph
+// "a,b,c" -> {"a", "b", "c"}: the fused elementwise kernels' op lists (kernels_chain.cc).
+std::vector<std::string> split_commas(const std::string& s);
 // For kernel_info: checks the inputs and attributes like load would. Throws Error.
 void check_attention(const KernelArgs& a);
 // kernels_gather.cc

@@ -97,14 +97,6 @@ bool per_channel(const TensorInfo& o, const TensorInfo& y) {
   return true;
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> r;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) r.push_back(item);
-  return r;
-}
-
 class ChainKernel : public PrimitiveKernel {
  public:
   explicit ChainKernel(const KernelArgs& a) : PrimitiveKernel(*a.device) {
@@ -116,7 +108,7 @@ class ChainKernel : public PrimitiveKernel {
     if (x.shape != y.shape) invalid("output shape ", shape_str(y.shape), " differs from input 0 ", shape_str(x.shape));
     if (x.format != y.format) invalid("input 0 and the output must share a format");
     empty_ = y.numel == 0;
-    const std::vector<std::string> names = split(a.attr_str("ops", ""));
+    const std::vector<std::string> names = split_commas(a.attr_str("ops", ""));
     const std::vector<int64_t> operands = a.attr_ints("operands", {});
     const std::vector<double> alphas = a.attr_floats("alphas", {});
     const std::vector<double> betas = a.attr_floats("betas", {});
@@ -206,5 +198,13 @@ class ChainKernel : public PrimitiveKernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_chain(const KernelArgs& a) { return std::make_unique<ChainKernel>(a); }
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) r.push_back(item);
+  return r;
+}
 
 }  // namespace ge

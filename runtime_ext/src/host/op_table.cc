@@ -90,6 +90,7 @@ const std::vector<OpRow>& op_table() {
       {"LSTM", make_rnn, L::kPlainOnly, 3, 8, T::kF32, 3, 3, nullptr},
       {"DynamicQuantizeLSTM", make_dq_lstm, L::kPlainOnly, 12, 12, T::kF32, 3, 3, nullptr},
       {"EltwiseChain", make_chain, L::kChannel, 1, -1, T::kF32, 0, kAnyRank, check_chain},
+      {"EltwiseGraph", make_eltwise_graph, L::kChannel, 1, -1, T::kF32, 0, kAnyRank, check_eltwise_graph},
       {"Equal", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
       {"Less", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},
       {"Greater", make_compare, L::kElementwise, 2, 2, T::kAny, 0, kAnyRank, check_compare},

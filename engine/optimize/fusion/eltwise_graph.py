@@ -1,0 +1,262 @@
+"""Fusion row: regions of elementwise ops become one EltwiseGraph kernel (a DAG, not a chain).
+
+The chain row fuses a run of ops each reading the previous one's output. Many elementwise
+regions are not runs: RWKV's WKV recurrence unrolled over the sequence is ~20 ops a step on
+[B, 128] vectors whose values are read two or three times (a running max, exponentials of
+differences, numerator and denominator), a softcapped or gated expression joins two branches,
+an update writes several values at once. Run one op a task, each pays a dispatch and a pass
+over memory for a few hundred floats of work (RWKV-4: 1,014 of its 1,261 tasks).
+
+A region is a set of device nodes of one partition whose ops the kernel has (`ARITY`),
+float32, each output of one shape (the domain), connected by the values they pass, and
+convex: no path leaves it and comes back (its fused node would both feed and read the node
+on the way). Inputs from outside have the domain's shape, one element, or a broadcast whose
+non-unit axes are one contiguous run of the domain's ([C] of [N, L, C], [N, 1] of [N, L]).
+The row grows regions over the nodes in order, each joining the regions of its producers
+when the union stays convex (ancestor sets as bitsets), and rewrites each region that is
+not a plain chain (left to the chain row, whose oneDNN post-op kernel reads large chains
+as fast) into one node with an output per value read outside it.
+
+A domain of a rank the graph's convolutions have may be stored in their format by the layout
+pass, which places a fused node by its single output: there a region has one output and
+only inputs of the domain's shape or constant scalars (any format then).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...dtypes import DType
+from ...ir import Graph, Node, Value
+from ...ops.eltwise_graph import ARITY, MAX_INSTRUCTIONS
+from ...ops.registry import Layout
+from ..formats import layout_of, per_channel
+from .eltwise import _step, match_chain
+from .match import Fusion, on_device, rename_output
+
+_MAX_NODES = 2048  # a region's size (its inputs then fit the kernel's bounds)
+_MAX_CHECKS = 256  # outside nodes a merge's convexity check looks at before giving up
+
+
+def _f32(v: Value | None) -> bool:
+    return v is not None and v.meta is not None and v.meta.is_static and \
+        v.meta.dtype is DType.FLOAT32
+
+
+def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
+    """node as an instruction: its kernel op, data inputs, alpha and beta; or None."""
+    op = node.op_type
+    if op not in ARITY or op == "GeluTanh" or len(node.outputs) != 1 or not _f32(node.outputs[0]):
+        return None
+    if ARITY[op] == 2:
+        if len(node.inputs) != 2 or not all(_f32(v) for v in node.inputs):
+            return None
+        return op, list(node.inputs), 0.0, 0.0
+    x = node.input(0)
+    if not _f32(x):
+        return None
+    if op == "Pow":
+        e = node.input(1)
+        if len(node.inputs) != 2 or e is None or not e.is_constant or np.asarray(e.const).size != 1:
+            return None
+        return op, [x], float(np.asarray(e.const).reshape(-1)[0]), 0.0
+    step = _step(node)
+    if step is None:
+        return None
+    return step.op, [x], step.alpha, step.beta
+
+
+def _run_broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
+    """Whether an input of `shape` reaches `domain` by broadcasting over all but one
+    contiguous run of its axes (the kernel's rule)."""
+    if len(shape) > len(domain):
+        return False
+    padded = (1,) * (len(domain) - len(shape)) + tuple(shape)
+    axes = [i for i, d in enumerate(padded) if d != 1]
+    if any(padded[i] != domain[i] for i in axes):
+        return False
+    return not axes or all(padded[i] == domain[i] for i in range(axes[0], axes[-1] + 1))
+
+
+def _outside_ok(v: Value, out: Value, strict: bool) -> bool:
+    """Whether v may be a region input of a domain shaped like `out`; `strict`: the domain's
+    rank is one convolutions have, so the layout pass may store it in their format, where
+    only the chain layout's inputs fit (the domain's own, a constant scalar)."""
+    shape, domain = tuple(v.meta.shape), tuple(out.meta.shape)
+    if shape == domain:
+        return True
+    if strict:
+        return v.is_constant and v.meta.numel == 1
+    if v.meta.numel == 1:
+        return True
+    if len(domain) >= 3 and per_channel(v, out) and shape[0] != 1:
+        return False  # [N, C, 1] is no contiguous run once stored channels-last
+    return _run_broadcast(shape, domain)
+
+
+def _convolution_ranks(graph: Graph) -> set[int]:
+    """Ranks of the outputs of the graph's convolution-like nodes: where layout regions may
+    store values in another format than plain."""
+    return {n.outputs[0].meta.rank for n in graph.nodes
+            if layout_of(n) is Layout.CONV and n.outputs and n.outputs[0].meta is not None
+            and n.outputs[0].meta.rank is not None}
+
+
+class _Region:
+    __slots__ = ("nodes", "bits", "anc", "domain", "first")
+
+    def __init__(self, node: Node, bit: int, anc: int, index: int) -> None:
+        self.nodes = [node]
+        self.bits = bit
+        self.anc = anc
+        self.domain = tuple(node.outputs[0].meta.shape)
+        self.first = index
+
+
+def _convex(bits: int, anc: int, first: int, ancestors: list[int]) -> bool:
+    """Whether no node outside `bits` (the members) is both an ancestor of a member (`anc`)
+    and a descendant of one; only nodes after the first member can be."""
+    outside = (anc & ~bits) >> first
+    checked = 0
+    while outside:
+        low = outside & -outside
+        i = low.bit_length() - 1 + first
+        if ancestors[i] & bits:
+            return False
+        checked += 1
+        if checked > _MAX_CHECKS:
+            return False
+        outside ^= low
+    return True
+
+
+def find_regions(graph: Graph) -> list[list[Node]]:
+    """The convex elementwise regions of two or more nodes, each in graph order."""
+    graph.toposort()
+    strict = _convolution_ranks(graph)
+    index = {n: i for i, n in enumerate(graph.nodes)}
+    ancestors: list[int] = []
+    region_of: dict[Node, _Region] = {}
+    for i, n in enumerate(graph.nodes):
+        anc = 0
+        for v in n.inputs:
+            if v is not None and v.producer is not None:
+                p = index[v.producer]
+                anc |= ancestors[p] | (1 << p)
+        ancestors.append(anc)
+        got = _instruction(n) if on_device(n) else None
+        if got is None:
+            continue
+        out = n.outputs[0]
+        domain = tuple(out.meta.shape)
+        if not all(_outside_ok(v, out, len(domain) in strict) for v in got[1]):
+            continue  # (a member's output has the domain's shape: always fine)
+        joined = list(dict.fromkeys(
+            region_of[v.producer] for v in got[1]
+            if v.producer in region_of and region_of[v.producer].domain == domain
+            and on_device(v.producer, n)))
+        bit = 1 << i
+        choice: list[_Region] = []
+        attempts = [joined] + [[r] for r in sorted(joined, key=lambda r: -len(r.nodes))] \
+            if len(joined) > 1 else [joined]
+        for group in attempts:
+            if not group or sum(len(r.nodes) for r in group) >= _MAX_NODES:
+                continue
+            bits = bit
+            anc_u = anc
+            first = i
+            for r in group:
+                bits |= r.bits
+                anc_u |= r.anc
+                first = min(first, r.first)
+            if _convex(bits, anc_u, first, ancestors):
+                choice = group
+                break
+        if not choice:
+            region_of[n] = _Region(n, bit, anc, i)
+            continue
+        keep = choice[0]
+        for r in choice[1:]:
+            keep.nodes += r.nodes
+            keep.bits |= r.bits
+            keep.anc |= r.anc
+            keep.first = min(keep.first, r.first)
+            for m in r.nodes:
+                region_of[m] = keep
+        keep.nodes.append(n)
+        keep.bits |= bit
+        keep.anc |= anc
+        region_of[n] = keep
+    regions = {id(r): r for r in region_of.values()}.values()
+    found = [sorted(r.nodes, key=index.__getitem__) for r in regions if len(r.nodes) > 1]
+    return [nodes for nodes in found if _worth_fusing(graph, nodes, strict)]
+
+
+def _outputs(graph: Graph, nodes: list[Node]) -> list[Value]:
+    """The members' outputs read outside the region (or graph outputs)."""
+    members = set(nodes)
+    graph_outs = set(graph.outputs)
+    return [n.outputs[0] for n in nodes
+            if n.outputs[0] in graph_outs or any(u not in members for u in n.outputs[0].users)]
+
+
+def _worth_fusing(graph: Graph, nodes: list[Node], strict: set[int]) -> bool:
+    """Not a plain chain the chain row fuses as well (its oneDNN post-op kernel reads large
+    chains as fast), and, on a domain of a convolution rank, what the layout pass can place
+    (one output)."""
+    outs = _outputs(graph, nodes)
+    if len(outs) != 1:
+        return len(nodes[0].outputs[0].meta.shape) not in strict
+    chain = match_chain(graph, nodes[-1])
+    return chain is None or set(chain[0]) != set(nodes)
+
+
+def fuse_region(graph: Graph, nodes: list[Node]) -> str:
+    members = {n: k for k, n in enumerate(nodes)}
+    inputs: list[Value] = []
+    slot_of_input: dict[Value, int] = {}
+    ops, args, alphas, betas = [], [], [], []
+    program = []
+    for n in nodes:
+        op, data, alpha, beta = _instruction(n)
+        for v in data:
+            if v.producer not in members and v not in slot_of_input:
+                slot_of_input[v] = len(inputs)
+                inputs.append(v)
+        program.append((op, data, alpha, beta))
+    n_in = len(inputs)
+
+    def slot(v: Value) -> int:
+        return n_in + members[v.producer] if v.producer in members else slot_of_input[v]
+
+    for op, data, alpha, beta in program:
+        ops.append(op)
+        s = [slot(v) for v in data]
+        args += s + [-1] * (3 - len(s))
+        alphas.append(alpha)
+        betas.append(beta)
+    outs = _outputs(graph, nodes)
+    last = nodes[-1]
+    fused = graph.add_node("EltwiseGraph", inputs, outputs=len(outs), attrs={
+        "ops": ops, "args": args, "alphas": alphas, "betas": betas,
+        "results": [slot(v) for v in outs]},
+        name=graph.unique_name("eltwise_graph"), after=last)
+    fused.meta.engine, fused.meta.partition = last.meta.engine, last.meta.partition
+    fused.meta.fused = tuple(name for n in nodes for name in (n.name, *n.meta.fused))
+    for new, old in zip(fused.outputs, outs):
+        new.meta = old.meta
+        graph.replace_all_uses(old, new)
+    names = [v.name for v in outs]
+    graph.remove_nodes(nodes)
+    for new, name in zip(fused.outputs, names):
+        rename_output(graph, new, name)
+    return f"EltwiseGraph({len(nodes)} ops, {n_in} inputs, {len(outs)} outputs) -> {fused.name}"
+
+
+def apply(graph: Graph) -> list[str]:
+    return [fuse_region(graph, nodes) for nodes in find_regions(graph)
+            if len(nodes) <= MAX_INSTRUCTIONS]
+
+
+ROW = Fusion("eltwise_graph", lambda graph, node: None, lambda graph, node, ctx: "",
+             produces=("EltwiseGraph",), whole_graph=apply)

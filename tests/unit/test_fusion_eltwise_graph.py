@@ -1,0 +1,175 @@
+"""Elementwise regions fused into one EltwiseGraph kernel (optimize/fusion/eltwise_graph.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.importers import load_model
+from graphengine.engine.optimize.fusion.eltwise_graph import find_regions
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import LoadedModel
+
+RNG = np.random.default_rng(31)
+
+
+def _model(nodes, inputs, outputs, inits=None):
+    graph = helper.make_graph(
+        nodes, "region",
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, s) for k, s in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        initializer=[numpy_helper.from_array(np.asarray(v, np.float32), k)
+                     for k, v in (inits or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model, inputs, scale=1.0):
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    feeds = {k: (RNG.standard_normal(s) * scale).astype(np.float32) for k, s in inputs.items()}
+    got = LoadedModel(compiled).execute(feeds)
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)
+    for g, w in zip(got.values(), want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    return compiled.report.fusions, [p.op_type for p in compiled.report.placements]
+
+
+def _wkv_steps(steps: int) -> list:
+    """RWKV's WKV recurrence unrolled: per step t, inputs k_t and v_t, a running max p, a
+    numerator a and denominator b (each read by several ops), an output y_t."""
+    nodes = []
+    p, a, b = "p0", "a0", "b0"
+    for t in range(steps):
+        k, v = f"k{t}", f"v{t}"
+        nodes += [
+            helper.make_node("Add", [k, "u"], [f"ku{t}"]),
+            helper.make_node("Max", [p, f"ku{t}"], [f"q{t}"]),
+            helper.make_node("Sub", [p, f"q{t}"], [f"d1_{t}"]),
+            helper.make_node("Exp", [f"d1_{t}"], [f"e1_{t}"]),
+            helper.make_node("Sub", [f"ku{t}", f"q{t}"], [f"d2_{t}"]),
+            helper.make_node("Exp", [f"d2_{t}"], [f"e2_{t}"]),
+            helper.make_node("Mul", [f"e1_{t}", a], [f"n1_{t}"]),
+            helper.make_node("Mul", [f"e2_{t}", v], [f"n2_{t}"]),
+            helper.make_node("Add", [f"n1_{t}", f"n2_{t}"], [f"num{t}"]),
+            helper.make_node("Mul", [f"e1_{t}", b], [f"m1_{t}"]),
+            helper.make_node("Add", [f"m1_{t}", f"e2_{t}"], [f"den{t}"]),
+            helper.make_node("Div", [f"num{t}", f"den{t}"], [f"y{t}"]),
+            # the state update: decay w, then the same normalised sums
+            helper.make_node("Add", [p, "w"], [f"pw{t}"]),
+            helper.make_node("Max", [f"pw{t}", k], [f"p{t + 1}"]),
+            helper.make_node("Sub", [f"pw{t}", f"p{t + 1}"], [f"g1_{t}"]),
+            helper.make_node("Exp", [f"g1_{t}"], [f"f1_{t}"]),
+            helper.make_node("Sub", [k, f"p{t + 1}"], [f"g2_{t}"]),
+            helper.make_node("Exp", [f"g2_{t}"], [f"f2_{t}"]),
+            helper.make_node("Mul", [f"f1_{t}", a], [f"o1_{t}"]),
+            helper.make_node("Mul", [f"f2_{t}", v], [f"o2_{t}"]),
+            helper.make_node("Add", [f"o1_{t}", f"o2_{t}"], [f"a{t + 1}"]),
+            helper.make_node("Mul", [f"f1_{t}", b], [f"r1_{t}"]),
+            helper.make_node("Add", [f"r1_{t}", f"f2_{t}"], [f"b{t + 1}"]),
+        ]
+        p, a, b = f"p{t + 1}", f"a{t + 1}", f"b{t + 1}"
+    return nodes
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_unrolled_recurrence_is_one_kernel(batch):
+    steps, c = 4, 40
+    inputs = {"p0": [batch, c], "a0": [batch, c], "b0": [batch, c]}
+    inputs.update({f"{n}{t}": [batch, c] for t in range(steps) for n in ("k", "v")})
+    nodes = _wkv_steps(steps)
+    # a and b start positive (as the recurrence's sums)
+    nodes = [helper.make_node("Exp", ["a0"], ["ea0"]), helper.make_node("Exp", ["b0"], ["eb0"])] \
+        + [helper.make_node(n.op_type, [{"a0": "ea0", "b0": "eb0"}.get(i, i) for i in n.input],
+                            list(n.output)) for n in nodes]
+    outputs = [f"y{t}" for t in range(steps)] + [f"p{steps}"]
+    fusions, ops = _run(_model(nodes, inputs, outputs, {"u": RNG.standard_normal(c),
+                                                        "w": -np.exp(RNG.standard_normal(c))}),
+                        inputs)
+    assert ops == ["EltwiseGraph"], ops
+    # every live node (the last step's unread state updates are dead code), the 2 x steps
+    # inputs, p0, a0, b0, u, w; the outputs y_t and the final max
+    live = len(nodes) - 9
+    assert fusions[0].startswith(f"EltwiseGraph({live} ops, {2 * steps + 5} inputs, "
+                                 f"{steps + 1} outputs)"), fusions
+
+
+def test_a_path_through_another_kernel_splits_the_region():
+    """a = x * 2 feeds a MatMul whose result joins a's own branch again: one kernel for both
+    ends would both feed the MatMul and read it (a cycle). The region is cut at the path."""
+    nodes = [helper.make_node("Mul", ["x", "two"], ["a"]),
+             helper.make_node("Exp", ["a"], ["e"]),
+             helper.make_node("MatMul", ["e", "w"], ["m"]),
+             helper.make_node("Add", ["a", "m"], ["s"]),
+             helper.make_node("Max", ["s", "a"], ["y"])]
+    inputs = {"x": [2, 8]}
+    model = _model(nodes, inputs, ["y"], {"two": 2.0, "w": RNG.standard_normal((8, 8))})
+    graph = load_model(model)
+    fusions, ops = _run(model, inputs)
+    assert "MatMul" in ops and ops.count("EltwiseGraph") + ops.count("EltwiseChain") <= 2
+    # every region found is convex: no member is both upstream and downstream of the MatMul
+    for region in find_regions(graph):
+        names = {n.op_type for n in region}
+        assert not ({"Exp", "Add"} <= names and "Mul" in names), names
+
+
+def test_branches_meeting_on_broadcast_inputs_match_onnxruntime():
+    """A softcapped gate: tanh(x / cap) * cap read twice, a per-row [N, 1] and a per-column
+    [C] input, two outputs."""
+    nodes = [helper.make_node("Div", ["x", "cap"], ["d"]),
+             helper.make_node("Tanh", ["d"], ["t"]),
+             helper.make_node("Mul", ["t", "cap"], ["s"]),
+             helper.make_node("Sigmoid", ["s"], ["g"]),
+             helper.make_node("Mul", ["s", "row"], ["r"]),
+             helper.make_node("Add", ["r", "col"], ["c"]),
+             helper.make_node("Mul", ["g", "c"], ["y"]),
+             helper.make_node("Min", ["s", "y"], ["z"])]
+    inputs = {"x": [5, 33], "row": [5, 1]}
+    fusions, ops = _run(_model(nodes, inputs, ["y", "z"], {"cap": 3.0,
+                                                          "col": RNG.standard_normal(33)}),
+                        inputs, scale=4.0)
+    assert ops == ["EltwiseGraph"], ops
+    assert "2 outputs" in fusions[0]
+
+
+def test_a_plain_chain_stays_the_chain_rows():
+    nodes = [helper.make_node("Mul", ["x", "two"], ["a"]),
+             helper.make_node("Tanh", ["a"], ["b"]),
+             helper.make_node("Add", ["b", "x2"], ["y"])]
+    inputs = {"x": [4, 16], "x2": [4, 16]}
+    fusions, ops = _run(_model(nodes, inputs, ["y"], {"two": 2.0}), inputs)
+    assert ops == ["EltwiseChain"], ops
+
+
+def test_a_four_d_region_with_two_outputs_is_left_alone():
+    """Among convolutions the layout pass places a fused node by its one output: a 4-D region
+    read from outside at two points is not fused (each op keeps the region's format)."""
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]),
+             helper.make_node("Mul", ["s", "c"], ["m"]),
+             helper.make_node("Max", ["m", "c"], ["q"]),
+             helper.make_node("Conv", ["s", "k"], ["y1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["q", "k"], ["y2"], pads=[1, 1, 1, 1])]
+    inputs = {"x": [1, 16, 8, 8]}
+    fusions, ops = _run(_model(nodes, inputs, ["y1", "y2"],
+                               {"k": RNG.standard_normal((16, 16, 3, 3)) * 0.1}), inputs)
+    assert "EltwiseGraph" not in ops, ops
+
+
+def test_regions_stay_on_one_device_partition():
+    """A host-only op between two elementwise ops of one value splits the device partition:
+    no region crosses it."""
+    nodes = [helper.make_node("Exp", ["x"], ["e"]),
+             helper.make_node("Atan", ["e"], ["t"]),  # no device kernel
+             helper.make_node("Mul", ["t", "e"], ["m"]),
+             helper.make_node("Max", ["m", "e"], ["y"])]
+    inputs = {"x": [3, 7]}
+    model = _model(nodes, inputs, ["y"])
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    engines = {p.op_type: p.engine for p in compiled.report.placements}
+    assert engines["Atan"] == "host", engines
+    fusions, _ = _run(model, inputs)
+    assert all("EltwiseGraph(3" not in f and "EltwiseGraph(4" not in f for f in fusions), fusions
