@@ -8,8 +8,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from graphengine.engine.importers import load_model
-from graphengine.engine.optimize.fusion.eltwise_graph import find_regions
+from graphengine.engine.optimize.fusion.eltwise_graph import _without_cycles, find_regions
 from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.prepare.infer_shapes import infer_shapes
 from graphengine.engine.runtime import LoadedModel
 
 RNG = np.random.default_rng(31)
@@ -173,3 +174,36 @@ def test_regions_stay_on_one_device_partition():
     assert engines["Atan"] == "host", engines
     fusions, _ = _run(model, inputs)
     assert all("EltwiseGraph(3" not in f and "EltwiseGraph(4" not in f for f in fusions), fusions
+
+
+def test_two_regions_that_would_need_each_other_are_not_both_fused():
+    """A = {a1, a2}, B = {b1, b2} with a1 -> b2 and b1 -> a2: each convex, but fused they
+    would read each other. One stays unfused; a region apart from the pair is kept."""
+    nodes = [helper.make_node("Exp", ["x"], ["a1"]),
+             helper.make_node("Exp", ["y"], ["b1"]),
+             helper.make_node("Add", ["a1", "b1"], ["a2"]),
+             helper.make_node("Mul", ["b1", "a1"], ["b2"]),
+             helper.make_node("Neg", ["z"], ["c1"]),
+             helper.make_node("Tanh", ["c1"], ["c2"])]
+    model = _model(nodes, {"x": [2, 3], "y": [2, 3], "z": [2, 3]}, ["a2", "b2", "c2"])
+    graph = load_model(model)
+    infer_shapes(graph)
+    by = {n.outputs[0].name: n for n in graph.nodes}
+    pair = [[by["a1"], by["a2"]], [by["b1"], by["b2"]]]
+    apart = [by["c1"], by["c2"]]
+    kept = _without_cycles(graph, pair + [apart])
+    assert len(kept) == 2 and apart in kept and (pair[0] in kept) != (pair[1] in kept)
+    assert _without_cycles(graph, [pair[0], apart]) == [pair[0], apart]
+
+
+def test_a_region_reading_another_regions_output():
+    """Region A on [2, 8] feeds region B on [3, 2, 8] (a broadcast input): fusing A replaces
+    the value B's member reads, and B's node must read A's fused output, not the removed one."""
+    nodes = [helper.make_node("Exp", ["x"], ["a"]),
+             helper.make_node("Mul", ["a", "a"], ["a2"]),
+             helper.make_node("Add", ["y", "a2"], ["b"]),
+             helper.make_node("Mul", ["b", "b"], ["c"]),
+             helper.make_node("Sub", ["c", "b"], ["d"])]
+    inputs = {"x": [2, 8], "y": [3, 2, 8]}
+    fusions, ops = _run(_model(nodes, inputs, ["d"]), inputs)
+    assert ops == ["EltwiseGraph", "EltwiseGraph"], ops

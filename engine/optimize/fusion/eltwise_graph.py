@@ -130,8 +130,11 @@ def _convex(bits: int, anc: int, first: int, ancestors: list[int]) -> bool:
     return True
 
 
-def find_regions(graph: Graph) -> list[list[Node]]:
-    """The convex elementwise regions of two or more nodes, each in graph order."""
+def find_regions(graph: Graph, instructions: dict[Node, tuple] | None = None
+                 ) -> list[list[Node]]:
+    """The convex elementwise regions of two or more nodes, each in graph order
+    (`instructions`, when given, gets each candidate's `_instruction`)."""
+    instructions = {} if instructions is None else instructions
     graph.toposort()
     strict = _convolution_ranks(graph)
     index = {n: i for i, n in enumerate(graph.nodes)}
@@ -151,6 +154,7 @@ def find_regions(graph: Graph) -> list[list[Node]]:
         domain = tuple(out.meta.shape)
         if not all(_outside_ok(v, out, len(domain) in strict) for v in got[1]):
             continue  # (a member's output has the domain's shape: always fine)
+        instructions[n] = got
         joined = list(dict.fromkeys(
             region_of[v.producer] for v in got[1]
             if v.producer in region_of and region_of[v.producer].domain == domain
@@ -189,7 +193,46 @@ def find_regions(graph: Graph) -> list[list[Node]]:
         region_of[n] = keep
     regions = {id(r): r for r in region_of.values()}.values()
     found = [sorted(r.nodes, key=index.__getitem__) for r in regions if len(r.nodes) > 1]
-    return [nodes for nodes in found if _worth_fusing(graph, nodes, strict)]
+    return _without_cycles(graph, [nodes for nodes in found if _worth_fusing(graph, nodes, strict)])
+
+
+def _without_cycles(graph: Graph, regions: list[list[Node]]) -> list[list[Node]]:
+    """The regions, less those that would close a cycle between fused nodes. Each region is
+    convex on its own, but two can still need each other (a1 -> b2 and b1 -> a2 with a1 ->
+    a2 and b1 -> b2). The graph with each region contracted to one node must be acyclic:
+    while it is not, the smallest region on or between its cycles is left unfused."""
+    regions = list(regions)
+    while regions:
+        group = {n: k for k, r in enumerate(regions) for n in r}
+        succ: dict[object, set] = {}
+        pred: dict[object, set] = {}
+        for n in graph.nodes:
+            k = group.get(n, n)
+            succ.setdefault(k, set())
+            pred.setdefault(k, set())
+            for v in n.inputs:
+                if v is not None and v.producer is not None:
+                    kp = group.get(v.producer, v.producer)
+                    if kp != k:
+                        succ.setdefault(kp, set()).add(k)
+                        pred[k].add(kp)
+        left = set(succ)
+        for edges, other in ((pred, succ), (succ, pred)):  # peel sources, then sinks
+            count = {k: len(edges[k] & left) for k in left}
+            ready = [k for k, c in count.items() if c == 0]
+            while ready:
+                k = ready.pop()
+                left.discard(k)
+                for m in other[k]:
+                    if m in left:
+                        count[m] -= 1
+                        if count[m] == 0:
+                            ready.append(m)
+        cyclic = [k for k in left if isinstance(k, int)]
+        if not cyclic:
+            return regions
+        regions.pop(min(cyclic, key=lambda k: len(regions[k])))
+    return regions
 
 
 def _outputs(graph: Graph, nodes: list[Node]) -> list[Value]:
@@ -211,14 +254,15 @@ def _worth_fusing(graph: Graph, nodes: list[Node], strict: set[int]) -> bool:
     return chain is None or set(chain[0]) != set(nodes)
 
 
-def fuse_region(graph: Graph, nodes: list[Node]) -> str:
+def fuse_region(graph: Graph, nodes: list[Node], instructions: dict[Node, tuple]) -> str:
     members = {n: k for k, n in enumerate(nodes)}
     inputs: list[Value] = []
     slot_of_input: dict[Value, int] = {}
     ops, args, alphas, betas = [], [], [], []
     program = []
     for n in nodes:
-        op, data, alpha, beta = _instruction(n)
+        op, _, alpha, beta = instructions[n]
+        data = list(n.inputs[:ARITY[n.op_type]])  # now: an earlier region's output replaced one
         for v in data:
             if v.producer not in members and v not in slot_of_input:
                 slot_of_input[v] = len(inputs)
@@ -254,8 +298,9 @@ def fuse_region(graph: Graph, nodes: list[Node]) -> str:
 
 
 def apply(graph: Graph) -> list[str]:
-    return [fuse_region(graph, nodes) for nodes in find_regions(graph)
-            if len(nodes) <= MAX_INSTRUCTIONS]
+    instructions: dict[Node, tuple] = {}
+    return [fuse_region(graph, nodes, instructions)
+            for nodes in find_regions(graph, instructions) if len(nodes) <= MAX_INSTRUCTIONS]
 
 
 ROW = Fusion("eltwise_graph", lambda graph, node: None, lambda graph, node, ctx: "",
