@@ -78,9 +78,15 @@ def test_pad_with_axes_and_an_explicit_zero_value():
     {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "value": 0.5},               # not zero
     {"pads": [0, 0, 1, 1, 0, 0, 1, 1], "mode": "reflect"},          # not constant
     {"pads": [0, 1, 1, 1, 0, 0, 1, 1], "channels": 5},              # grows the channels
-    {"pads": [0, 0, -1, 0, 0, 0, 0, 0]},                            # crops
 ])
 def test_other_pads_stay_pads(kwargs):
     pads = kwargs.pop("pads")
     fusions, ops = _check(_model((1, 4, 7, 7), pads, **kwargs), (1, 4, 7, 7))
     assert not any(f.startswith("Pad+Conv") for f in fusions) and "Pad" in ops
+
+
+def test_a_crop_is_no_conv_padding():
+    """A negative pad crops: a Slice before the Conv (prepare/canonicalize.py), not its pads."""
+    fusions, ops = _check(_model((1, 4, 7, 7), [0, 0, -1, 0, 0, 0, 0, 0]), (1, 4, 7, 7))
+    assert not any(f.startswith("Pad+Conv") for f in fusions) and "Pad" not in ops
+    assert "Slice" in ops, ops

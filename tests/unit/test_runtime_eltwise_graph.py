@@ -218,3 +218,21 @@ def test_too_many_instructions_are_refused():
                                                             for k in (j, -1, -1)], [n])
     with pytest.raises(rt.InvalidArgument, match="at most 8192"):
         rt.Model(rt.Device(), spec)
+
+
+def test_a_long_program_over_few_elements_shares_its_tiles():
+    """RWKV's recurrence at batch 8: 1,024 elements, hundreds of instructions. The work, not
+    the element count, decides: smaller tiles, one per thread of a two-thread device; the
+    result is the same as one thread's."""
+    n = 400
+    ops = ["Mul" if k % 2 else "Add" for k in range(n)]
+    args = [a for k in range(n) for a in ((0 if k == 0 else k), 0, -1)]
+    x = (RNG.standard_normal((8, 128)) * 0.01).astype(np.float32)
+    outs = {}
+    for threads in (1, 2):
+        m = rt.Model(rt.Device(threads=threads), _spec([(8, 128)], (8, 128), ops, args, [n]))
+        (outs[threads],) = m.execute([x])
+        impl = m.profile()[0]["impl"]
+        assert ("2 threads" in impl) == (threads == 2), impl
+    np.testing.assert_array_equal(outs[1], outs[2])
+    np.testing.assert_allclose(outs[2], _compute([x], _attrs(ops, args, [n]))[0], rtol=1e-5)

@@ -45,7 +45,10 @@ typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
 constexpr int64_t kTile = 512;              // floats a register holds
 constexpr int64_t kMaxInstructions = 8192;  // bounds on what a graph may ask
 constexpr int64_t kMaxOutputs = 4096;
-constexpr int64_t kParallelElements = 32768;
+// Elements x instructions above which the tiles are shared by the lane's threads (~30 us of
+// work on one core): a short program over many elements, or a long one over few (RWKV's
+// 527-instruction recurrence over [8, 128]: 155 us on one core).
+constexpr int64_t kParallelWork = 1 << 17;
 
 enum class Op : uint8_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin,  // binary
@@ -426,8 +429,14 @@ class EltwiseGraphKernel : public Kernel {
     build_program(a, n_in);
     wide_ = cpu_has_avx512();
     threads_ = std::max(1, a.device->threads());
-    tiles_ = (numel_ + kTile - 1) / kTile;
-    parts_ = numel_ >= kParallelElements ? static_cast<int>(std::min<int64_t>(threads_, tiles_)) : 1;
+    const int64_t work = numel_ * static_cast<int64_t>(prog_.instrs.size());
+    tile_ = kTile;
+    if (threads_ > 1 && work >= kParallelWork && numel_ < threads_ * kTile) {
+      // fewer elements than a tile per thread: smaller tiles, one or more each
+      tile_ = std::max<int64_t>(64, ((numel_ + threads_ - 1) / threads_ + 15) & ~int64_t{15});
+    }
+    tiles_ = (numel_ + tile_ - 1) / tile_;
+    parts_ = work >= kParallelWork ? static_cast<int>(std::min<int64_t>(threads_, tiles_)) : 1;
   }
 
   size_t workspace_bytes() const override {
@@ -436,7 +445,7 @@ class EltwiseGraphKernel : public Kernel {
 
   std::string impl() const override {
     return std::string(wide_ ? "avx512" : "plain") + " " + std::to_string(prog_.instrs.size()) + " ops, " +
-           std::to_string(prog_.regs) + " registers";
+           std::to_string(prog_.regs) + " registers" + (parts_ > 1 ? ", " + std::to_string(parts_) + " threads" : "");
   }
 
   Status run(ExecContext& ctx) override {
@@ -450,9 +459,9 @@ class EltwiseGraphKernel : public Kernel {
     auto tile = wide_ ? run_tile_avx512 : run_tile_plain;
     const int parts = std::min(parts_, omp_get_max_threads());
     const Program& p = prog_;
-    const int64_t tiles = tiles_, numel = numel_;
+    const int64_t tiles = tiles_, numel = numel_, step = tile_;
     if (parts <= 1) {
-      for (int64_t k = 0; k < tiles; ++k) tile(p, in.data(), out.data(), regs, k * kTile, std::min(kTile, numel - k * kTile));
+      for (int64_t k = 0; k < tiles; ++k) tile(p, in.data(), out.data(), regs, k * step, std::min(step, numel - k * step));
       return Status::Ok();
     }
 #pragma omp parallel num_threads(parts)
@@ -460,8 +469,8 @@ class EltwiseGraphKernel : public Kernel {
       const int t = omp_get_thread_num();
       const int nt = omp_get_num_threads();
       for (int64_t k = t; k < tiles; k += nt) {
-        const int64_t s = k * kTile;
-        tile(p, in.data(), out.data(), regs + t * per, s, std::min(kTile, numel - s));
+        const int64_t s = k * step;
+        tile(p, in.data(), out.data(), regs + t * per, s, std::min(step, numel - s));
       }
     }
     return Status::Ok();
@@ -569,6 +578,7 @@ class EltwiseGraphKernel : public Kernel {
   Program prog_;
   int64_t numel_ = 0;
   int64_t tiles_ = 0;
+  int64_t tile_ = kTile;  // elements a tile (<= kTile)
   int threads_ = 1;
   int parts_ = 1;
   bool wide_ = false;
