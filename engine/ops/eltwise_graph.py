@@ -11,6 +11,7 @@ output has the inputs' broadcast shape (the region's domain).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ from .shape_helpers import broadcast, check_dtype, out, shape_in
 
 # Instruction op -> number of operands.
 ARITY = {**{op: 1 for op in STEP_OPS - BINARY_STEPS}, **{op: 2 for op in BINARY_STEPS},
-         "Max": 2, "Min": 2, "Pow": 1}
+         "Max": 2, "Min": 2, "Pow": 1, "Softplus": 1, "Mish": 1}
 MAX_INSTRUCTIONS = 8192  # the runtime's bounds (kernels_eltwise_graph.cc)
 MAX_OUTPUTS = 4096
 
@@ -62,6 +63,8 @@ def run_instruction(op: str, x: np.ndarray, y: np.ndarray | None, alpha: float,
     """One instruction with the op's own reference kernel (what the unfused node computes)."""
     if op in ("Max", "Min"):
         return reference(op, [x, y])
+    if op in ("Softplus", "Mish"):
+        return reference(op, [x])
     if op == "Pow":
         return reference("Pow", [x, np.asarray(alpha, dtype=x.dtype)])
     return run_step(op, x, y, alpha, beta)
@@ -77,6 +80,21 @@ def _compute(inputs: list[np.ndarray], a: dict[str, Any]) -> list[np.ndarray]:
             y = run_instruction(op, slots[s0], slots[s1] if s1 >= 0 else None, alpha, beta)
             slots.append(np.asarray(y, np.float32))
     return [np.ascontiguousarray(np.broadcast_to(slots[s], shape)) for s in a["results"]]
+
+
+def single(op: str) -> Callable[[Node, dict[str, Any]], DeviceKernel | str]:
+    """The device function of a float32 unary op the runtime runs only as a one-instruction
+    EltwiseGraph (Softplus, Mish: its own exp and log, where oneDNN's soft_relu is ~1% off
+    below -5)."""
+    def device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+        why = reject(node)
+        if why:
+            return why
+        if node.inputs[0].meta.dtype is not DType.FLOAT32:
+            return f"device {op} is float32 only"
+        return kernel("EltwiseGraph", {"ops": op, "args": [0, -1, -1], "alphas": [0.0],
+                                       "betas": [0.0], "results": [1]}, (0,))
+    return device
 
 
 def _device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:

@@ -207,3 +207,18 @@ def test_a_region_reading_another_regions_output():
     inputs = {"x": [2, 8], "y": [3, 2, 8]}
     fusions, ops = _run(_model(nodes, inputs, ["d"]), inputs)
     assert ops == ["EltwiseGraph", "EltwiseGraph"], ops
+
+
+@pytest.mark.parametrize("op", ["Softplus", "Mish"])
+def test_softplus_and_mish_run_on_the_device(op):
+    """Mamba's dt = softplus(x), YOLOv4's Mish: no longer a host op cutting the device
+    program; alone a one-instruction EltwiseGraph, in a region one instruction of it. Values
+    from -60 (softplus ~1e-26) to 60 (no overflow)."""
+    nodes = [helper.make_node("Mul", ["x", "k"], ["a"]),
+             helper.make_node(op, ["a"], ["s"]),
+             helper.make_node("Mul", ["s", "a"], ["y"])]
+    inputs = {"x": [4, 50]}
+    model = _model(nodes, inputs, ["y", "s"], {"k": 15.0})
+    model.opset_import[0].version = 18  # Mish
+    fusions, ops = _run(model, inputs, scale=4.0)
+    assert ops == ["EltwiseGraph"], ops

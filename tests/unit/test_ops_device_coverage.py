@@ -104,6 +104,10 @@ def test_schema_layouts_agree_with_the_runtime_s_format_rules():
         elif name == GROUP_NORM:  # the graphengine domain's op; its kernel's name
             info = _runtime.kernel_info("GroupNorm", ["float32"] * 3, [act, [16], [16]],
                                         {"num_groups": 4})
+        elif name in ("Softplus", "Mish"):  # a one-instruction EltwiseGraph
+            info = _runtime.kernel_info("EltwiseGraph", ["float32"], [act], {
+                "ops": name, "args": [0, -1, -1], "alphas": [0.0], "betas": [0.0],
+                "results": [1]})
         else:
             n = {"Where": 3}.get(name, 2 if schema.layout in binary else 1)
             info = None

@@ -112,6 +112,8 @@ def _exact(op, x, alpha=0.0, beta=0.0):
             "GeluTanh": lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi)
                                                          * (v + 0.044715 * v ** 3))),
             "Pow": lambda v: np.power(v, alpha),
+            "Softplus": lambda v: np.logaddexp(0, v),
+            "Mish": lambda v: v * np.tanh(np.logaddexp(0, v)),
         }[op](d)
 
 
@@ -128,6 +130,7 @@ def _exact(op, x, alpha=0.0, beta=0.0):
     ("Clip", -0.5, 2.0, 0, 0), ("Gelu", 0, 0, 5e-7, 4e-7), ("GeluTanh", 0, 0, 1e-6, 1e-7),
     ("Pow", 2.0, 0, 1e-7, 0), ("Pow", 3.0, 0, 2e-7, 0), ("Pow", 0.5, 0, 1e-7, 0),
     ("Pow", -0.5, 0, 2e-7, 0), ("Pow", -1.0, 0, 1e-7, 0), ("Pow", 1.5, 0, 3e-7, 0),
+    ("Softplus", 0, 0, 3e-7, 0), ("Mish", 0, 0, 8e-7, 0),
 ])
 def test_unary_ops_against_float64(isa, op, alpha, beta, rtol, atol):
     """Every unary instruction over a grid, wide values and the special ones (signed zeros,

@@ -60,6 +60,8 @@ def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
         if len(node.inputs) != 2 or e is None or not e.is_constant or np.asarray(e.const).size != 1:
             return None
         return op, [x], float(np.asarray(e.const).reshape(-1)[0]), 0.0
+    if op in ("Softplus", "Mish"):
+        return op, [x], 0.0, 0.0
     step = _step(node)
     if step is None:
         return None

@@ -53,7 +53,7 @@ constexpr int64_t kParallelWork = 1 << 17;
 enum class Op : uint8_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin,  // binary
   kNeg, kAbs, kRelu, kLeakyRelu, kExp, kLog, kSqrt, kReciprocal, kSigmoid, kTanh, kGelu, kGeluTanh,
-  kClip, kHardSigmoid, kHardSwish, kSwish, kElu, kPow,
+  kClip, kHardSigmoid, kHardSwish, kSwish, kElu, kPow, kSoftplus, kMish,
 };
 
 struct OpName {
@@ -75,6 +75,7 @@ const OpName kOps[] = {
     {"Clip", Op::kClip, 1},       {"HardSigmoid", Op::kHardSigmoid, 1},
     {"HardSwish", Op::kHardSwish, 1}, {"Swish", Op::kSwish, 1},
     {"Elu", Op::kElu, 1},         {"Pow", Op::kPow, 1},  // Pow: x ** alpha (a constant exponent)
+    {"Softplus", Op::kSoftplus, 1}, {"Mish", Op::kMish, 1},
 };
 
 // ---- vector math (16 floats; compiled plain and for AVX-512) ---------------------------
@@ -168,6 +169,16 @@ GE_INLINE V16 expm1_v(V16 x) {
   return a < 0.35f ? p : exp_v(x) - 1.f;
 }
 
+// log(1 + exp(x)) as max(x, 0) + log1p(exp(-|x|)), log1p(t) as log(u) t / (u - 1) with u =
+// 1 + t (exact where u rounds to 1: t itself): no overflow for large x, full relative
+// accuracy for very negative x (oneDNN's soft_relu was ~1% off below -5).
+GE_INLINE V16 softplus_v(V16 x) {
+  const V16 t = exp_v(-(V16)((I16)x & 0x7fffffff));
+  const V16 u = 1.f + t;
+  const V16 l = u == 1.f ? t : log_v(u) * t / (u - 1.f);
+  return (x > 0.f ? x : V16{}) + (x != x ? x : l);
+}
+
 // NaN in either operand gives NaN (numpy's maximum / minimum).
 GE_INLINE V16 max_v(V16 a, V16 b) {
   V16 m = a > b ? a : b;
@@ -259,6 +270,8 @@ GE_INLINE void compute(const Instr& in, float* d, const float* a, const float* b
     case Op::kHardSwish: GE_UNARY(x * clamp_v(x * (1.f / 6) + 0.5f, 0.f, 1.f));
     case Op::kSwish: GE_UNARY(x * sigmoid_v(x * al));
     case Op::kElu: GE_UNARY(x > 0.f ? x : al * expm1_v(x));
+    case Op::kSoftplus: GE_UNARY(softplus_v(x));
+    case Op::kMish: GE_UNARY(x * tanh_v(softplus_v(x)));
     case Op::kPow:
       if (al == 2.f) {
         GE_UNARY(x * x);
