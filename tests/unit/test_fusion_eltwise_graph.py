@@ -222,3 +222,23 @@ def test_softplus_and_mish_run_on_the_device(op):
     model.opset_import[0].version = 18  # Mish
     fusions, ops = _run(model, inputs, scale=4.0)
     assert ops == ["EltwiseGraph"], ops
+
+
+def test_coordinate_attention_scales_are_one_region_among_convolutions():
+    """x * a_w * a_h with a_w [N, C, 1, W] and a_h [N, C, H, 1] between convolutions: each
+    Mul reads a broadcast the layout keeps plain, so fusing them makes nothing plain that was
+    not: one EltwiseGraph (a_w is two runs of the domain's axes, C and W)."""
+    c = 16
+    nodes = [helper.make_node("Conv", ["x", "k"], ["f"], pads=[1, 1, 1, 1]),
+             helper.make_node("ReduceMean", ["f"], ["mh"], axes=[3]),
+             helper.make_node("ReduceMean", ["f"], ["mw"], axes=[2]),
+             helper.make_node("Sigmoid", ["mh"], ["ah"]),
+             helper.make_node("Sigmoid", ["mw"], ["aw"]),
+             helper.make_node("Mul", ["f", "aw"], ["g"]),
+             helper.make_node("Mul", ["g", "ah"], ["h"]),
+             helper.make_node("Conv", ["h", "k"], ["y"], pads=[1, 1, 1, 1])]
+    inputs = {"x": [2, c, 9, 7]}
+    model = _model(nodes, inputs, ["y"], {"k": RNG.standard_normal((c, c, 3, 3)) * 0.1})
+    fusions, ops = _run(model, inputs)
+    assert ops.count("EltwiseGraph") == 1 and "Mul" not in ops, ops
+    assert any(f.startswith("EltwiseGraph(2 ops, 3 inputs, 1 outputs)") for f in fusions), fusions

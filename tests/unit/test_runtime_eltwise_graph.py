@@ -199,11 +199,25 @@ def test_bad_programs_are_refused_at_load(change, message):
         rt.Model(rt.Device(), spec)
 
 
-@pytest.mark.parametrize("shape", [(3,), (2, 1, 5), (5, 2)])
+@pytest.mark.parametrize("domain,shape", [
+    ((2, 3, 4, 5), (3, 1, 5)),      # coordinate attention's [C, 1, W] of [N, C, H, W]
+    ((2, 3, 4, 5), (2, 1, 1, 5)),   # a mask [B, 1, 1, S] of [B, H, L, S]
+    ((2, 3, 4, 5), (2, 3, 1, 5)),
+    ((3, 1, 4, 7), (3, 1, 1, 7)),   # a unit axis of the domain inside the gap
+])
+def test_two_runs_the_second_ending_at_the_last_axis(isa, domain, shape):
+    m = rt.Model(rt.Device(), _spec([domain, shape], domain, ["Mul", "Sub"],
+                                    [0, 1, -1, 2, 1, -1], [3]))
+    x, w = (RNG.standard_normal(s).astype(np.float32) for s in (domain, shape))
+    (got,) = m.execute([x, w])
+    np.testing.assert_array_equal(got, x * w - w)
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 1, 5, 1, 1), (2, 1, 5, 1, 3), (6, 2)])
 def test_inputs_that_are_no_contiguous_broadcast_are_refused(shape):
-    """[3] against [2, 4, 5] does not broadcast; [2, 1, 5] against it leaves a gap between its
-    non-unit axes (no run the kernel reads); [5, 2] is no broadcast at all."""
-    spec = _spec([(2, 4, 5), shape], (2, 4, 5), ["Add"], [0, 1, -1], [2])
+    """Against [2, 4, 5, 6, 3]: [7] and [6, 2] do not broadcast; [2, 1, 5, 1, 1] is two runs
+    of which the second does not end at the last axis; [2, 1, 5, 1, 3] three runs."""
+    spec = _spec([(2, 4, 5, 6, 3), shape], (2, 4, 5, 6, 3), ["Add"], [0, 1, -1], [2])
     with pytest.raises(rt.InvalidArgument, match="broadcast over a contiguous run"):
         rt.Model(rt.Device(), spec)
 

@@ -30,7 +30,7 @@ from ...dtypes import DType
 from ...ir import Graph, Node, Value
 from ...ops.eltwise_graph import ARITY, MAX_INSTRUCTIONS
 from ...ops.registry import Layout
-from ..formats import layout_of, per_channel
+from ..formats import layout_of, per_channel, pixel_map
 from .eltwise import _step, match_chain
 from .match import Fusion, on_device, rename_output
 
@@ -68,32 +68,43 @@ def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
     return step.op, [x], step.alpha, step.beta
 
 
-def _run_broadcast(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
-    """Whether an input of `shape` reaches `domain` by broadcasting over all but one
-    contiguous run of its axes (the kernel's rule)."""
+def _runs(shape: tuple[int, ...], domain: tuple[int, ...]) -> int | None:
+    """How many runs an input of `shape` is to the kernel against `domain`: groups of the
+    domain's non-unit axes it has, apart where it broadcasts over one between them (0: one
+    element); None when it does not broadcast, or its runs are not one, or two of which the
+    second ends at the last axis (the kernel's rule)."""
     if len(shape) > len(domain):
-        return False
+        return None
     padded = (1,) * (len(domain) - len(shape)) + tuple(shape)
-    axes = [i for i, d in enumerate(padded) if d != 1]
-    if any(padded[i] != domain[i] for i in axes):
-        return False
-    return not axes or all(padded[i] == domain[i] for i in range(axes[0], axes[-1] + 1))
+    if any(d != 1 and d != y for d, y in zip(padded, domain)):
+        return None
+    runs, gap, last = 0, True, False
+    for d, y in zip(padded, domain):
+        if y == 1:
+            continue
+        if d != 1:
+            runs += gap
+            gap, last = False, True
+        else:
+            gap, last = True, False
+    return runs if runs <= 1 or (runs == 2 and last) else None
 
 
-def _outside_ok(v: Value, out: Value, strict: bool) -> bool:
-    """Whether v may be a region input of a domain shaped like `out`; `strict`: the domain's
-    rank is one convolutions have, so the layout pass may store it in their format, where
-    only the chain layout's inputs fit (the domain's own, a constant scalar)."""
+def _outside_ok(v: Value, out: Value, strict: bool) -> str | None:
+    """Whether v may be a region input of a domain shaped like `out`: "any" where it is fine
+    in every format (the domain's shape, or a constant scalar), "plain" where it is fine
+    plain only, else None. `strict`: the domain's rank is one convolutions have, so the layout
+    pass may keep it in their format; there a per-channel operand (which the layout keeps in
+    the region's format), a pixel map or a scalar the graph computes is no region input, and
+    a broadcast makes its reader plain, as it would be unfused."""
     shape, domain = tuple(v.meta.shape), tuple(out.meta.shape)
-    if shape == domain:
-        return True
-    if strict:
-        return v.is_constant and v.meta.numel == 1
-    if v.meta.numel == 1:
-        return True
+    if shape == domain or (v.is_constant and v.meta.numel == 1):
+        return "any"
+    if strict and (v.meta.numel == 1 or per_channel(v, out) or pixel_map(v, out)):
+        return None
     if len(domain) >= 3 and per_channel(v, out) and shape[0] != 1:
-        return False  # [N, C, 1] is no contiguous run once stored channels-last
-    return _run_broadcast(shape, domain)
+        return None  # [N, C, 1] is no contiguous run once stored channels-last
+    return "plain" if _runs(shape, domain) is not None else None
 
 
 def _convolution_ranks(graph: Graph) -> set[int]:
@@ -105,14 +116,15 @@ def _convolution_ranks(graph: Graph) -> set[int]:
 
 
 class _Region:
-    __slots__ = ("nodes", "bits", "anc", "domain", "first")
+    __slots__ = ("nodes", "bits", "anc", "domain", "first", "plain")
 
-    def __init__(self, node: Node, bit: int, anc: int, index: int) -> None:
+    def __init__(self, node: Node, bit: int, anc: int, index: int, plain: bool) -> None:
         self.nodes = [node]
         self.bits = bit
         self.anc = anc
         self.domain = tuple(node.outputs[0].meta.shape)
         self.first = index
+        self.plain = plain  # (at a convolution rank) every member reads a broadcast
 
 
 def _convex(bits: int, anc: int, first: int, ancestors: list[int]) -> bool:
@@ -154,13 +166,17 @@ def find_regions(graph: Graph, instructions: dict[Node, tuple] | None = None
             continue
         out = n.outputs[0]
         domain = tuple(out.meta.shape)
-        if not all(_outside_ok(v, out, len(domain) in strict) for v in got[1]):
+        kinds = [_outside_ok(v, out, len(domain) in strict) for v in got[1]]
+        if None in kinds:
             continue  # (a member's output has the domain's shape: always fine)
+        # At a convolution rank a region is all members the layout could keep in the
+        # region's format, or all members that read a broadcast (plain either way).
+        plain = len(domain) in strict and "plain" in kinds
         instructions[n] = got
         joined = list(dict.fromkeys(
             region_of[v.producer] for v in got[1]
             if v.producer in region_of and region_of[v.producer].domain == domain
-            and on_device(v.producer, n)))
+            and region_of[v.producer].plain == plain and on_device(v.producer, n)))
         bit = 1 << i
         choice: list[_Region] = []
         attempts = [joined] + [[r] for r in sorted(joined, key=lambda r: -len(r.nodes))] \
@@ -179,7 +195,7 @@ def find_regions(graph: Graph, instructions: dict[Node, tuple] | None = None
                 choice = group
                 break
         if not choice:
-            region_of[n] = _Region(n, bit, anc, i)
+            region_of[n] = _Region(n, bit, anc, i, plain)
             continue
         keep = choice[0]
         for r in choice[1:]:
@@ -194,8 +210,10 @@ def find_regions(graph: Graph, instructions: dict[Node, tuple] | None = None
         keep.anc |= anc
         region_of[n] = keep
     regions = {id(r): r for r in region_of.values()}.values()
-    found = [sorted(r.nodes, key=index.__getitem__) for r in regions if len(r.nodes) > 1]
-    return _without_cycles(graph, [nodes for nodes in found if _worth_fusing(graph, nodes, strict)])
+    found = [(sorted(r.nodes, key=index.__getitem__), r.plain) for r in regions
+             if len(r.nodes) > 1]
+    return _without_cycles(graph, [nodes for nodes, plain in found
+                                   if _worth_fusing(graph, nodes, strict, plain)])
 
 
 def _without_cycles(graph: Graph, regions: list[list[Node]]) -> list[list[Node]]:
@@ -245,13 +263,13 @@ def _outputs(graph: Graph, nodes: list[Node]) -> list[Value]:
             if n.outputs[0] in graph_outs or any(u not in members for u in n.outputs[0].users)]
 
 
-def _worth_fusing(graph: Graph, nodes: list[Node], strict: set[int]) -> bool:
+def _worth_fusing(graph: Graph, nodes: list[Node], strict: set[int], plain: bool) -> bool:
     """Not a plain chain the chain row fuses as well (its oneDNN post-op kernel reads large
     chains as fast), and, on a domain of a convolution rank, what the layout pass can place
-    (one output)."""
+    (one output) unless it is plain anyway."""
     outs = _outputs(graph, nodes)
     if len(outs) != 1:
-        return len(nodes[0].outputs[0].meta.shape) not in strict
+        return plain or len(nodes[0].outputs[0].meta.shape) not in strict
     chain = match_chain(graph, nodes[-1])
     return chain is None or set(chain[0]) != set(nodes)
 

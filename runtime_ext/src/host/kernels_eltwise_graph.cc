@@ -17,10 +17,11 @@
 //
 // Every output has output 0's shape and format (the domain). An input has the domain's
 // shape and format, one element, or (plain output) a broadcast whose non-unit axes are one
-// contiguous run of the domain's, e.g. [C] against [N, L, C], [N, 1] against [N, L], [1, C,
-// 1] against [N, C, L]; an NHWC output also takes a plain per-channel [N|1, C, 1, 1] (a
-// suffix of C in the stored order). An element at flat index e of such an input is at
-// (e / inner) % span.
+// contiguous run of the domain's (e.g. [C] against [N, L, C], [N, 1] against [N, L], [1, C,
+// 1] against [N, C, L]) or over two such runs the second of which ends at the last axis
+// ([C, 1, W] against [N, C, H, W]); an NHWC output also takes a plain per-channel [N|1, C,
+// 1, 1] (a suffix of C in the stored order). An element at flat index e of a one-run input is
+// at (e / inner) % span, of a two-run one at ((e / inner2) % span2) * span + e % span.
 #include <omp.h>
 
 #include <algorithm>
@@ -215,6 +216,11 @@ struct Source {
   int64_t span = 1;
   int64_t inner = 1;
   bool full = false;  // span == domain size, inner == 1: a plain copy
+  // A second, outer run (span2 > 1; then inner == 1: the first run ends at the last axis):
+  // element e at ((e / inner2) % span2) * span + e % span ([C, 1, W] of [N, C, H, W], a
+  // mask [B, 1, 1, S] of [B, H, L, S]).
+  int64_t span2 = 1;
+  int64_t inner2 = 1;
 };
 
 // ---- the op loops ----------------------------------------------------------------------
@@ -319,6 +325,15 @@ GE_INLINE void run_tile_body(const Program& p, const float* const* in, float* co
         const Source& so = p.sources[static_cast<size_t>(st.index)];
         if (so.full) {
           std::memcpy(d, src + s, static_cast<size_t>(len) * sizeof(float));
+        } else if (so.span2 > 1) {  // two runs: copies within one period of the inner one
+          int64_t e = s, i = 0;
+          while (i < len) {
+            const int64_t k = e % so.span;
+            const int64_t run = std::min(len - i, so.span - k);  // (inner2 is a multiple of span)
+            std::memcpy(d + i, src + ((e / so.inner2) % so.span2) * so.span + k, static_cast<size_t>(run) * sizeof(float));
+            i += run;
+            e += run;
+          }
         } else if (so.span == 1) {
           std::fill(d, d + len, src[0]);
         } else if (so.inner == 1) {  // a period of span: runs of the input copied
@@ -374,27 +389,47 @@ Shape stored(const Shape& s, Format f) {
 }
 
 // How input `x` (stored order `xs`, right-aligned against the domain's `ys`) is read, or
-// false when its non-unit axes are not one contiguous run of the domain's.
+// false when its non-unit axes are neither one contiguous run of the domain's nor two of
+// which the second ends at the last axis. Unit axes of the domain belong to any run.
 bool source_of(const Shape& xs, const Shape& ys, Source* src) {
   if (xs.size() > ys.size()) return false;
-  const size_t pad = ys.size() - xs.size();
-  int first = -1, last = -1;
-  for (size_t i = 0; i < ys.size(); ++i) {
-    const int64_t d = i < pad ? 1 : xs[i - pad];
-    if (d == 1) continue;
-    if (d != ys[i]) return false;
-    if (first < 0) first = static_cast<int>(i);
-    last = static_cast<int>(i);
+  const size_t rank = ys.size(), pad = rank - xs.size();
+  auto dim = [&](size_t i) { return i < pad ? int64_t{1} : xs[i - pad]; };
+  for (size_t i = 0; i < rank; ++i) {
+    if (dim(i) != 1 && dim(i) != ys[i]) return false;  // no broadcast
   }
-  src->span = 1;
-  src->inner = 1;
-  if (first < 0) return true;  // one element
-  for (int i = first; i <= last; ++i) {
-    const int64_t d = static_cast<size_t>(i) < pad ? 1 : xs[static_cast<size_t>(i) - pad];
-    if (d != ys[static_cast<size_t>(i)] && ys[static_cast<size_t>(i)] != 1) return false;  // a gap in the run
-    src->span *= ys[static_cast<size_t>(i)];
+  // runs: groups of axes where the input has the domain's non-unit size, apart where it
+  // broadcasts over a non-unit axis of the domain between them
+  std::vector<std::pair<size_t, size_t>> spans;  // [first, last] axes
+  for (size_t i = 0; i < rank; ++i) {
+    const bool in = dim(i) != 1 && ys[i] != 1;
+    if (!in) continue;
+    if (!spans.empty() && spans.back().second + 1 <= i) {
+      bool gap = false;  // a non-unit domain axis the input broadcasts over, between them
+      for (size_t j = spans.back().second + 1; j < i; ++j) gap = gap || (ys[j] != 1 && dim(j) == 1);
+      if (!gap) {
+        spans.back().second = i;
+        continue;
+      }
+    }
+    spans.push_back({i, i});
   }
-  for (size_t i = static_cast<size_t>(last) + 1; i < ys.size(); ++i) src->inner *= ys[i];
+  auto product = [&](size_t from, size_t to) {  // of the domain's axes [from, to)
+    int64_t p = 1;
+    for (size_t i = from; i < to; ++i) p *= ys[i];
+    return p;
+  };
+  *src = Source{};
+  if (spans.empty()) return true;  // one element
+  if (spans.size() == 1) {
+    src->span = product(spans[0].first, spans[0].second + 1);
+    src->inner = product(spans[0].second + 1, rank);
+    return true;
+  }
+  if (spans.size() != 2 || product(spans[1].second + 1, rank) != 1) return false;
+  src->span = product(spans[1].first, spans[1].second + 1);
+  src->span2 = product(spans[0].first, spans[0].second + 1);
+  src->inner2 = product(spans[0].second + 1, rank);
   return true;
 }
 
@@ -429,11 +464,11 @@ class EltwiseGraphKernel : public Kernel {
       } else if (x.plain() &&
                  (y.plain() || (y.channels_last() && per_channel_of(x.shape, y.shape) && x.numel == y.shape[1])) &&
                  source_of(y.channels_last() ? Shape{x.numel} : x.shape, ys, &s)) {
-        if (s.span * s.inner == numel_ && s.inner == 1) s.full = true;
+        if (s.span2 == 1 && s.span == numel_ && s.inner == 1) s.full = true;
       } else {
         invalid("input '", x.name, "' ", shape_str(x.shape), " (", format_name(x.format),
                 ") must have the output's shape and format, one element, or (a plain output) broadcast over "
-                "a contiguous run of its axes ",
+                "a contiguous run of its axes (or two, the second ending at the last axis) ",
                 shape_str(y.shape));
       }
       ins_.push_back(&x);
