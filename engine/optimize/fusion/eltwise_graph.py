@@ -127,10 +127,10 @@ class _Region:
         self.plain = plain  # (at a convolution rank) every member reads a broadcast
 
 
-def _convex(bits: int, anc: int, first: int, ancestors: list[int]) -> bool:
-    """Whether no node outside `bits` (the members) is both an ancestor of a member (`anc`)
-    and a descendant of one; only nodes after the first member can be."""
-    outside = (anc & ~bits) >> first
+def _convex(bits: int, outside: int, first: int, ancestors: list[int]) -> bool:
+    """Whether none of the `outside` nodes (ancestors of members, not members) descends from
+    a member (`bits`); only nodes after the first member can."""
+    outside >>= first
     checked = 0
     while outside:
         low = outside & -outside
@@ -191,7 +191,11 @@ def find_regions(graph: Graph, instructions: dict[Node, tuple] | None = None
                 bits |= r.bits
                 anc_u |= r.anc
                 first = min(first, r.first)
-            if _convex(bits, anc_u, first, ancestors):
+            # One convex region and the node: only the node's new outside ancestors can close
+            # a path (an older one precedes the node, so descends from it only through the
+            # region, which its own check ruled out). Merged regions: every outside ancestor.
+            outside = (anc & ~group[0].anc if len(group) == 1 else anc_u) & ~bits
+            if _convex(bits, outside, first, ancestors):
                 choice = group
                 break
         if not choice:
