@@ -297,3 +297,21 @@ def test_random_graphs_give_convex_regions_that_compile(seed, monkeypatch):
     for region in regions:
         assert _convex_by_search(region), [n.name for n in region]
     _run(model, inputs, scale=0.5)
+
+
+def test_signal_ops_around_one_d_convolutions_keep_their_layout():
+    """A 1-D convolution runs as the 2-D one of the view [N, C, 1, L], and the layout keeps
+    the signal [N, C, L] channels-last around it: rank 3 is a convolution rank there, so a
+    statistics pooling's x - mean (a per-channel operand) and its square stay the layout's
+    ops instead of a plain region with a conversion before it."""
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Conv", ["r", "k"], ["f"], pads=[1, 1]),
+             helper.make_node("ReduceMean", ["f"], ["m"], axes=[2]),
+             helper.make_node("Sub", ["f", "m"], ["d"]),
+             helper.make_node("Mul", ["d", "d"], ["q"]),
+             helper.make_node("ReduceMean", ["q"], ["y"], axes=[2], keepdims=0)]
+    inputs = {"x": [1, 16, 40]}
+    model = _model(nodes, inputs, ["y"], {"k": RNG.standard_normal((16, 16, 3)) * 0.2})
+    fusions, ops = _run(model, inputs)
+    assert "EltwiseGraph" not in ops, ops

@@ -2,12 +2,14 @@
 
 Fusions act only inside one device partition: both ends of every fused edge must be on the
 device engine and in the same partition, and the intermediate value must have no other
-reader (match.py). Fused nodes record the names of what they absorbed in `meta.fused`; the
-driver returns one line per fusion for the compile report. A fused epilogue (bias, residual
-sum, activation) travels as `_`-prefixed attributes of the Conv/MatMul/Gemm that absorbed it;
-a fused kernel is a node of an op of its own (FusedAttention, EltwiseChain, and the
-graphengine domain's ConvDw, ConvBlock, ConvHead: ops/conv_fused.py, and Rope:
-ops/attention.py).
+reader (match.py) — but for the elementwise region row, whose node has an output for each
+value read outside the region. Fused nodes record the names of what they absorbed in
+`meta.fused`; the driver returns one line per fusion for the compile report. A fused epilogue
+(bias, residual sum, activation) travels as `_`-prefixed attributes of the Conv/MatMul/Gemm
+that absorbed it; a fused kernel is a node of an op of its own (FusedAttention, EltwiseChain,
+EltwiseGraph, and the graphengine domain's ConvDw, ConvBlock, ConvHead: ops/conv_fused.py,
+and Rope: ops/attention.py). A row matches a pattern at one node (`match`, `rewrite`) or,
+where it finds regions, looks at the whole graph at once (`whole_graph`).
 
 The order of the table is a contract: each row names the rows that must run before it
 (`Fusion.after`), and `check_order` refuses a table that breaks one (after torch.fx's

@@ -30,7 +30,7 @@ from ...dtypes import DType
 from ...ir import Graph, Node, Value
 from ...ops.eltwise_graph import ARITY, MAX_INSTRUCTIONS
 from ...ops.registry import Layout
-from ..formats import layout_of, per_channel, pixel_map
+from ..formats import layout_of, per_channel, pixel_map, unit_view
 from .eltwise import _step, match_chain
 from .match import Fusion, on_device, rename_output
 
@@ -109,10 +109,20 @@ def _outside_ok(v: Value, out: Value, strict: bool) -> str | None:
 
 def _convolution_ranks(graph: Graph) -> set[int]:
     """Ranks of the outputs of the graph's convolution-like nodes: where layout regions may
-    store values in another format than plain."""
-    return {n.outputs[0].meta.rank for n in graph.nodes
-            if layout_of(n) is Layout.CONV and n.outputs and n.outputs[0].meta is not None
-            and n.outputs[0].meta.rank is not None}
+    store values in another format than plain. A convolution reading a unit-axis view of a
+    rank-3 signal (a 1-D convolution as the 2-D one of [N, C, 1, L]) adds rank 3: the layout
+    keeps the signal channels-last around it."""
+    ranks: set[int] = set()
+    for n in graph.nodes:
+        if layout_of(n) is not Layout.CONV or not n.outputs or n.outputs[0].meta is None \
+                or n.outputs[0].meta.rank is None:
+            continue
+        ranks.add(n.outputs[0].meta.rank)
+        x = n.input(0)
+        if x is not None and x.producer is not None and unit_view(x.producer):
+            ranks.add(x.producer.inputs[0].meta.rank)  # the signal the view reads
+        ranks.update(u.outputs[0].meta.rank for u in n.outputs[0].users if unit_view(u))
+    return ranks
 
 
 class _Region:
