@@ -487,8 +487,11 @@ class EltwiseGraphKernel : public Kernel {
     parts_ = work >= kParallelWork ? static_cast<int>(std::min<int64_t>(threads_, tiles_)) : 1;
   }
 
+  // The inputs' and outputs' addresses of the run (no allocation on the run's path), then
+  // each thread's registers.
+  size_t pointer_bytes() const { return ((ins_.size() + outs_.size()) * sizeof(void*) + 63) & ~size_t{63}; }
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(parts_) * static_cast<size_t>(prog_.regs) * kTile * sizeof(float);
+    return pointer_bytes() + static_cast<size_t>(parts_) * static_cast<size_t>(prog_.regs) * kTile * sizeof(float);
   }
 
   std::string impl() const override {
@@ -498,18 +501,18 @@ class EltwiseGraphKernel : public Kernel {
 
   Status run(ExecContext& ctx) override {
     if (numel_ == 0) return Status::Ok();
-    std::vector<const float*> in(ins_.size());
-    std::vector<float*> out(outs_.size());
+    const float** in = reinterpret_cast<const float**>(ctx.workspace);
+    float** out = reinterpret_cast<float**>(ctx.workspace) + ins_.size();
     for (size_t i = 0; i < ins_.size(); ++i) in[i] = ctx.ptr<const float>(*ins_[i]);
     for (size_t j = 0; j < outs_.size(); ++j) out[j] = ctx.ptr<float>(*outs_[j]);
-    float* regs = reinterpret_cast<float*>(ctx.workspace);
+    float* regs = reinterpret_cast<float*>(ctx.workspace + pointer_bytes());
     const int64_t per = static_cast<int64_t>(prog_.regs) * kTile;
     auto tile = wide_ ? run_tile_avx512 : run_tile_plain;
     const int parts = std::min(parts_, omp_get_max_threads());
     const Program& p = prog_;
     const int64_t tiles = tiles_, numel = numel_, step = tile_;
     if (parts <= 1) {
-      for (int64_t k = 0; k < tiles; ++k) tile(p, in.data(), out.data(), regs, k * step, std::min(step, numel - k * step));
+      for (int64_t k = 0; k < tiles; ++k) tile(p, in, out, regs, k * step, std::min(step, numel - k * step));
       return Status::Ok();
     }
 #pragma omp parallel num_threads(parts)
@@ -518,7 +521,7 @@ class EltwiseGraphKernel : public Kernel {
       const int nt = omp_get_num_threads();
       for (int64_t k = t; k < tiles; k += nt) {
         const int64_t s = k * step;
-        tile(p, in.data(), out.data(), regs + t * per, s, std::min(step, numel - s));
+        tile(p, in, out, regs + t * per, s, std::min(step, numel - s));
       }
     }
     return Status::Ok();
