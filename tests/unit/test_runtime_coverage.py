@@ -84,6 +84,53 @@ def test_topk_orders_ties_and_nans_like_the_reference_at_every_k(k, largest, axi
     np.testing.assert_array_equal(vals, want_v)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_topk_short_axes_place_each_element_like_the_reference(n, largest, dtype):
+    """Short axes (insertion into k slots): every k, ties
+    (a sort of k-max pooling's indices, a router's equal scores) and NaNs among numbers, along
+    the inner axis and an outer one."""
+    rng = np.random.default_rng(n + 11 * largest)
+    x = rng.integers(-2, 3, (5, n, 6)).astype(dtype)
+    if dtype == np.float32:
+        x[rng.random(x.shape) < 0.15] = np.nan
+    for axis in (1, 2) if n <= 6 else (1,):
+        for k in range(0, x.shape[axis] + 1):
+            want_v, want_i = _topk_reference(x.astype(np.float64), k, axis, bool(largest))
+            shape = list(x.shape)
+            shape[axis] = k
+            vals, idx = run_op("TopK", [x, Const(np.array([k], I64))], [shape, shape],
+                               [np.dtype(dtype).name, "int64"], 2, axis=axis, largest=largest)
+            np.testing.assert_array_equal(idx, want_i, err_msg=f"axis {axis} k {k}")
+            np.testing.assert_array_equal(vals, want_v.astype(dtype), err_msg=f"axis {axis} k {k}")
+
+
+@pytest.mark.parametrize("k", [1, 4, 16])
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("nan_rate", [0.0, 0.004, 0.3])
+def test_topk_long_rows_skip_what_cannot_pass_the_bar_exactly(isa, k, largest, nan_rate):
+    """Along a contiguous row, once k slots are full, elements are compared with the k-th
+    best 16 (or 8) at a time and only passing ones inserted: rows of random numbers, of
+    ties, ascending and descending (every element passes, or none), with infinities, NaNs
+    now and then or often (a NaN among the k makes the bar a NaN: the full order again) and
+    lengths around the vector's width all give the reference's indices and values."""
+    rng = np.random.default_rng(k + 3 * largest + int(nan_rate * 1000))
+    n = 301
+    rows = [rng.standard_normal(n), rng.integers(-2, 3, n), np.arange(n), -np.arange(n),
+            np.where(rng.random(n) < 0.1, np.inf, rng.standard_normal(n)),
+            np.where(rng.random(n) < 0.1, -np.inf, rng.standard_normal(n))]
+    x = np.stack(rows).astype(np.float32)
+    x[rng.random(x.shape) < nan_rate] = np.nan
+    for length in (n, k + 15, k + 16, k + 17, 40):
+        part = np.ascontiguousarray(x[:, :length])
+        want_v, want_i = _topk_reference(part, k, -1, bool(largest))
+        vals, idx = run_op("TopK", [part, Const(np.array([k], I64))], [[6, k], [6, k]],
+                           ["float32", "int64"], 2, axis=-1, largest=largest)
+        np.testing.assert_array_equal(idx, want_i, err_msg=f"row length {length}")
+        np.testing.assert_array_equal(vals, want_v, err_msg=f"row length {length}")
+
+
 @pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
 @pytest.mark.parametrize("last", [0, 1])
 @pytest.mark.parametrize("axis", [0, 1, 2])
