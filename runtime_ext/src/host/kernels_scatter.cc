@@ -10,6 +10,8 @@
 // ScatterElements applies the updates in the indices' row-major order, so with duplicate
 // indices the last write wins (reduction none) and sums accumulate in that order, as
 // numpy's ufunc.at does.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -153,19 +155,30 @@ struct ElementIndexing {
     const int64_t last = idx_->shape[rank - 1];
     if (last == 0 || idx_->numel == 0) return;
     const int64_t rows = idx_->numel / last;
-    auto row = [&](int64_t r) {
-      int64_t base = 0, rest = r;
+    // The rows in a few spans, each walked by an odometer over the dims off the last: a
+    // division per dim only at a span's start (a division per dim a row cost more than the
+    // row's copies: k-max pooling's gathers of 4 from 512 rows)
+    const int64_t spans = parallel && bytes >= (int64_t{1} << 18) ? std::min<int64_t>(rows, omp_get_max_threads()) : 1;
+    auto span = [&](int64_t i) {
+      const int64_t r0 = rows * i / spans, r1 = rows * (i + 1) / spans;
+      Shape coord(static_cast<size_t>(rank), 0);
+      int64_t base = 0, rest = r0;
       for (int d = rank - 2; d >= 0; --d) {
-        base += (rest % idx_->shape[d]) * strides_[d];
+        coord[d] = rest % idx_->shape[d];
+        base += coord[d] * strides_[d];
         rest /= idx_->shape[d];
       }
-      g(r, base);
+      for (int64_t r = r0; r < r1; ++r) {
+        g(r, base);
+        for (int d = rank - 2; d >= 0; --d) {
+          base += strides_[d];
+          if (++coord[d] < idx_->shape[d]) break;
+          base -= coord[d] * strides_[d];
+          coord[d] = 0;
+        }
+      }
     };
-    if (parallel) {
-      for_rows(rows, bytes, row);
-    } else {
-      for (int64_t r = 0; r < rows; ++r) row(r);
-    }
+    for_rows(spans, bytes, span);
   }
 
   // For rows with one index each (normalize's `uniform`): calls f(r, offset) for every row r
