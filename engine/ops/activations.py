@@ -11,6 +11,7 @@ from ..ir import Node, TensorMeta
 from . import attrs as A
 from .device_helpers import const_scalar, kernel, reject
 from .elementwise import unary, unary_device
+from .eltwise_graph import single
 from .kernel_utils import widen
 from .mathfn import erf
 from .registry import DeviceKernel, Layout, OpSchema, register
@@ -19,14 +20,16 @@ from .shape_helpers import FLOATS, NUMERIC, check_dtype, check_same_dtype, norm_
 unary("Elu", lambda x, a: np.where(x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0))),
       attrs={"alpha": A.f(1.0)}, device=unary_device("Elu", ("alpha",)))
 unary("Celu", lambda x, a: np.maximum(x, 0) + np.minimum(
-    0, a["alpha"] * np.expm1(np.minimum(x, 0) / a["alpha"])), attrs={"alpha": A.f(1.0)})
+    0, a["alpha"] * np.expm1(np.minimum(x, 0) / a["alpha"])), attrs={"alpha": A.f(1.0)},
+    device=single("Celu"))
 unary("Selu", lambda x, a: a["gamma"] * np.where(
     x > 0, x, a["alpha"] * np.expm1(np.minimum(x, 0))),
-    attrs={"alpha": A.f(1.67326319217681884765625), "gamma": A.f(1.05070102214813232421875)})
+    attrs={"alpha": A.f(1.67326319217681884765625), "gamma": A.f(1.05070102214813232421875)},
+    device=single("Selu"))
 unary("LeakyRelu", lambda x, a: np.where(x >= 0, x, x * np.float32(a["alpha"])),
       attrs={"alpha": A.f(0.01)}, device=unary_device("LeakyRelu", ("alpha",)))
 unary("ThresholdedRelu", lambda x, a: np.where(x > a["alpha"], x, 0),
-      attrs={"alpha": A.f(1.0)})
+      attrs={"alpha": A.f(1.0)}, device=single("ThresholdedRelu"))
 unary("HardSigmoid", lambda x, a: np.clip(x * np.float32(a["alpha"]) + np.float32(a["beta"]),
                                           0, 1),
       attrs={"alpha": A.f(0.2), "beta": A.f(0.5)},
@@ -35,7 +38,7 @@ unary("Swish", lambda x, a: x / (1 + np.exp(-np.float32(a["alpha"]) * x)),
       attrs={"alpha": A.f(1.0)}, device=unary_device("Swish", ("alpha",)))
 unary("Shrink", lambda x, a: np.where(x < -a["lambd"], x + a["bias"],
                                       np.where(x > a["lambd"], x - a["bias"], 0)),
-      NUMERIC, attrs={"bias": A.f(0.0), "lambd": A.f(0.5)})
+      NUMERIC, attrs={"bias": A.f(0.0), "lambd": A.f(0.5)}, device=single("Shrink"))
 
 
 def _gelu(x: np.ndarray, a: dict[str, Any]) -> np.ndarray:

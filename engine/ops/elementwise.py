@@ -89,16 +89,16 @@ _DEVICE_UNARY = {"Sqrt", "Exp", "Log", "Reciprocal", "Tanh", "Sigmoid", "Erf", "
                  "HardSwish", "Sin", "Cos"}
 # Softplus and Mish run as a one-instruction EltwiseGraph (its own exp and log1p): oneDNN's
 # soft_relu is off by ~1% relative for x < -5, beyond the ONNX tolerance (test_mish_expanded).
-_GRAPH_UNARY = {"Softplus", "Mish"}
+_GRAPH_UNARY = {"Softplus", "Mish", "Softsign"}
 
 for _name, _fn in _SIMPLE.items():
     unary(_name, _fn, device=unary_device(_name) if _name in _DEVICE_UNARY
           else single(_name) if _name in _GRAPH_UNARY else None)
 
-unary("Round", _round)
+unary("Round", _round, device=single("Round"))
 unary("Abs", lambda x, a: np.abs(x), NUMERIC, device=unary_device("Abs"), float_math=False)
 unary("Neg", _sign_neg, FLOATS | SIGNED_INTS, device=unary_device("Neg"), float_math=False)
-unary("Sign", lambda x, a: np.sign(x), NUMERIC, float_math=False)
+unary("Sign", lambda x, a: np.sign(x), NUMERIC, float_math=False, device=single("Sign"))
 unary("Relu", lambda x, a: np.maximum(x, np.zeros((), x.dtype)), FLOATS | SIGNED_INTS,
       device=unary_device("Relu"), float_math=False)
 unary("Not", lambda x, a: np.logical_not(x), frozenset({DType.BOOL}), device=unary_device("Not"),

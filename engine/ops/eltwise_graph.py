@@ -24,9 +24,27 @@ from .device_helpers import kernel, reject
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import broadcast, check_dtype, out, shape_in
 
+# Float32 unary ops the device runs only as instructions of this kernel (alone: a
+# one-instruction EltwiseGraph, `single`), each with the instruction's alpha and beta from
+# the node's attributes and back: Softplus and Mish (their own exp and log1p: oneDNN's
+# soft_relu is ~1% off below -5), and ops oneDNN has no eltwise for, which cut a device
+# program in two as host steps (JetMoE's Sign, six of them).
+GRAPH_ONLY: dict[str, tuple[Callable[[dict[str, Any]], tuple[float, float]],
+                            Callable[[float, float], dict[str, Any]]]] = {
+    "Softplus": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    "Mish": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    "Sign": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    "Round": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    "Softsign": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    "Selu": (lambda a: (a["alpha"], a["gamma"]), lambda al, be: {"alpha": al, "gamma": be}),
+    "Celu": (lambda a: (a["alpha"], 0.0), lambda al, be: {"alpha": al}),
+    "ThresholdedRelu": (lambda a: (a["alpha"], 0.0), lambda al, be: {"alpha": al}),
+    "Shrink": (lambda a: (a["lambd"], a["bias"]), lambda al, be: {"lambd": al, "bias": be}),
+}
+
 # Instruction op -> number of operands.
 ARITY = {**{op: 1 for op in STEP_OPS - BINARY_STEPS}, **{op: 2 for op in BINARY_STEPS},
-         "Max": 2, "Min": 2, "Pow": 1, "Softplus": 1, "Mish": 1}
+         "Max": 2, "Min": 2, "Pow": 1, **{op: 1 for op in GRAPH_ONLY}}
 MAX_INSTRUCTIONS = 8192  # the runtime's bounds (kernels_eltwise_graph.cc)
 MAX_OUTPUTS = 4096
 
@@ -63,8 +81,8 @@ def run_instruction(op: str, x: np.ndarray, y: np.ndarray | None, alpha: float,
     """One instruction with the op's own reference kernel (what the unfused node computes)."""
     if op in ("Max", "Min"):
         return reference(op, [x, y])
-    if op in ("Softplus", "Mish"):
-        return reference(op, [x])
+    if op in GRAPH_ONLY:
+        return reference(op, [x], GRAPH_ONLY[op][1](alpha, beta))
     if op == "Pow":
         return reference("Pow", [x, np.asarray(alpha, dtype=x.dtype)])
     return run_step(op, x, y, alpha, beta)
@@ -84,16 +102,16 @@ def _compute(inputs: list[np.ndarray], a: dict[str, Any]) -> list[np.ndarray]:
 
 def single(op: str) -> Callable[[Node, dict[str, Any]], DeviceKernel | str]:
     """The device function of a float32 unary op the runtime runs only as a one-instruction
-    EltwiseGraph (Softplus, Mish: its own exp and log, where oneDNN's soft_relu is ~1% off
-    below -5)."""
+    EltwiseGraph (`GRAPH_ONLY`)."""
     def device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         why = reject(node)
         if why:
             return why
         if node.inputs[0].meta.dtype is not DType.FLOAT32:
             return f"device {op} is float32 only"
-        return kernel("EltwiseGraph", {"ops": op, "args": [0, -1, -1], "alphas": [0.0],
-                                       "betas": [0.0], "results": [1]}, (0,))
+        alpha, beta = GRAPH_ONLY[op][0](a)
+        return kernel("EltwiseGraph", {"ops": op, "args": [0, -1, -1], "alphas": [float(alpha)],
+                                       "betas": [float(beta)], "results": [1]}, (0,))
     return device
 
 

@@ -29,6 +29,7 @@ from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .col2im import as_permutation, tiling_col2im
+from .decompose import as_masked_where, as_stable_steps, float_logsumexp, static_trilu
 from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
@@ -330,8 +331,7 @@ def _as_global_pool(graph: Graph, node: Node) -> None:
 # ReduceL2 / ReduceSumSquare / ReduceL1 / ReduceLogSum as an elementwise step, the device's
 # ReduceSum, and a step after: ConvNeXt-V2's global response norm (ReduceL2 over H and W) and
 # L2-normalized embeddings otherwise leave the device for a numpy reduction. ReduceLogSumExp
-# stays as it is: its stable form (subtract the max) differs from the plain one where every
-# element is -inf.
+# takes its stable form (decompose.py).
 _NORM_REDUCE = {"ReduceL2": ("Mul", "Sqrt"), "ReduceSumSquare": ("Mul", None),
                 "ReduceL1": ("Abs", None), "ReduceLogSum": (None, "Log")}
 
@@ -713,6 +713,8 @@ CANONICAL: list[_Row] = [
     (_rms_norm, _as_rms_steps, ("RMSNormalization",)),
     (_spatial_reduce, _as_global_pool, tuple(_SPATIAL_REDUCE)),
     (_norm_reduce, _as_sum_steps, tuple(_NORM_REDUCE)),
+    (float_logsumexp, as_stable_steps, ("ReduceLogSumExp",)),
+    (static_trilu, as_masked_where, ("Trilu",)),
     (einsum_as_matmul, as_matmul_steps, ("Einsum",)),
     (static_dft, as_table_product, ("DFT",)),
     (tiling_col2im, as_permutation, ("Col2Im",)),

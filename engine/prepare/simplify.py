@@ -95,13 +95,14 @@ def _same_size_resize(node) -> bool:
 
 
 def _same_shape_view(node) -> bool:
-    """A Reshape, Flatten, Squeeze, Unsqueeze or Expand to the static shape its input has:
+    """A Reshape, Flatten, Squeeze, Unsqueeze, Expand or Tile to the static shape its input has
+    (a Tile by ones: GIT tiles its image tokens by batch // images, 1 at batch 1):
     torch's TorchScript export of scaled_dot_product_attention reshapes Q, K, V and the
     result to the shapes they have, which hid the head-split Transposes from the Rope and
     attention rows (Falcon: the output Transpose stayed a task per layer); transformers'
     experts expand their scaled rows to `current_state.shape` before index_add_ (a copy of
     [tokens, hidden] per expert)."""
-    if node.op_type not in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand") \
+    if node.op_type not in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile") \
             or not node.inputs:
         return False
     src, out = node.inputs[0], node.outputs[0]

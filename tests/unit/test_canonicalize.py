@@ -239,6 +239,61 @@ def test_norm_reductions_run_as_device_sums(op, axes, keepdims, opset):
     _check(node, x, inits, opset=opset)
 
 
+@pytest.mark.parametrize("axes,keepdims,opset", [([1, 2], 1, 13), ([-1], 0, 13), (None, 0, 13),
+                                                 (None, 1, 13), ([1, 2], 1, 18), ([0, 3], 0, 18)])
+def test_logsumexp_runs_as_stable_device_steps(axes, keepdims, opset):
+    """ReduceLogSumExp (Reformer's LSH attention) is max, shifted exp, sum, log and the
+    shift added back, on the device: ONNX Runtime's values on rows that overflow exp in
+    float32 (values of 100), and the reference's where a row is all -inf (-inf), holds a
+    +inf (+inf) or a NaN (NaN)."""
+    x = np.random.default_rng(6).standard_normal((2, 6, 5, 7)).astype(np.float32) * 3
+    x[1, 2] += 100.0
+    x[0, 3, :, :] = -np.inf
+    x[1, 4, 2, :] = -np.inf
+    x[0, 5, 1, 1] = np.inf
+    x[1, 0, 3, 4] = np.nan
+    node, inits = _reduce("ReduceLogSumExp", axes, keepdims, opset)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, None)], list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}, compiled.report.render()
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    ax = tuple(range(4)) if axes is None else tuple(axes)
+    with np.errstate(all="ignore"):
+        want = np.log(np.sum(np.exp(x.astype(np.float64)), axis=ax, keepdims=bool(keepdims)))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("upper,k", [(1, None), (0, None), (1, 2), (0, -1), (1, -7), (0, 9)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_trilu_runs_as_a_masked_where(upper, k, dtype):
+    """Trilu of a static input by a constant k (Qwen3-Next's chunked delta rule) keeps its
+    triangle through a constant mask and Where, on the device; infinities and NaN outside
+    the triangle become 0 (a product by the mask would give NaN)."""
+    x = np.random.default_rng(7).integers(-9, 9, (2, 3, 5, 6)).astype(dtype)
+    if dtype == np.float32:
+        x[0, 0, 4, 0], x[1, 2, 0, 5], x[0, 1, 2, 2] = np.inf, np.nan, -np.inf
+    onnx_type = TensorProto.FLOAT if dtype == np.float32 else TensorProto.INT64
+    ins, inits = ["x"], []
+    if k is not None:
+        ins.append("k")
+        inits.append(numpy_helper.from_array(np.array(k, np.int64), "k"))
+    graph = helper.make_graph([helper.make_node("Trilu", ins, ["y"], upper=upper)], "g",
+                              [helper.make_tensor_value_info("x", onnx_type, list(x.shape))],
+                              [helper.make_tensor_value_info("y", onnx_type, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}, compiled.report.render()
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    want = np.triu(x, 0 if k is None else k) if upper else np.tril(x, 0 if k is None else k)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("shape,reps", [((2, 5, 7), (1, 3, 1)), ((2, 5, 7), (2, 1, 4)),
                                         ((6,), (3,)), ((1, 4, 1, 3), (2, 1, 5, 1)),
                                         ((3, 2, 4), (1, 1, 2))])

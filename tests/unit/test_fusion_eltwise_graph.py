@@ -211,11 +211,13 @@ def test_a_region_reading_another_regions_output():
     assert ops == ["EltwiseGraph", "EltwiseGraph"], ops
 
 
-@pytest.mark.parametrize("op", ["Softplus", "Mish"])
-def test_softplus_and_mish_run_on_the_device(op):
-    """Mamba's dt = softplus(x), YOLOv4's Mish: no longer a host op cutting the device
-    program; alone a one-instruction EltwiseGraph, in a region one instruction of it. Values
-    from -60 (softplus ~1e-26) to 60 (no overflow)."""
+@pytest.mark.parametrize("op", ["Softplus", "Mish", "Sign", "Round", "Softsign", "Selu", "Celu",
+                                "ThresholdedRelu", "Shrink"])
+def test_region_only_unary_ops_run_on_the_device(op):
+    """Mamba's dt = softplus(x), YOLOv4's Mish, JetMoE's Sign and the other unary ops oneDNN
+    has no eltwise for: no longer a host op cutting the device program; alone a
+    one-instruction EltwiseGraph, in a region one instruction of it. Values from -60
+    (softplus ~1e-26) to 60 (no overflow)."""
     nodes = [helper.make_node("Mul", ["x", "k"], ["a"]),
              helper.make_node(op, ["a"], ["s"]),
              helper.make_node("Mul", ["s", "a"], ["y"])]

@@ -109,9 +109,15 @@ def test_unary_and_clip() -> None:
         assert k.op == op and k.inputs == (0,) and dict(k.attrs) == {}
     # Softplus and Mish run as a one-instruction EltwiseGraph (oneDNN's soft_relu is ~1% off
     # below -5; the region kernel's own exp and log1p are not)
-    for op in ("Softplus", "Mish"):
+    for op in ("Softplus", "Mish", "Sign", "Round", "Softsign", "Celu", "ThresholdedRelu"):
         k = lower(build(op, [t(2, 3)]))
         assert k.op == "EltwiseGraph" and k.inputs == (0,) and k.attrs["ops"] == op
+    # with the instruction's alpha and beta from the node's attributes
+    k = lower(build("Selu", [t(2, 3)], {"alpha": 1.5, "gamma": 2.0}))
+    assert (k.attrs["ops"], k.attrs["alphas"], k.attrs["betas"]) == ("Selu", [1.5], [2.0])
+    k = lower(build("Shrink", [t(2, 3)], {"lambd": 0.25}))
+    assert (k.attrs["ops"], k.attrs["alphas"], k.attrs["betas"]) == ("Shrink", [0.25], [0.0])
+    assert "float32 only" in lower(build("Sign", [t(2, 3, dtype=DType.INT64)]))
     assert lower(build("Gelu", [t(4)], {"approximate": "tanh"})).attrs == {"approximate": "tanh"}
     assert lower(build("LeakyRelu", [t(4)], {"alpha": 0.1})).attrs == {"alpha": 0.1}
     assert lower(build("HardSigmoid", [t(4)])).attrs == {"alpha": 0.2, "beta": 0.5}

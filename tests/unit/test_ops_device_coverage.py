@@ -8,6 +8,7 @@ import pytest
 
 from graphengine import _runtime
 from graphengine.engine import ops
+from graphengine.engine.ops.eltwise_graph import GRAPH_ONLY
 from graphengine.engine.ops.group_norm import GROUP_NORM
 from tests.unit.device_cases import check, randint, randn
 
@@ -104,7 +105,7 @@ def test_schema_layouts_agree_with_the_runtime_s_format_rules():
         elif name == GROUP_NORM:  # the graphengine domain's op; its kernel's name
             info = _runtime.kernel_info("GroupNorm", ["float32"] * 3, [act, [16], [16]],
                                         {"num_groups": 4})
-        elif name in ("Softplus", "Mish"):  # a one-instruction EltwiseGraph
+        elif name in GRAPH_ONLY:  # a one-instruction EltwiseGraph
             info = _runtime.kernel_info("EltwiseGraph", ["float32"], [act], {
                 "ops": name, "args": [0, -1, -1], "alphas": [0.0], "betas": [0.0],
                 "results": [1]})
@@ -246,6 +247,21 @@ def test_pad_reflect_wider_than_the_axis_mirrors_again_like_numpy():
     # onnxruntime refuses pads of at least the axis length; numpy (the reference) mirrors on
     check("Pad", {"x": randn(2, 3)}, {"pads": np.array([0, 7, 0, 6], np.int64)},
           {"mode": "reflect"}, with_ort=False)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Sign", {}), ("Round", {}), ("Softsign", {}), ("Selu", {}),
+    ("Selu", {"alpha": 1.2, "gamma": 0.8}), ("Celu", {"alpha": 0.7}),
+    ("ThresholdedRelu", {"alpha": 0.4}), ("Shrink", {"lambd": 0.6, "bias": 0.3}),
+])
+def test_unary_ops_without_a_onednn_eltwise_run_as_one_instruction(op, attrs):
+    """Ops oneDNN has no eltwise for (JetMoE's Sign cut its device program in ten) run on
+    the device as a one-instruction EltwiseGraph, its alpha and beta the node's attributes:
+    the reference's values and ONNX Runtime's, zeros, halves (Round: to even) and infinities
+    included."""
+    x = np.concatenate([randn(3, 40).reshape(-1) * 3, np.arange(-4.5, 5, 0.5),
+                        [0.0, -0.0, np.inf, -np.inf, 0.6, -0.6, 1e-30]]).astype(np.float32)
+    check(op, {"x": x.reshape(1, -1)}, {}, attrs, rtol=1e-6, atol=1e-7)
 
 
 def test_pad_constant_still_runs_on_the_device():

@@ -125,6 +125,22 @@ def test_a_view_to_its_own_shape_goes_and_a_real_one_stays():
     assert [n.name for n in g.nodes] == ["neg", "real"] and g.node("neg").inputs == (x,)
 
 
+@pytest.mark.parametrize("reps,goes", [([1, 1, 1], True), ([1, 2, 1], False)])
+def test_a_tile_by_ones_goes(reps, goes):
+    """GIT tiles its image tokens by batch // images: by ones at batch 1, which stayed a host
+    Tile (no device kernel; the Expand rewrite takes only real repeats) between two device
+    programs."""
+    g, x = graph_with_x((2, 3, 4))
+    r = g.add_constant("r", np.array(reps, np.int64))
+    tile = g.add_node("Tile", [x, r], name="tile")
+    neg = g.add_node("Neg", [tile.outputs[0]], outputs=["y"], name="neg")
+    g.outputs = neg.outputs
+    infer_shapes(g)
+    eliminate_identities(g)
+    g.lint()
+    assert [n.name for n in g.nodes] == (["neg"] if goes else ["tile", "neg"])
+
+
 @pytest.mark.parametrize("pads,goes", [([0, 0, 0, 0, 0, 0], True), ([0, 0, 1, 0, 0, 0], False),
                                        ([0, 0, 1, 0, 0, -1], False)])
 def test_a_pad_of_zero_width_goes(pads, goes):

@@ -114,6 +114,11 @@ def _exact(op, x, alpha=0.0, beta=0.0):
             "Pow": lambda v: np.power(v, alpha),
             "Softplus": lambda v: np.logaddexp(0, v),
             "Mish": lambda v: v * np.tanh(np.logaddexp(0, v)),
+            "Sign": np.sign, "Round": np.round, "Softsign": lambda v: v / (1 + np.abs(v)),
+            "Selu": lambda v: beta * np.where(v > 0, v, alpha * np.expm1(v)),
+            "Celu": lambda v: np.where(v > 0, v, alpha * np.expm1(v / alpha)),
+            "ThresholdedRelu": lambda v: np.where(v > alpha, v, 0.0),
+            "Shrink": lambda v: np.where(v < -alpha, v + beta, np.where(v > alpha, v - beta, 0.0)),
         }[op](d)
 
 
@@ -131,6 +136,9 @@ def _exact(op, x, alpha=0.0, beta=0.0):
     ("Pow", 2.0, 0, 1e-7, 0), ("Pow", 3.0, 0, 2e-7, 0), ("Pow", 0.5, 0, 1e-7, 0),
     ("Pow", -0.5, 0, 2e-7, 0), ("Pow", -1.0, 0, 1e-7, 0), ("Pow", 1.5, 0, 3e-7, 0),
     ("Softplus", 0, 0, 3e-7, 0), ("Mish", 0, 0, 8e-7, 0),
+    ("Sign", 0, 0, 0, 0), ("Round", 0, 0, 0, 0), ("Softsign", 0, 0, 2e-7, 0),
+    ("Selu", 1.6732632, 1.050701, 5e-7, 0), ("Celu", 1.3, 0, 5e-7, 0),
+    ("ThresholdedRelu", 0.7, 0, 0, 0), ("Shrink", 0.5, 0.2, 1e-7, 3e-8),
 ])
 def test_unary_ops_against_float64(isa, op, alpha, beta, rtol, atol):
     """Every unary instruction over a grid, wide values and the special ones (signed zeros,
@@ -139,6 +147,11 @@ def test_unary_ops_against_float64(isa, op, alpha, beta, rtol, atol):
     x = _values()
     if op in ("Log", "Sqrt") or (op == "Pow" and alpha != int(alpha)):
         x = np.concatenate([x, np.abs(x) * 1e-3, np.abs(x) * 1e3]).astype(np.float32)
+    if op == "Round":  # halves (to even), and around 2^23, where every float is an integer
+        big = np.float32(2 ** 23)
+        x = np.concatenate([x, np.arange(-10.5, 11, 0.5), np.nextafter(big, 0) * np.array([1, -1]),
+                            [big, -big, big + 1, 4194304.5, -4194304.5, 0.49999997]]
+                           ).astype(np.float32)
     m = rt.Model(rt.Device(), _spec([x.shape], x.shape, [op], [0, -1, -1], [1],
                                     alphas=[alpha], betas=[beta]))
     (got,) = m.execute([x])
@@ -148,7 +161,7 @@ def test_unary_ops_against_float64(isa, op, alpha, beta, rtol, atol):
     ok = ~np.isnan(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=rtol + 1e-7, atol=max(atol, 1e-36),
                                err_msg=op)
-    if op in ("Tanh", "Neg", "Abs"):  # the sign of zero
+    if op in ("Tanh", "Neg", "Abs", "Sign", "Round"):  # the sign of zero (numpy's sign: +0)
         zeros = x == 0
         np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
 

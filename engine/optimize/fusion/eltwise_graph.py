@@ -28,7 +28,8 @@ import numpy as np
 
 from ...dtypes import DType
 from ...ir import Graph, Node, Value
-from ...ops.eltwise_graph import ARITY, MAX_INSTRUCTIONS
+from ...ops import registry
+from ...ops.eltwise_graph import ARITY, GRAPH_ONLY, MAX_INSTRUCTIONS
 from ...ops.registry import Layout
 from ..formats import layout_of, per_channel, pixel_map, unit_view
 from .eltwise import _step, match_chain
@@ -60,8 +61,9 @@ def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
         if len(node.inputs) != 2 or e is None or not e.is_constant or np.asarray(e.const).size != 1:
             return None
         return op, [x], float(np.asarray(e.const).reshape(-1)[0]), 0.0
-    if op in ("Softplus", "Mish"):
-        return op, [x], 0.0, 0.0
+    if op in GRAPH_ONLY:
+        alpha, beta = GRAPH_ONLY[op][0](registry.get(op).attrs_of(node))
+        return op, [x], float(alpha), float(beta)
     step = _step(node)
     if step is None:
         return None

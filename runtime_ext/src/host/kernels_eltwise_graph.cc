@@ -55,6 +55,7 @@ enum class Op : uint8_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin,  // binary
   kNeg, kAbs, kRelu, kLeakyRelu, kExp, kLog, kSqrt, kReciprocal, kSigmoid, kTanh, kGelu, kGeluTanh,
   kClip, kHardSigmoid, kHardSwish, kSwish, kElu, kPow, kSoftplus, kMish,
+  kSign, kRound, kSoftsign, kSelu, kCelu, kThresholdedRelu, kShrink,
 };
 
 struct OpName {
@@ -77,6 +78,12 @@ const OpName kOps[] = {
     {"HardSwish", Op::kHardSwish, 1}, {"Swish", Op::kSwish, 1},
     {"Elu", Op::kElu, 1},         {"Pow", Op::kPow, 1},  // Pow: x ** alpha (a constant exponent)
     {"Softplus", Op::kSoftplus, 1}, {"Mish", Op::kMish, 1},
+    {"Sign", Op::kSign, 1},       {"Round", Op::kRound, 1},
+    {"Softsign", Op::kSoftsign, 1},
+    {"Selu", Op::kSelu, 1},  // alpha, beta: ONNX's alpha, gamma
+    {"Celu", Op::kCelu, 1},  // alpha
+    {"ThresholdedRelu", Op::kThresholdedRelu, 1},  // alpha
+    {"Shrink", Op::kShrink, 1},  // alpha, beta: ONNX's lambd, bias
 };
 
 // ---- vector math (16 floats; compiled plain and for AVX-512) ---------------------------
@@ -84,6 +91,7 @@ const OpName kOps[] = {
 GE_INLINE V16 splat(float v) { return V16{} + v; }
 GE_INLINE V16 load(const float* p) { return *reinterpret_cast<const V16u*>(p); }
 GE_INLINE void store(float* p, V16 v) { *reinterpret_cast<V16u*>(p) = v; }
+GE_INLINE V16 abs_v(V16 x) { return (V16)((I16)x & 0x7fffffff); }
 GE_INLINE V16 with_sign_of(V16 mag, V16 x) {
   return (V16)(((I16)mag & 0x7fffffff) | ((I16)x & static_cast<int32_t>(0x80000000u)));
 }
@@ -278,6 +286,17 @@ GE_INLINE void compute(const Instr& in, float* d, const float* a, const float* b
     case Op::kElu: GE_UNARY(x > 0.f ? x : al * expm1_v(x));
     case Op::kSoftplus: GE_UNARY(softplus_v(x));
     case Op::kMish: GE_UNARY(x * tanh_v(softplus_v(x)));
+    // numpy's sign: +0 for either zero, NaN kept
+    case Op::kSign: GE_UNARY(x > 0.f ? splat(1.f) : x < 0.f ? splat(-1.f) : x == 0.f ? V16{} : x);
+    // half to even: below 2^23 adding and taking away 2^23 rounds to an integer in the
+    // default rounding mode (the sign put back: -0.4 -> -0); from 2^23 on (and inf, NaN)
+    // every float is its own integer
+    case Op::kRound: GE_UNARY(abs_v(x) < 8388608.f ? with_sign_of((abs_v(x) + 8388608.f) - 8388608.f, x) : x);
+    case Op::kSoftsign: GE_UNARY(x / (1.f + abs_v(x)));
+    case Op::kSelu: GE_UNARY(x > 0.f ? x * be : (al * expm1_v(x)) * be);
+    case Op::kCelu: GE_UNARY(x > 0.f ? x : al * expm1_v(x / al));
+    case Op::kThresholdedRelu: GE_UNARY(x > al ? x : V16{});
+    case Op::kShrink: GE_UNARY(x < -al ? x + be : x > al ? x - be : V16{});
     case Op::kPow:
       if (al == 2.f) {
         GE_UNARY(x * x);
