@@ -29,7 +29,14 @@ from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
 from .col2im import as_permutation, tiling_col2im
-from .decompose import as_masked_where, as_stable_steps, float_logsumexp, static_trilu
+from .decompose import (
+    as_masked_where,
+    as_pairwise_steps,
+    as_stable_steps,
+    float_logsumexp,
+    static_trilu,
+    variadic_of_several,
+)
 from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
@@ -715,6 +722,7 @@ CANONICAL: list[_Row] = [
     (_norm_reduce, _as_sum_steps, tuple(_NORM_REDUCE)),
     (float_logsumexp, as_stable_steps, ("ReduceLogSumExp",)),
     (static_trilu, as_masked_where, ("Trilu",)),
+    (variadic_of_several, as_pairwise_steps, ("Sum", "Mean", "Max", "Min")),
     (einsum_as_matmul, as_matmul_steps, ("Einsum",)),
     (static_dft, as_table_product, ("DFT",)),
     (tiling_col2im, as_permutation, ("Col2Im",)),

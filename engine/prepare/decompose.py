@@ -9,6 +9,8 @@ leave the device program as host steps between two halves of it.
   inf from x > 88 in float32; the reference computes wider); where m is infinite the shift
   is 0 and the plain form's result stands (a row of -inf: log 0 = -inf; a +inf: +inf), and
   a NaN goes through as NaN (Reformer's LSH attention normalizes by one).
+- Sum, Mean, Max and Min of several inputs: the binary op left to right (the reference's
+  order), Mean then divided by the count (tf2onnx writes TensorFlow's AddN as a Sum).
 """
 
 from __future__ import annotations
@@ -77,3 +79,26 @@ def as_stable_steps(graph: Graph, node: Node) -> None:
                                                                               np.int64))])
     out = step("Add", [step("Log", [total]), shift])
     replace_outputs(graph, node, {0: out})
+
+
+_PAIRWISE = {"Sum": "Add", "Mean": "Add", "Max": "Max", "Min": "Min"}
+
+
+def variadic_of_several(node: Node) -> bool:
+    ins = node.inputs
+    if node.op_type not in _PAIRWISE or len(ins) < 2 or len(node.outputs) != 1 \
+            or any(v is None or v.meta is None for v in ins):
+        return False
+    if node.op_type in ("Max", "Min") and len(ins) == 2:
+        return False  # the device's binary op as it is
+    return node.op_type != "Mean" or ins[0].meta.dtype.numpy == np.float32
+
+
+def as_pairwise_steps(graph: Graph, node: Node) -> None:
+    step = chain(graph, node)
+    acc = node.inputs[0]
+    for x in node.inputs[1:]:
+        acc = step(_PAIRWISE[node.op_type], [acc, x])
+    if node.op_type == "Mean":
+        acc = step("Div", [acc, graph.add_constant(None, np.float32(len(node.inputs)))])
+    replace_outputs(graph, node, {0: acc})

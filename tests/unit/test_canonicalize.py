@@ -268,6 +268,31 @@ def test_logsumexp_runs_as_stable_device_steps(axes, keepdims, opset):
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("op,n,dtype", [
+    ("Sum", 2, np.float32), ("Sum", 4, np.float32), ("Mean", 3, np.float32),
+    ("Max", 3, np.float32), ("Min", 5, np.float32), ("Max", 4, np.int64), ("Min", 3, np.int64)])
+def test_variadic_ops_run_as_pairwise_device_steps(op, n, dtype):
+    """Sum (tf2onnx's AddN), Mean (float types, as ONNX's Sum), and Max / Min of more than
+    two inputs, broadcasting, are the binary op left to right (Mean then a division) on the
+    device, as ONNX Runtime."""
+    rng = np.random.default_rng(n)
+    shapes = [(2, 3, 4), (3, 1), (4,), (1, 3, 4), (2, 1, 1)][:n]
+    xs = {f"x{i}": (rng.standard_normal(s) * 9).astype(dtype) for i, s in enumerate(shapes)}
+    onnx_type = TensorProto.FLOAT if dtype == np.float32 else TensorProto.INT64
+    graph = helper.make_graph(
+        [helper.make_node(op, list(xs), ["y"])], "g",
+        [helper.make_tensor_value_info(k, onnx_type, list(v.shape)) for k, v in xs.items()],
+        [helper.make_tensor_value_info("y", onnx_type, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert {p.engine for p in compiled.report.placements} == {"device"}, compiled.report.render()
+    got = LoadedModel(compiled).execute(xs)["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, xs)[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("upper,k", [(1, None), (0, None), (1, 2), (0, -1), (1, -7), (0, 9)])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 def test_trilu_runs_as_a_masked_where(upper, k, dtype):
