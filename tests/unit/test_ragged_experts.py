@@ -1,0 +1,78 @@
+"""JetMoE's / Granite-MoE's ParallelExperts: rows split by computed sizes, each part through
+its own Linear, joined again (prepare/ragged_experts.py): one product by every expert and a
+pick of each row's, on the device, held to ONNX Runtime; sizes that do not cover the rows
+still fail the run."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphengine.engine.errors import GraphEngineError
+from graphengine.engine.importers import load_model
+from graphengine.engine.pipeline import CompileOptions, compile_graph
+from graphengine.engine.runtime import load
+
+ROWS, K, N = 20, 12, 10
+
+
+def _parallel_experts(experts: int, form: str):
+    """X [ROWS, K] split by sizes (computed: a graph input plus zero, as a router's counts
+    are) into `experts` parts; part i through Gemm (transB, bias), Gemm without bias, or
+    MatMul by [K, N]; the parts' results concatenated."""
+    rng = np.random.default_rng(experts)
+    nodes = [helper.make_node("Add", ["counts", "zero"], ["sizes"]),
+             helper.make_node("Split", ["x", "sizes"], [f"p{i}" for i in range(experts)],
+                              axis=0)]
+    inits = [numpy_helper.from_array(np.zeros(experts, np.int64), "zero")]
+    for i in range(experts):
+        if form == "matmul":
+            inits.append(numpy_helper.from_array(rng.standard_normal((K, N)).astype(np.float32),
+                                                 f"w{i}"))
+            nodes.append(helper.make_node("MatMul", [f"p{i}", f"w{i}"], [f"y{i}"]))
+            continue
+        inits.append(numpy_helper.from_array(rng.standard_normal((N, K)).astype(np.float32),
+                                             f"w{i}"))
+        ins = [f"p{i}", f"w{i}"]
+        if form == "gemm_bias":
+            inits.append(numpy_helper.from_array(rng.standard_normal(N).astype(np.float32),
+                                                 f"b{i}"))
+            ins.append(f"b{i}")
+        nodes.append(helper.make_node("Gemm", ins, [f"y{i}"], transB=1))
+    nodes.append(helper.make_node("Concat", [f"y{i}" for i in range(experts)], ["y"], axis=0))
+    nodes.append(helper.make_node("Relu", ["y"], ["out"]))
+    graph = helper.make_graph(nodes, "parallel_experts", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, K]),
+        helper.make_tensor_value_info("counts", TensorProto.INT64, [experts])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("form", ["gemm_bias", "gemm", "matmul"])
+@pytest.mark.parametrize("counts", [[5, 7, 0, 8], [20, 0, 0, 0], [0, 0, 0, 20], [1, 2, 3, 14]])
+def test_ragged_parts_are_one_product_by_every_expert(form, counts):
+    experts = len(counts)
+    model = _parallel_experts(experts, form)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    engines = {(p.op_type, p.engine) for p in compiled.report.placements}
+    assert all(e == "device" for _, e in engines), compiled.report.render()
+    assert not {"Split", "Concat"} & {op for op, _ in engines}
+    feeds = {"x": np.random.default_rng(3).standard_normal((ROWS, K)).astype(np.float32),
+             "counts": np.array(counts, np.int64)}
+    got = load(compiled).execute(feeds)["out"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, feeds)[0]
+    assert got.shape == want.shape == (ROWS, N)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_sizes_short_of_the_rows_fail_the_run():
+    model = _parallel_experts(3, "gemm")
+    loaded = load(compile_graph(load_model(model), CompileOptions()))
+    feeds = {"x": np.ones((ROWS, K), np.float32), "counts": np.array([5, 5, 5], np.int64)}
+    with pytest.raises(GraphEngineError, match="out of range|index"):
+        loaded.execute(feeds)
+    feeds["counts"] = np.array([10, 5, 5], np.int64)  # and the model still runs after it
+    assert loaded.execute(feeds)["out"].shape == (ROWS, N)
