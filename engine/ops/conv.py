@@ -275,8 +275,27 @@ def _col2im(ins: list[Any], a: dict[str, Any]) -> list[np.ndarray]:
     return [y[(slice(None), slice(None)) + crop]]
 
 
+def _col2im_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
+    """2-D, float32, constant image and block shapes: the runtime's loop (overlapping blocks
+    add up; VOLO's outlook attention), the shapes as attributes."""
+    why = reject(node)
+    if why:
+        return why
+    image, block = const_ints(node, 1), const_ints(node, 2)
+    if image is None or block is None:
+        return "Col2Im's image and block shapes are not constants"
+    if len(image) != 2 or len(block) != 2:
+        return f"device Col2Im is 2-D, got image {list(image)}"
+    if node.inputs[0].meta.dtype is not DType.FLOAT32:
+        return "device Col2Im is float32 only"
+    win, _ = window(node, a, block, image)
+    return kernel("Col2Im", {"image": [int(v) for v in image], "block": [int(v) for v in block],
+                             "dilations": list(win.dilations), "strides": list(win.strides),
+                             "pads": list(win.pads)}, (0,))
+
+
 register(OpSchema("Col2Im", 3, 3, _col2im_infer, _col2im, attrs={
-    "dilations": A.ints(), "pads": A.ints(), "strides": A.ints()}))
+    "dilations": A.ints(), "pads": A.ints(), "strides": A.ints()}, device=_col2im_device))
 
 
 # ---- DeformConv (2-D) ---------------------------------------------------------------------

@@ -221,6 +221,12 @@ std::string check_on_stand_ins(const OpQuery& q, KernelInfo*) {
     if (q.op == "GridSample" && ts[0].shape.size() == 4 && ts[1].shape.size() == 4) {  // [N, C, Ho, Wo]
       y.shape = {ts[0].shape[0], ts[0].shape[1], ts[1].shape[1], ts[1].shape[2]};
     }
+    if (q.op == "Col2Im" && ts[0].shape.size() == 3) {  // [N, C * block, L] -> [N, C, H, W]
+      const std::vector<int64_t> image = a.attr_ints("image", {}), block = a.attr_ints("block", {});
+      if (image.size() == 2 && block.size() == 2 && block[0] > 0 && block[1] > 0) {
+        y.shape = {ts[0].shape[0], ts[0].shape[1] / (block[0] * block[1]), image[0], image[1]};
+      }
+    }
     y.numel = shape_numel(y.shape);
     a.outputs.push_back(&y);
     row->make(a);
