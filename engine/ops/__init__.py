@@ -34,6 +34,7 @@ from . import (  # noqa: F401  (imported for their registrations)
     resize,
     rnn,
     sampling,
+    segment_matmul,
     shape_ops,
     signal,
     strings,

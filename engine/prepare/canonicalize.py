@@ -54,7 +54,7 @@ from .one_hot import (
     one_hot_product,
     static_one_hot,
 )
-from .ragged_experts import as_product_by_every_map, ragged_expert_products
+from .ragged_experts import as_segment_product, ragged_expert_products
 from .rotary_op import as_rope, onnx_rotary
 from .slice_scatter import as_concat, slice_scatter
 from .split_convs import as_one_conv, split_convs
@@ -730,7 +730,7 @@ CANONICAL: list[_Row] = [
     (depth_space_move, as_block_transpose, ("DepthToSpace", "SpaceToDepth")),
     (scan_loop, as_lifted_ops, ("Loop",)),
     (split_convs, as_one_conv, ("Concat",)),
-    (ragged_expert_products, as_product_by_every_map, ("Concat",)),
+    (ragged_expert_products, as_segment_product, ("Concat",)),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),

@@ -1,7 +1,7 @@
 """JetMoE's / Granite-MoE's ParallelExperts: rows split by computed sizes, each part through
-its own Linear, joined again (prepare/ragged_experts.py): one product by every expert and a
-pick of each row's, on the device, held to ONNX Runtime; sizes that do not cover the rows
-still fail the run."""
+its own Linear, joined again (prepare/ragged_experts.py): one SegmentMatMul on the device,
+each segment's rows through its expert, held to ONNX Runtime; sizes that do not cover the
+rows, or a negative one, fail the run naming them, and the model runs on after it."""
 
 from __future__ import annotations
 
@@ -52,13 +52,14 @@ def _parallel_experts(experts: int, form: str):
 
 @pytest.mark.parametrize("form", ["gemm_bias", "gemm", "matmul"])
 @pytest.mark.parametrize("counts", [[5, 7, 0, 8], [20, 0, 0, 0], [0, 0, 0, 20], [1, 2, 3, 14]])
-def test_ragged_parts_are_one_product_by_every_expert(form, counts):
+def test_ragged_parts_are_one_segment_product(form, counts):
     experts = len(counts)
     model = _parallel_experts(experts, form)
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     engines = {(p.op_type, p.engine) for p in compiled.report.placements}
     assert all(e == "device" for _, e in engines), compiled.report.render()
     assert not {"Split", "Concat"} & {op for op, _ in engines}
+    assert "SegmentMatMul" in {op for op, _ in engines}
     feeds = {"x": np.random.default_rng(3).standard_normal((ROWS, K)).astype(np.float32),
              "counts": np.array(counts, np.int64)}
     got = load(compiled).execute(feeds)["out"]
@@ -68,11 +69,14 @@ def test_ragged_parts_are_one_product_by_every_expert(form, counts):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def test_sizes_short_of_the_rows_fail_the_run():
-    model = _parallel_experts(3, "gemm")
+@pytest.mark.parametrize("counts,message", [
+    ([5, 5, 5], "add up to 15, not the 20 rows"), ([30, -5, -5], "size 30 of segment 0"),
+    ([25, -5, 0], "size 25 of segment 0"), ([10, -1, 11], "size -1 of segment 1")])
+def test_sizes_that_do_not_cover_the_rows_fail_the_run(counts, message):
+    model = _parallel_experts(3, "gemm_bias")
     loaded = load(compile_graph(load_model(model), CompileOptions()))
-    feeds = {"x": np.ones((ROWS, K), np.float32), "counts": np.array([5, 5, 5], np.int64)}
-    with pytest.raises(GraphEngineError, match="out of range|index"):
+    feeds = {"x": np.ones((ROWS, K), np.float32), "counts": np.array(counts, np.int64)}
+    with pytest.raises(GraphEngineError, match=f"SegmentMatMul.*{message}"):
         loaded.execute(feeds)
     feeds["counts"] = np.array([10, 5, 5], np.int64)  # and the model still runs after it
     assert loaded.execute(feeds)["out"].shape == (ROWS, N)

@@ -103,6 +103,7 @@ std::unique_ptr<Kernel> make_scatter_nd(const KernelArgs& a);
 std::unique_ptr<Kernel> make_cumsum(const KernelArgs& a);
 std::unique_ptr<Kernel> make_reverse_sequence(const KernelArgs& a);
 std::unique_ptr<Kernel> make_col2im(const KernelArgs& a);
+std::unique_ptr<Kernel> make_segment_matmul(const KernelArgs& a);
 // kernels_classify.cc
 std::unique_ptr<Kernel> make_classify(const KernelArgs& a);  // IsNaN, IsInf
 // kernels_split.cc

@@ -121,6 +121,8 @@ const std::vector<OpRow>& op_table() {
       {"CumSum", make_cumsum, L::kPlainOnly, 1, 1, T::kArith, 1, kAnyRank, check_on_stand_ins},
       {"ReverseSequence", make_reverse_sequence, L::kPlainOnly, 2, 2, T::kAny, 2, kAnyRank, check_on_stand_ins},
       {"Col2Im", make_col2im, L::kPlainOnly, 1, 1, T::kF32, 3, 3, check_on_stand_ins},
+      // the weights are read at load, where the factory checks them
+      {"SegmentMatMul", make_segment_matmul, L::kPlainOnly, 3, 4, T::kF32, 2, 2, nullptr},
       // writes to a session's variable (input 0), in place: the output is its bytes
       {"Assign", make_assign, L::kPlainOnly, 2, 2, T::kAny, 0, kAnyRank, check_on_stand_ins},
       {"AssignAdd", make_assign, L::kPlainOnly, 2, 2, T::kArith, 0, kAnyRank, check_on_stand_ins},
