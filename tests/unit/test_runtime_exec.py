@@ -751,6 +751,10 @@ def test_kernel_info_knows_every_device_op():
     shapes["PaddedNonMaxSuppression"] = [[1, 6, 4], [1, 2, 6]]  # boxes, scores
     shapes["GroupNorm"] = [[1, 4, 8, 8], [4], [4]]  # x, per-channel scale and bias
     attrs["GroupNorm"] = {"num_groups": 2}
+    shapes["Col2Im"] = [[1, 8, 9]]  # 2 channels of 2x2 blocks over a 4x4 image, stride 1
+    attrs["Col2Im"] = {"image": [4, 4], "block": [2, 2]}
+    shapes["SegmentMatMul"] = [[6, 4], [2], [2, 4, 3]]  # x, sizes, the experts' matrices
+    dtypes["SegmentMatMul"] = ["float32", "int64", "float32"]
     for op in rt.supported_ops():
         n = 3 if op == "Where" else 2 if op in binary else 1
         shp = shapes.get(op, [[1, 4, 8, 8]] * n)
