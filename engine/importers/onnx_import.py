@@ -501,11 +501,39 @@ def _free_names(gp: onnx.GraphProto) -> set[str]:
     return used - defined
 
 
+_GRAPH_ATTRS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _already_sorted(gp: onnx.GraphProto, known: set[str]) -> list[onnx.NodeProto] | None:
+    """The nodes as they are when every input some node produces comes from an earlier node
+    (exporters write them so): one pass over names, where the sort's dependency lists and
+    heap took ~4 us a node (18 ms of a 4,146-node import); None otherwise."""
+    nodes = list(gp.node)
+    outputs = [list(n.output) for n in nodes]
+    produced = {o for outs in outputs for o in outs if o}
+    defined: set[str] = set()
+    for n, outs in zip(nodes, outputs):
+        for i in n.input:
+            if i and i in produced and i not in defined and i not in known:
+                return None
+        if n.attribute and any(a.type in _GRAPH_ATTRS for a in n.attribute):
+            for a in n.attribute:
+                for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    if any(x in produced and x not in defined and x not in known
+                           for x in _free_names(sg)):
+                        return None
+        defined.update(outs)
+    return nodes
+
+
 def _topological(gp: onnx.GraphProto, known: set[str]) -> Iterable[onnx.NodeProto]:
     """Nodes in an order where producers come first (stable; ONNX files are usually sorted).
 
     Inputs nobody produces are left for _lookup to report as dangling.
     """
+    in_order = _already_sorted(gp, known)
+    if in_order is not None:
+        return in_order
     producer: dict[str, int] = {}
     for k, n in enumerate(gp.node):
         for o in n.output:

@@ -41,6 +41,7 @@ from .depth_to_space import as_block_transpose, depth_space_move
 from .dft import as_table_product, static_dft
 from .einsum import as_matmul_steps, einsum_as_matmul
 from .expert_matmul import as_product_by_all_experts, gathered_expert_product
+from .group_conv import as_dense_conv, gemm_group_conv
 from .loop_scan import as_lifted_ops, scan_loop
 from .matmul_columns import as_product_of_columns, sliced_product
 from .merged_batch import _ELEMENTWISE as MERGED_ELEMENTWISE
@@ -733,6 +734,7 @@ CANONICAL: list[_Row] = [
     (ragged_expert_products, as_segment_product, ("Concat",)),
     (_tall_conv, _as_wide_conv, ("Conv",)),
     (_conv_1d, _as_conv_2d, ("Conv",)),
+    (gemm_group_conv, as_dense_conv, ("Conv",)),
     (_ml_scaler, _as_scale_steps, ("ai.onnx.ml.Scaler",)),
     (_is_scalar_bound, _as_clip, ("Max", "Min")),
     (_uniform_prelu, _as_leaky_relu, ("PRelu",)),

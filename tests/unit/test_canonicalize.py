@@ -268,6 +268,38 @@ def test_logsumexp_runs_as_stable_device_steps(axes, keepdims, opset):
     np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("cin,cout,group,kernel,dense", [
+    (12, 32, 2, (1, 1), True),    # MicroNet's grouped 1x1: 6 channels a group
+    (6, 12, 6, (1, 3), True),     # its stem: a depthwise layer with a channel multiplier
+    (64, 64, 4, (3, 3), False),   # 16 channels a group: oneDNN's jit takes it as it is
+    (16, 16, 16, (3, 3), False),  # plain depthwise: jit too
+    (48, 48, 12, (3, 3), False),  # more groups than a dense weight is worth
+])
+def test_a_grouped_conv_for_the_gemm_runs_dense(cin, cout, group, kernel, dense):
+    """A grouped convolution oneDNN would give its GEMM convolution (the runtime prefers
+    plain NCHW for it) runs as one dense convolution with a block-diagonal weight when it
+    has few groups: the same values as ONNX Runtime; jit-able groupings stay grouped."""
+    rng = np.random.default_rng(cin + group)
+    x = rng.standard_normal((2, cin, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((cout, cin // group) + kernel).astype(np.float32)
+    pads = [kernel[0] // 2, kernel[1] // 2] * 2
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], group=group, pads=pads, strides=[1, 2]),
+         helper.make_node("Relu", ["c"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    groups = [t.attrs.get("group", 1) for p in compiled.programs if hasattr(p, "tasks")
+              for t in p.tasks if t.kind == "kernel" and t.op == "Conv"]
+    assert groups == ([1] if dense else [group]), groups
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("op,n,dtype", [
     ("Sum", 2, np.float32), ("Sum", 4, np.float32), ("Mean", 3, np.float32),
     ("Max", 3, np.float32), ("Min", 5, np.float32), ("Max", 4, np.int64), ("Min", 3, np.int64)])
