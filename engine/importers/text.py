@@ -18,6 +18,10 @@ MAX_NAME_CHARS = 4096
 _STRING = FieldDescriptor.TYPE_STRING
 _MESSAGE = FieldDescriptor.TYPE_MESSAGE
 _FREE_TEXT = {"doc_string", "producer_version", "value"}  # metadata_props values too
+# Message fields the importer never reads, so none of their text flows anywhere: not walked.
+# A dynamo export writes a value_info (type, shape, dims) for every intermediate and
+# metadata on every node: 45,695 messages of an unseen Qwen3-Next's, ~40% of its import.
+_UNREAD = {"value_info", "metadata_props"}
 
 
 def check_text(msg, where: str) -> None:
@@ -53,6 +57,8 @@ def _check(msg, path: tuple) -> None:
                                        f"characters, more than the {MAX_NAME_CHARS} a name "
                                        f"may have ('{bounded_text(text, 60)}')")
         elif field.type == _MESSAGE:
+            if field.name in _UNREAD:
+                continue
             if inner is None:
                 label = getattr(msg, "name", "")
                 inner = path + (label,) if isinstance(label, str) and label else path

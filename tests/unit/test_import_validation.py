@@ -67,6 +67,20 @@ def test_text_that_is_not_utf8_is_refused_naming_the_field(where, body):
     assert "\\xff" in err.message
 
 
+def test_text_the_importer_never_reads_is_not_walked():
+    """An intermediate's value_info and a node's metadata are dropped at import (nothing
+    reads them), so their text is not checked (a dynamo export writes tens of thousands of
+    such messages); the graph's own inputs, which are read, still are."""
+    unread = (_field(1, _node() + _field(9, _field(1, b"k\xff") + _field(2, b"v")))
+              + _field(13, _field(1, b"y\xfe")))
+    with graphengine.Session() as sess:
+        gid = sess.add_graph(_model_bytes(unread))
+        x = np.array([-1.0, 2.0], np.float32)
+        np.testing.assert_array_equal(sess.run_graph(gid, {"x": x})["y"], [0.0, 2.0])
+    read = _field(1, _node()) + _field(11, _field(1, b"z\xff"))
+    _refused(_model_bytes(read), match="not UTF-8 text")
+
+
 def test_an_attribute_that_is_not_utf8_is_refused_naming_node_and_attribute():
     attr = _field(5, _field(1, b"approximate") + _field(20, 3) + _field(4, b"\xff\xfe"))
     _refused(_model_bytes(_field(1, _node(b"Gelu", b"gelu", attr))), InvalidGraph,
