@@ -84,6 +84,24 @@ def test_topk_orders_ties_and_nans_like_the_reference_at_every_k(k, largest, axi
     np.testing.assert_array_equal(vals, want_v)
 
 
+@pytest.mark.parametrize("largest", [1, 0])
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_topk_of_a_large_k_ties_signed_zeros_and_orders_infinities(largest, axis):
+    """k above 16 sorts integer keys made of the values' bits: -0 and +0 tie (by index, as
+    the reference compares them equal), infinities at the ends, NaNs after every number."""
+    rng = np.random.default_rng(5 + largest)
+    x = rng.choice(np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, 3e-45, -3e-45],
+                            np.float32), (3, 40, 40))
+    k = 24
+    want_v, want_i = _topk_reference(x, k, axis, bool(largest))
+    shape = list(x.shape)
+    shape[axis] = k
+    vals, idx = run_op("TopK", [x, Const(np.array([k], I64))], [shape, shape],
+                       ["float32", "int64"], 2, axis=axis, largest=largest)
+    np.testing.assert_array_equal(idx, want_i)
+    np.testing.assert_array_equal(vals, want_v)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9])
 @pytest.mark.parametrize("largest", [1, 0])
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])

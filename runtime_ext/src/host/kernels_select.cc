@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -38,6 +39,9 @@ enum class Sel { kTopLargest, kTopSmallest, kArgMax, kArgMin };
 
 // TopK's k up to which a row's selection is an insertion into k slots.
 constexpr int64_t kSmallK = 16;
+// The axis length up to which a float TopK of a larger k sorts integer keys (index in the
+// low 32 bits).
+constexpr int64_t kMaxKeyedDim = int64_t{1} << 24;
 
 // The first j in [from, n) whose x[j] passes a (number) bar: above it for the largest,
 // below it for the smallest; n if none. A NaN never passes (the comparisons are ordered).
@@ -263,6 +267,39 @@ class SelectKernel : public Kernel {
         }
         emit(best);
         return;
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (v.dim <= kMaxKeyedDim) {
+          // keys whose integer order is the reference's: the value's bits made monotone
+          // (-0 as +0, so that equal values tie), inverted for the largest, a NaN after
+          // every number, the index below them breaking ties; sorted as integers (the
+          // comparator through the indices took ~750 ns a row of 40: Doge's top 24 of 40
+          // attention scores, 640 rows, 480 us)
+          thread_local std::vector<uint64_t> keys;
+          keys.resize(static_cast<size_t>(v.dim));
+          for (int64_t j = 0; j < v.dim; ++j) {
+            const float a = at(j);
+            uint32_t bits;
+            std::memcpy(&bits, &a, sizeof bits);
+            uint32_t key;
+            if (a != a) {
+              key = 0xffffffffu;
+            } else {
+              if (a == 0.f) bits = 0;
+              key = bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+              if (largest) key = ~key - 1;  // below the NaNs' 0xffffffff
+            }
+            keys[static_cast<size_t>(j)] = uint64_t{key} << 32 | static_cast<uint64_t>(j);
+          }
+          std::partial_sort(keys.begin(), keys.begin() + k_, keys.end());
+          for (int64_t j = 0; j < k_; ++j) {
+            const int64_t at_j = static_cast<int64_t>(keys[static_cast<size_t>(j)] & 0xffffffffu);
+            const int64_t out = (o * k_ + j) * v.inner + i;
+            idx[out] = at_j;
+            vals[out] = at(at_j);
+          }
+          return;
+        }
       }
       std::vector<int64_t> order(static_cast<size_t>(v.dim));
       std::iota(order.begin(), order.end(), int64_t{0});
