@@ -17,9 +17,12 @@ the other groups' outputs as NaN (0 x inf), as a dense layer's would.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..ir import Graph, Node
+from ..target import Target
 from ..target import get as get_target
 
 MAX_GROUPS = 8
@@ -27,11 +30,21 @@ MAX_DENSE_WEIGHT = 1 << 22  # elements of the dense weight
 
 
 def _info(node: Node, group: int, w_shape: list[int]) -> str | None:
-    x = node.input(0)
-    attrs = {k: v for k, v in node.attrs.items() if not k.startswith("_")}
-    attrs["group"] = group
-    info = get_target().kernel_info("Conv", ["float32", "float32"],
-                                    [list(x.meta.shape), w_shape], attrs)
+    attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                         for k, v in node.attrs.items() if k != "group" and not k.startswith("_")))
+    return _preferred(get_target(), tuple(node.input(0).meta.shape), tuple(w_shape), attrs, group)
+
+
+@functools.lru_cache(maxsize=256)
+def _preferred(target: Target, x_shape: tuple, w_shape: tuple, attrs: tuple,
+               group: int) -> str | None:
+    """The runtime's preferred layout for the convolution, None if it declines (asked once
+    per shape and attributes: each question builds a oneDNN descriptor, and canonicalize
+    offers every Conv to the row in every round)."""
+    full = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs}
+    full["group"] = group
+    info = target.kernel_info("Conv", ["float32", "float32"], [list(x_shape), list(w_shape)],
+                              full)
     return info.get("preferred_format") if info.get("supported") else None
 
 
