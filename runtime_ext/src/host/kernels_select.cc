@@ -41,7 +41,7 @@ enum class Sel { kTopLargest, kTopSmallest, kArgMax, kArgMin };
 constexpr int64_t kSmallK = 16;
 // The axis length up to which a float TopK of a larger k sorts integer keys (index in the
 // low 32 bits).
-constexpr int64_t kMaxKeyedDim = int64_t{1} << 24;
+constexpr int64_t kMaxKeyedDim = int64_t{1} << 20;  // a per-thread buffer of at most 8 MB
 
 // The first j in [from, n) whose x[j] passes a (number) bar: above it for the largest,
 // below it for the smallest; n if none. A NaN never passes (the comparisons are ordered).
