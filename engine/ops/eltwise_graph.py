@@ -29,13 +29,10 @@ from .shape_helpers import broadcast, check_dtype, out, shape_in
 # the node's attributes and back: Softplus and Mish (their own exp and log1p: oneDNN's
 # soft_relu is ~1% off below -5), and ops oneDNN has no eltwise for, which cut a device
 # program in two as host steps (JetMoE's Sign, six of them).
+_NO_PARAMS = (lambda a: (0.0, 0.0), lambda al, be: {})
 GRAPH_ONLY: dict[str, tuple[Callable[[dict[str, Any]], tuple[float, float]],
                             Callable[[float, float], dict[str, Any]]]] = {
-    "Softplus": (lambda a: (0.0, 0.0), lambda al, be: {}),
-    "Mish": (lambda a: (0.0, 0.0), lambda al, be: {}),
-    "Sign": (lambda a: (0.0, 0.0), lambda al, be: {}),
-    "Round": (lambda a: (0.0, 0.0), lambda al, be: {}),
-    "Softsign": (lambda a: (0.0, 0.0), lambda al, be: {}),
+    **{op: _NO_PARAMS for op in ("Softplus", "Mish", "Sign", "Round", "Softsign")},
     "Selu": (lambda a: (a["alpha"], a["gamma"]), lambda al, be: {"alpha": al, "gamma": be}),
     "Celu": (lambda a: (a["alpha"], 0.0), lambda al, be: {"alpha": al}),
     "ThresholdedRelu": (lambda a: (a["alpha"], 0.0), lambda al, be: {"alpha": al}),

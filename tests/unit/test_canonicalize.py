@@ -11,7 +11,9 @@ from graphengine.engine.pipeline import CompileOptions, compile_graph
 from graphengine.engine.runtime import LoadedModel
 
 
-def _check(node, x, inits=(), opset=17, device=True):
+def _run_one(node, x, inits=(), opset=17, device=True):
+    """The one-node model x -> y compiled (on the device only, when `device`) and run on x:
+    the model and our y."""
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
         "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
             "y", TensorProto.FLOAT, None)], list(inits))
@@ -21,7 +23,11 @@ def _check(node, x, inits=(), opset=17, device=True):
     if device:
         assert {p.engine for p in compiled.report.placements} == {"device"}, \
             compiled.report.render()
-    got = LoadedModel(compiled).execute({"x": x})["y"]
+    return model, LoadedModel(compiled).execute({"x": x})["y"]
+
+
+def _check(node, x, inits=(), opset=17, device=True):
+    model, got = _run_one(node, x, inits, opset, device)
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert got.shape == want.shape
@@ -253,14 +259,7 @@ def test_logsumexp_runs_as_stable_device_steps(axes, keepdims, opset):
     x[0, 5, 1, 1] = np.inf
     x[1, 0, 3, 4] = np.nan
     node, inits = _reduce("ReduceLogSumExp", axes, keepdims, opset)
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, None)], list(inits))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=8)
-    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
-    assert {p.engine for p in compiled.report.placements} == {"device"}, compiled.report.render()
-    got = LoadedModel(compiled).execute({"x": x})["y"]
+    _, got = _run_one(node, x, inits, opset)
     ax = tuple(range(4)) if axes is None else tuple(axes)
     with np.errstate(all="ignore"):
         want = np.log(np.sum(np.exp(x.astype(np.float64)), axis=ax, keepdims=bool(keepdims)))
