@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 
 from .errors import InvalidInput, ResourceExhausted
-from .ir import Graph, ValueKind
+from .ir import Graph, Value, ValueKind
 from .passes import PassResult
 
 # ---- hard bounds (documented in docs/ARCHITECTURE.md, "Bounds") ---------------------------
@@ -112,26 +112,30 @@ def largest_tensor(graph: Graph) -> tuple[str, str, int]:
     caller's arrays and the arena's copies), an intermediate only one sample at a time
     (split_batch may run it in chunks of a sample). Values with symbolic dims are skipped.
     """
-    best = ("", "", 0)
+    best: Value | None = None
+    best_bytes = 0
     whole = {id(v) for v in graph.outputs}
     for v in graph.values.values():
-        if v.meta is None or v.meta.shape is None or not v.meta.is_static:
-            continue
-        if v.kind is ValueKind.CONSTANT:
-            continue  # already in memory: the imported file's, not the request's
-        shape = [int(d) for d in v.meta.shape]
-        nbytes = math.prod(shape) * v.meta.dtype.itemsize
-        if v.kind is ValueKind.INPUT:
-            holder = "an input"
-        elif id(v) in whole:
-            holder = "a graph output"
-        else:
-            nbytes //= max(shape[0], 1) if shape else 1
-            holder = (f"an output of node '{v.producer.name}', per sample"
-                      if v.producer is not None else "an intermediate, per sample")
-        if nbytes > best[2]:
-            best = (v.name, f"{holder}: {v.meta}", nbytes)
-    return best
+        meta = v.meta
+        if meta is None or v.kind is ValueKind.CONSTANT or not meta.is_static:
+            continue  # a constant is already in memory: the imported file's, not the request's
+        nbytes = meta.numel * meta.dtype.itemsize
+        if v.kind is ValueKind.INTERMEDIATE and id(v) not in whole and meta.shape:
+            nbytes //= max(meta.shape[0], 1)  # type: ignore[call-overload]
+        if nbytes > best_bytes:
+            best, best_bytes = v, nbytes
+    if best is None:
+        return ("", "", 0)
+    # what holds it, worded for the one found (not for every value looked at)
+    if best.kind is ValueKind.INPUT:
+        holder = "an input"
+    elif id(best) in whole:
+        holder = "a graph output"
+    elif best.producer is not None:
+        holder = f"an output of node '{best.producer.name}', per sample"
+    else:
+        holder = "an intermediate, per sample"
+    return best.name, f"{holder}: {best.meta}", best_bytes
 
 
 def check_memory_budget(graph: Graph, budget: MemoryBudget | None = None) -> PassResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 
 import numpy as np
 
@@ -35,7 +36,14 @@ class DType(enum.Enum):
     INT2 = "int2"
     UINT2 = "uint2"
 
-    @property
+    # Members are compared by identity (Enum defines no __eq__), so they may hash by it:
+    # Enum's own __hash__ is a Python call hashing the name, and dtype sets and dicts are
+    # asked about every value of every pass (~120 k times over 16 models' compiles).
+    __hash__ = object.__hash__
+
+    # numpy, itemsize and is_float: asked of nearly every value by nearly every pass; a
+    # member never changes, so each is worked out once (np.dtype of a name is a parse).
+    @functools.cached_property
     def numpy(self) -> np.dtype:
         if self is DType.STRING:
             return np.dtype(object)
@@ -45,12 +53,12 @@ class DType(enum.Enum):
             return np.dtype(getattr(ml_dtypes, self.value))
         return np.dtype(self.value)
 
-    @property
+    @functools.cached_property
     def itemsize(self) -> int:
         """Bytes per element in memory (the sub-byte types take one byte each)."""
         return self.numpy.itemsize
 
-    @property
+    @functools.cached_property
     def is_float(self) -> bool:
         return self in (DType.FLOAT32, DType.FLOAT16, DType.FLOAT64, DType.BFLOAT16) or \
             self in LOW_PRECISION_FLOATS
