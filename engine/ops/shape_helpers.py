@@ -16,6 +16,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from .registry import shape_error
+from .value_prop import known_value
 
 Shape = tuple[Dim, ...]
 
@@ -56,8 +57,6 @@ def dtype_in(node: Node, i: int) -> DType:
 def const_in(node: Node, i: int) -> np.ndarray | None:
     """The value of input i when known at compile time: a constant, or a small tensor
     derived from static shapes (see value_prop); None otherwise."""
-    from .value_prop import known_value
-
     val = known_value(node.input(i))
     return None if val is None or val.dtype.kind in "OUS" else val
 
@@ -65,8 +64,6 @@ def const_in(node: Node, i: int) -> np.ndarray | None:
 def shape_value(node: Node, i: int) -> list[Dim] | None:
     """A 1-D shape-like input as dims, symbols included (Shape of float32[batch,8] gives
     ["batch", 8]); None when unknown."""
-    from .value_prop import known_value
-
     val = known_value(node.input(i))
     if val is None:
         return None

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from ..ir import Graph, Value
-from . import symdims
+from . import registry, symdims
+from .api import run_node
 
 _MAX_ELEMENTS = 64
 _INT_CODES = {6, 7}  # ONNX TensorProto INT32, INT64 (Cast's "to")
@@ -111,8 +112,6 @@ def _derive(v: Value, node, depth: int) -> np.ndarray | None:
     if op not in _STRUCTURAL and any(x is not None and x.dtype == object for x in ins):
         res = _symbolic(op, ins)  # the few forms exporters use to compute shapes
         return None if res is None else _as_ints(res)
-    from .api import run_node  # late: api imports the registry this module serves
-
     try:
         res = run_node(node, ins)[v.index]
     except Exception:
@@ -125,8 +124,6 @@ def _derive(v: Value, node, depth: int) -> np.ndarray | None:
 def _evaluable(node) -> bool:
     """Whether constant folding would evaluate the node (deterministic, no side effects),
     and it holds no body graph to run."""
-    from . import registry  # late, as run_node
-
     if not registry.has(node.op_type) or not registry.get(node.op_type).foldable:
         return False
     for a in node.attrs.values():

@@ -93,16 +93,16 @@ def test_what_inference_kept_is_not_written_to_an_offline_model():
 def test_a_derived_shape_read_by_several_nodes_is_derived_once_per_sweep(monkeypatch):
     # Every layer's Reshape reads the same Shape -> Cast chain: within one sweep the chain
     # is evaluated once (value_prop.sweep), and each reader still gets the right shape.
-    from graphengine.engine.ops import api
+    from graphengine.engine.ops import value_prop
 
     evaluated: list[str] = []
-    real = api.run_node
+    real = value_prop.run_node
 
     def counting(node, inputs):
         evaluated.append(node.name)
         return real(node, inputs)
 
-    monkeypatch.setattr(api, "run_node", counting)
+    monkeypatch.setattr(value_prop, "run_node", counting)
     g = Graph("g")
     x = g.add_input("x", TensorMeta(F32, (2, 3)))
     s = g.add_node("Shape", [x], outputs=["s"], name="shape")
