@@ -37,6 +37,7 @@ using namespace nb::literals;
 
 void bind_host_budget(nb::module_& m);  // host_budget.cc
 void bind_host_nms(nb::module_& m);     // host_nms.cc
+void bind_host_plan_memory(nb::module_& m);  // host_plan_memory.cc
 void bind_kernel_plugins(nb::module_& m);  // plugin_py.cc
 void bind_kernel_sets(nb::module_& m);     // kernel_sets_py.cc
 
@@ -718,6 +719,7 @@ NB_MODULE(_runtime, m) {
   bind_host_budget(m);
   bind_variables(m);
   bind_host_nms(m);
+  bind_host_plan_memory(m);
   bind_kernel_plugins(m);
   bind_kernel_sets(m);
   m.def("backends", &ge::backend_names, "Names of the device backends built into the runtime.");

@@ -57,7 +57,7 @@ def test_chain_schedule_hits_the_lower_bound():
 
 @pytest.mark.parametrize("seed", range(4))
 def test_interval_placement_is_the_generic_best_fit(seed):
-    """One stream's placement runs in numpy (memory._place_intervals); it must give the
+    """One stream's placement runs natively (memory._place_intervals); it must give the
     offsets of the generic best-fit loop over the same overlap test, in every strategy,
     ties included (equal sizes, equal lifetimes, zero-byte buffers)."""
     rng = np.random.default_rng(seed)
@@ -70,3 +70,20 @@ def test_interval_placement_is_the_generic_best_fit(seed):
             fast = strategy(bufs, memory._overlap)
             generic = strategy(bufs, lambda a, b: a.overlaps(b))  # not _overlap: the loop
             assert fast == generic, name
+
+
+def test_native_placement_refuses_what_is_not_a_plan():
+    from graphengine import _runtime
+
+    col = np.array([0, 1], np.int64)
+    with pytest.raises(ValueError, match="differ in length"):
+        _runtime.place_intervals(col, col, np.array([64], np.int64))
+    with pytest.raises(ValueError, match="buffer 1 has size -64"):
+        _runtime.place_intervals(col, col, np.array([64, -64], np.int64))
+    with pytest.raises(OverflowError, match="overflow"):
+        _runtime.place_intervals(np.zeros(3, np.int64), np.full(3, 5, np.int64),
+                                 np.full(3, 2**62, np.int64))
+    # best fit: the gap left by an early, dead buffer is taken by a later one that fits it
+    offs = _runtime.place_intervals(np.array([0, 0, 2], np.int64), np.array([1, 3, 3], np.int64),
+                                    np.array([128, 64, 128], np.int64))
+    assert offs.tolist() == [0, 128, 0]
