@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import mmap
 import os
 import weakref
 
@@ -95,13 +96,15 @@ class _Source:
             raise WireError(f"a field of {n} bytes at offset {self.pos} runs past the end "
                             f"({self.size} bytes)")
         self.pos += n
-        if self.f is not None:
+        if self.mem is None:
             self.f.seek(self.pos)
 
     def copy_to(self, start: int, n: int, dst: memoryview) -> None:
-        if self.mem is not None:
+        if self.f is None:
             dst[:] = self.mem[start:start + n]
             return
+        # A file's payloads are read, not copied from its mapping: a mapping's pages, once
+        # touched, count in the process's resident memory until it is closed.
         self.f.seek(start)
         got = self.f.readinto(dst)
         if got != n:
@@ -187,20 +190,26 @@ def _tensor(src: _Source, end: int, moved: list[tuple[int, int] | None]) -> byte
 
 
 def _graph(src: _Source, end: int, moved: list[tuple[int, int] | None]) -> bytes:
+    """The graph's fields, the initializers re-encoded (_tensor), the rest (nodes, inputs,
+    types: thousands of fields) copied as they are, a run of them at a time."""
     out = bytearray()
+    kept = src.pos  # where the run of fields copied as they are began
     while src.pos < end:
+        at = src.pos
         key = src.varint()
         number, wire = key >> 3, key & 7
         if number == _GRAPH_INITIALIZER:
             if wire != 2:
                 raise WireError(f"initializer with wire type {wire} at offset {src.pos}")
+            out += src.mem[kept:at]
             n = src.varint()
             out += _field(_GRAPH_INITIALIZER, _tensor(src, src.pos + n, moved))
+            kept = src.pos
             continue
-        out += _encode_varint(key)
-        _skip_value(src, wire, out)
+        _skip_value(src, wire, None)
     if src.pos != end:
         raise WireError(f"the graph overruns its length at offset {src.pos}")
+    out += src.mem[kept:end]
     return bytes(out)
 
 
@@ -214,7 +223,20 @@ def split_weights(path: str | os.PathLike | None = None, data: bytes | memoryvie
     if path is not None:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            return _split(_Source(f, None, size))
+            if size == 0:
+                raise WireError("the file is empty")
+            # The structure is walked in the file's mapping (a read call per varint byte
+            # was most of the walk); the payloads are read from the file (copy_to).
+            mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            mem = memoryview(mapping)
+            try:
+                return _split(_Source(f, mem, size))
+            finally:
+                try:
+                    mem.release()
+                    mapping.close()
+                except BufferError:  # a slice an error's traceback holds: closed when freed
+                    pass
     mem = memoryview(data).cast("B")
     return _split(_Source(None, mem, len(mem)))
 

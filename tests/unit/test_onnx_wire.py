@@ -132,6 +132,33 @@ def test_malformed_wire_bytes_raise_wire_error(data) -> None:
         split_weights(data=data)
 
 
+def _mapped(path) -> bool:
+    with open("/proc/self/maps") as maps:
+        return str(path) in maps.read()
+
+
+@pytest.mark.parametrize("data", [b"", b"\x3a\xff\xff\xff\xff\x0f", b"\x08", b"\x0b\x00"])
+def test_malformed_file_raises_wire_error_and_is_not_left_mapped(tmp_path, data) -> None:
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(data)
+    with pytest.raises(WireError):
+        split_weights(path=path)
+    assert not _mapped(path)
+
+
+def test_a_file_is_split_as_its_bytes_are_and_not_left_mapped(tmp_path) -> None:
+    # A file's structure is walked in its mapping, the fields between initializers copied a
+    # run at a time: the same stripped model as from its bytes, and the mapping closed.
+    data = _model().SerializeToString()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    from_file, weights = split_weights(path=path)
+    from_bytes, _ = split_weights(data=data)
+    assert from_file == from_bytes
+    assert weights.data.nbytes > 64 * 96 * 4
+    assert not _mapped(path)
+
+
 def test_truncated_file_is_reported_by_the_importer(tmp_path) -> None:
     data = _model().SerializeToString()
     path = tmp_path / "cut.onnx"
