@@ -314,7 +314,7 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   on_pass: ProgressHook | None = None, budget: MemoryBudget | None = None,
                   on_stage: Callable[[str, Graph], None] | None = None,
-                  pin_inputs: bool = False) -> CompiledModel:
+                  pin_inputs: bool = False, validated: bool = False) -> CompiledModel:
     """Run stages 1-4 on a copy of `graph`; the graph itself is left untouched.
 
     `budget`: the bytes the caller can still load; a graph whose largest tensor at these
@@ -327,6 +327,10 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
 
     `pin_inputs` keeps every device program's inputs live to its end (a control-flow body
     the enclosing program expands, codegen/control.py).
+
+    `validated`: `analyze` validated this very graph and nothing has changed it since (a
+    session's graphs: analyzed when added, never changed after), so stage 1's validation is
+    not run again.
     """
     options = options or CompileOptions()
     # constant folding's numpy matmuls: a threaded BLAS's pool spun on into the first run
@@ -343,6 +347,9 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     target = get_target(options.target)
     source_ops: dict[str, str] = {}  # node name -> op type before stage 3 (fusion)
     for stage in stages(options, budget, target, graph.name):
+        if validated and stage.name == "validate":
+            g.toposort()  # the order validation would have checked (analysis sorted a copy
+            continue  # of a graph with variables, not the graph)
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)

@@ -106,7 +106,9 @@ class _GraphEntry:
 
     def compile(self, options, shapes: Mapping[str, Sequence[Dim]],
                 budget: MemoryBudget | None = None) -> CompiledModel:
-        return compile_graph(self.graph, options, input_shapes=shapes, budget=budget)
+        # analyzed (validated) when it was added, and a session never changes it after
+        return compile_graph(self.graph, options, input_shapes=shapes, budget=budget,
+                             validated=True)
 
     def analyze(self, options) -> CompileReport:
         return analyze(self.graph, options)

@@ -86,6 +86,25 @@ def test_instances_hold_their_own_memory_and_run_concurrently() -> None:
     assert 0 < sizes[1] < sizes[3] <= 3 * sizes[1]  # more arenas; weights may be shared
 
 
+def test_a_session_validates_its_graph_once() -> None:
+    # Validated when added (analysis): a compile of it runs the stages after validation,
+    # with the same result; a graph compiled on its own is validated by the compile.
+    from graphengine.engine.importers import load_model
+    from graphengine.engine.pipeline import compile_graph
+
+    model = mlp_onnx(batch="N")
+    with Session() as sess:
+        gid = sess.add_graph(model)
+        report = sess.compile_graph(gid, {"x": (3, 16)})
+        x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
+        got = sess.run_graph(gid, {"x": x})["y"]
+    assert "validate" not in {r.stage for r in report.passes}
+    assert report.nodes_before > 0 and report.tasks > 0
+    np.testing.assert_allclose(got, ort_run(model, {"x": x})["y"], rtol=RTOL, atol=ATOL)
+    alone = compile_graph(load_model(model), input_shapes={"x": (3, 16)})
+    assert "validate" in {r.stage for r in alone.report.passes}
+
+
 def test_runs_of_a_changing_signature_and_bad_inputs_leave_nothing_in_flight() -> None:
     model = mlp_onnx(batch="N")
     rng = np.random.default_rng(3)
