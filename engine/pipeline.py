@@ -348,8 +348,12 @@ def compile_graph(graph: Graph, options: CompileOptions | None = None,
     source_ops: dict[str, str] = {}  # node name -> op type before stage 3 (fusion)
     for stage in stages(options, budget, target, graph.name):
         if validated and stage.name == "validate":
+            t0 = time.perf_counter()
             g.toposort()  # the order validation would have checked (analysis sorted a copy
-            continue  # of a graph with variables, not the graph)
+            # of a graph with variables, not the graph)
+            pm.record(PassRecord("validate", "validate", time.perf_counter() - t0, False,
+                                 "validated when the graph was added"))
+            continue
         g = pm.run_stage(stage, g)
         if stage.name == "prepare":  # shapes known, constants folded, nothing fused yet
             flops = graph_flops(g)
