@@ -18,7 +18,7 @@ from graphengine.engine.runtime import load
 ROWS, K, N = 20, 12, 10
 
 
-def _parallel_experts(experts: int, form: str):
+def _parallel_experts(experts: int, form: str, rows: int = ROWS):
     """X [ROWS, K] split by sizes (computed: a graph input plus zero, as a router's counts
     are) into `experts` parts; part i through Gemm (transB, bias), Gemm without bias, or
     MatMul by [K, N]; the parts' results concatenated."""
@@ -44,29 +44,39 @@ def _parallel_experts(experts: int, form: str):
     nodes.append(helper.make_node("Concat", [f"y{i}" for i in range(experts)], ["y"], axis=0))
     nodes.append(helper.make_node("Relu", ["y"], ["out"]))
     graph = helper.make_graph(nodes, "parallel_experts", [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, [ROWS, K]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, K]),
         helper.make_tensor_value_info("counts", TensorProto.INT64, [experts])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 @pytest.mark.parametrize("form", ["gemm_bias", "gemm", "matmul"])
-@pytest.mark.parametrize("counts", [[5, 7, 0, 8], [20, 0, 0, 0], [0, 0, 0, 20], [1, 2, 3, 14]])
+@pytest.mark.parametrize("counts", [
+    [5, 7, 0, 8], [20, 0, 0, 0], [0, 0, 0, 20], [1, 2, 3, 14],
+    # 200 rows: 64-row blocks where more than 48 rows of a segment are left, their tails past
+    # the segment's end (130 = 64 + 64 + 2; 49 one big block; 48 three small ones), and a
+    # last segment whose big block reads the spare rows
+    [130, 0, 21, 49], [64, 64, 24, 48], [7, 0, 0, 193]])
 def test_ragged_parts_are_one_segment_product(form, counts):
-    experts = len(counts)
-    model = _parallel_experts(experts, form)
+    experts, rows = len(counts), sum(counts)
+    model = _parallel_experts(experts, form, rows)
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     engines = {(p.op_type, p.engine) for p in compiled.report.placements}
     assert all(e == "device" for _, e in engines), compiled.report.render()
     assert not {"Split", "Concat"} & {op for op, _ in engines}
     assert "SegmentMatMul" in {op for op, _ in engines}
-    feeds = {"x": np.random.default_rng(3).standard_normal((ROWS, K)).astype(np.float32),
+    feeds = {"x": np.random.default_rng(3).standard_normal((rows, K)).astype(np.float32),
              "counts": np.array(counts, np.int64)}
-    got = load(compiled).execute(feeds)["out"]
+    model_ = load(compiled)
+    got = model_.execute(feeds)["out"]
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
-    assert got.shape == want.shape == (ROWS, N)
+    assert got.shape == want.shape == (rows, N)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    impls = {t["impl"] for nat in model_.natives.values() for t in nat.profile()
+             if t["op"] == "SegmentMatMul"}
+    assert impls and all(i.endswith("16/64-row blocks" if rows >= 64 else "16-row blocks")
+                         for i in impls), impls
 
 
 @pytest.mark.parametrize("counts,message", [

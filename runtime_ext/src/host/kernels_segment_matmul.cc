@@ -9,8 +9,12 @@
 // One oneDNN matmul of B rows (weights reordered once per expert at load, all in one
 // buffer) runs over each segment's rows in blocks, the arguments shifted per block and
 // expert. A segment's last block runs past its end into the next segments' rows, which are
-// computed after it and overwrite them; the rows go through a copy with B spare rows
-// (zeros) so that the last block reads and writes inside the workspace.
+// computed after it and overwrite them; the rows go through a copy with spare rows (zeros)
+// so that the last block reads and writes inside the workspace.
+// Where there are at least kBig rows, a second matmul of kBig rows over the same weights
+// takes a segment's rows while more than 3 small blocks' worth are left: every block reads
+// its expert's whole matrix, so JetMoE's 80-row segments at batch 8 (a 1 MB matrix each)
+// read it twice instead of five times.
 #include <algorithm>
 #include <cstring>
 
@@ -55,7 +59,7 @@ class SegmentMatmulKernel : public Kernel {
       a.expect_dtype(*bias, DType::kFloat32, "bias");
       if (!bias->constant() || bias->shape != Shape{e_, n_}) invalid("bias must be a constant ", shape_str({e_, n_}));
     }
-    block_ = std::clamp<int64_t>(rows_, 1, 16);
+    block_ = std::clamp<int64_t>(rows_, 1, kSmall);
     const dnnl::engine& eng = host_engine(*dev_);
     const dnnl::memory::desc src(dims{block_, k_}, dt::f32, dims{k_, 1});
     const dnnl::memory::desc dst(dims{block_, n_}, dt::f32, dims{n_, 1});
@@ -78,20 +82,50 @@ class SegmentMatmulKernel : public Kernel {
         std::memcpy(to, done->data(), wei_bytes_);
       }
     }
-    a_at_ = plan_.add(static_cast<size_t>((rows_ + block_) * k_) * sizeof(float));
-    y_at_ = plan_.add(static_cast<size_t>((rows_ + block_) * n_) * sizeof(float));
+    if (rows_ >= kBig) {  // the big block reads the small one's weight layout, if oneDNN runs that well
+      const dnnl::memory::desc src_big(dims{kBig, k_}, dt::f32, dims{k_, 1});
+      const dnnl::memory::desc dst_big(dims{kBig, n_}, dt::f32, dims{n_, 1});
+      try {
+        dnnl::matmul::primitive_desc big =
+            bias ? dnnl::matmul::primitive_desc(eng, src_big, pd.weights_desc(), bias_md, dst_big, attr)
+                 : dnnl::matmul::primitive_desc(eng, src_big, pd.weights_desc(), dst_big, attr);
+        if (std::string(big.impl_info_str()).find("ref") == std::string::npos) {
+          big_ = Prim(big);
+          big_rows_ = kBig;
+        }
+      } catch (const dnnl::error&) {
+        // no such matmul: small blocks only
+      }
+    }
+    const int64_t spare = std::max(block_, big_rows_);
+    a_at_ = plan_.add(static_cast<size_t>((rows_ + spare) * k_) * sizeof(float));
+    y_at_ = plan_.add(static_cast<size_t>((rows_ + spare) * n_) * sizeof(float));
     prim_ = Prim(pd);
     prim_.arg(DNNL_ARG_SRC, src, Ref::workspace(a_at_));
     prim_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), Ref::buffer(weights_->data()));
     if (bias) prim_.arg(DNNL_ARG_BIAS, bias_md, Ref::of(*bias));
     prim_.arg(DNNL_ARG_DST, dst, Ref::workspace(y_at_));
-    Prim::share_scratchpad(&plan_, {&prim_});
+    if (big_rows_) {
+      big_.arg(DNNL_ARG_SRC, dnnl::memory::desc(dims{kBig, k_}, dt::f32, dims{k_, 1}), Ref::workspace(a_at_));
+      big_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), Ref::buffer(weights_->data()));
+      if (bias) big_.arg(DNNL_ARG_BIAS, bias_md, Ref::of(*bias));
+      big_.arg(DNNL_ARG_DST, dnnl::memory::desc(dims{kBig, n_}, dt::f32, dims{n_, 1}), Ref::workspace(y_at_));
+      Prim::share_scratchpad(&plan_, {&prim_, &big_});
+    } else {
+      Prim::share_scratchpad(&plan_, {&prim_});
+    }
     bias_ = bias != nullptr;
   }
 
   size_t workspace_bytes() const override { return plan_.total(); }
-  void set_instances(int n) override { prim_.set_instances(n, host_engine(*dev_)); }
-  std::string impl() const override { return prim_.impl() + " " + std::to_string(block_) + "-row blocks"; }
+  void set_instances(int n) override {
+    prim_.set_instances(n, host_engine(*dev_));
+    if (big_rows_) big_.set_instances(n, host_engine(*dev_));
+  }
+  std::string impl() const override {
+    return prim_.impl() + " " + std::to_string(block_) + (big_rows_ ? "/" + std::to_string(big_rows_) : "") +
+           "-row blocks";
+  }
 
   Status run(ExecContext& ctx) override {
     const int64_t* sizes = ctx.ptr<const int64_t>(*sizes_);
@@ -109,18 +143,23 @@ class SegmentMatmulKernel : public Kernel {
     float* a = reinterpret_cast<float*>(ctx.workspace + a_at_);
     float* y = reinterpret_cast<float*>(ctx.workspace + y_at_);
     std::memcpy(a, ctx.ptr<const float>(*x_), static_cast<size_t>(rows_ * k_) * sizeof(float));
-    std::memset(a + rows_ * k_, 0, static_cast<size_t>(block_ * k_) * sizeof(float));
+    std::memset(a + rows_ * k_, 0, static_cast<size_t>(std::max(block_, big_rows_) * k_) * sizeof(float));
     int64_t start = 0;
     for (int64_t i = 0; i < e_; ++i) {
-      for (int64_t r = start; r < start + sizes[i]; r += block_) {
-        const ptrdiff_t w_at = static_cast<ptrdiff_t>(static_cast<size_t>(i) * wei_bytes_);
-        const ptrdiff_t b_at = static_cast<ptrdiff_t>(i * n_ * 4);
+      const ptrdiff_t w_at = static_cast<ptrdiff_t>(static_cast<size_t>(i) * wei_bytes_);
+      const ptrdiff_t b_at = static_cast<ptrdiff_t>(i * n_ * 4);
+      for (int64_t r = start; r < start + sizes[i];) {
+        const int64_t left = start + sizes[i] - r;
+        // a big block while more than three small ones' worth is left (its tail, at most
+        // kBig - 1 rows past the segment, lands in rows computed after it)
+        Prim& p = big_rows_ && left > 3 * block_ ? big_ : prim_;
         if (bias_) {
-          prim_.execute(ctx, {{DNNL_ARG_SRC, r * k_ * 4}, {DNNL_ARG_DST, r * n_ * 4}, {DNNL_ARG_WEIGHTS, w_at},
-                              {DNNL_ARG_BIAS, b_at}});
+          p.execute(ctx, {{DNNL_ARG_SRC, r * k_ * 4}, {DNNL_ARG_DST, r * n_ * 4}, {DNNL_ARG_WEIGHTS, w_at},
+                          {DNNL_ARG_BIAS, b_at}});
         } else {
-          prim_.execute(ctx, {{DNNL_ARG_SRC, r * k_ * 4}, {DNNL_ARG_DST, r * n_ * 4}, {DNNL_ARG_WEIGHTS, w_at}});
+          p.execute(ctx, {{DNNL_ARG_SRC, r * k_ * 4}, {DNNL_ARG_DST, r * n_ * 4}, {DNNL_ARG_WEIGHTS, w_at}});
         }
+        r += &p == &big_ ? big_rows_ : block_;
       }
       start += sizes[i];
     }
@@ -133,11 +172,12 @@ class SegmentMatmulKernel : public Kernel {
   const TensorInfo* x_ = nullptr;
   const TensorInfo* sizes_ = nullptr;
   const TensorInfo* y_ = nullptr;
-  int64_t rows_ = 0, k_ = 0, e_ = 0, n_ = 0, block_ = 1;
+  static constexpr int64_t kSmall = 16, kBig = 64;
+  int64_t rows_ = 0, k_ = 0, e_ = 0, n_ = 0, block_ = 1, big_rows_ = 0;
   size_t wei_bytes_ = 0, a_at_ = 0, y_at_ = 0;
   bool bias_ = false;
   std::shared_ptr<AlignedBuffer> weights_;
-  Prim prim_;
+  Prim prim_, big_;
   WorkspacePlan plan_;
 };
 
