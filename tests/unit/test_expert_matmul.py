@@ -17,36 +17,47 @@ from graphengine.engine.runtime import load
 
 
 def _batched_mm(rows: int, experts: int, n: int = 24, k: int = 16, index_type=TensorProto.INT64,
-                row_form: bool = False):
+                row_form: bool = False, nd: bool = False):
     """`row_form`: each row vector x [1, K] times its gathered expert [K, N] (gpt-oss's
-    experts), else the gathered [N, K] times a column x [K, 1] (transformers' batched_mm)."""
+    experts), else the gathered [N, K] times a column x [K, 1] (transformers' batched_mm).
+    `nd`: the experts gathered by GatherND of idx [rows, 1] (Qwen3-Next's export)."""
     shape = (experts, k, n) if row_form else (experts, n, k)
     w = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    nodes = [helper.make_node("Gather", ["w", "idx"], ["wg"], axis=0),
-             helper.make_node("MatMul", ["x", "wg"] if row_form else ["wg", "x"], ["y"])]
+    gather = helper.make_node("GatherND", ["w", "idx"], ["wg"]) if nd else \
+        helper.make_node("Gather", ["w", "idx"], ["wg"], axis=0)
+    nodes = [gather, helper.make_node("MatMul", ["x", "wg"] if row_form else ["wg", "x"], ["y"])]
     return helper.make_model(helper.make_graph(nodes, "batched_mm", [
         helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 1, k] if row_form
                                       else [rows, k, 1]),
-        helper.make_tensor_value_info("idx", index_type, [rows])],
+        helper.make_tensor_value_info("idx", index_type, [rows, 1] if nd else [rows])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(w, "w")]),
         opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
+def _kernel_outputs(compiled) -> list[tuple[str, tuple]]:
+    """(op, shape of its first output) of every kernel task."""
+    return [(t.op, tuple(p.tensors[t.outputs[0]].shape)) for p in compiled.programs
+            if isinstance(p, DeviceProgram) for t in p.tasks if t.kind == "kernel"]
+
+
 @pytest.mark.parametrize("row_form", [False, True])
-@pytest.mark.parametrize("index_type", [TensorProto.INT64, TensorProto.INT32])
-def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type, row_form):
+@pytest.mark.parametrize("index_type, nd", [(TensorProto.INT64, False), (TensorProto.INT32, False),
+                                            (TensorProto.INT64, True)])  # GatherND: int64
+def test_rows_by_gathered_experts_are_one_product_by_all_experts(index_type, nd, row_form):
     rows, experts = 12, 4
-    model = _batched_mm(rows, experts, index_type=index_type, row_form=row_form)
+    model = _batched_mm(rows, experts, index_type=index_type, row_form=row_form, nd=nd)
     rng = np.random.default_rng(1)
     dtype = np.int64 if index_type == TensorProto.INT64 else np.int32
+    idx = rng.integers(-experts, experts, rows).astype(dtype)  # negatives count back
     feeds = {"x": rng.standard_normal((rows, 1, 16) if row_form else (rows, 16, 1)
                                       ).astype(np.float32),
-             "idx": rng.integers(-experts, experts, rows).astype(dtype)}  # negatives count back
+             "idx": idx.reshape(rows, 1) if nd else idx}
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
-    ops = [t.op for p in compiled.programs if isinstance(p, DeviceProgram) for t in p.tasks
-           if t.kind == "kernel"]
-    assert "Gather" not in ops and "GatherND" in ops, ops
+    kernels = _kernel_outputs(compiled)
+    # no copy of a weight per row: the only gather picks [rows, N] from the product by all
+    assert "Gather" not in {op for op, _ in kernels}, kernels
+    assert [shape for op, shape in kernels if op == "GatherND"] == [(rows, 24)], kernels
     got = load(compiled).execute(feeds)["y"]
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)[0]
