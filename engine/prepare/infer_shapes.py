@@ -95,8 +95,10 @@ def _key(node: Node) -> tuple | None:
             tuple(None if v is None else v.meta for v in node._inputs), tuple(consts))
 
 
-# attribute values a key holds as they are (exactly what ir.plain_attrs allows, by type: a
-# numpy scalar, a subclass of float, makes the node unkeyed rather than kept by equality)
+# Attribute values a key holds as they are, told by type (ir.plain_attrs's kinds; a numpy
+# scalar, a float subclass, leaves the node unkeyed). Keys compare by ==, so 1, 1.0 and
+# True are one value there, as they were not in the repr: attributes are schema-checked
+# (validate) and no pass changes one's type keeping its value.
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 

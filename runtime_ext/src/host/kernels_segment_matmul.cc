@@ -82,9 +82,9 @@ class SegmentMatmulKernel : public Kernel {
         std::memcpy(to, done->data(), wei_bytes_);
       }
     }
+    const dnnl::memory::desc src_big(dims{kBig, k_}, dt::f32, dims{k_, 1});
+    const dnnl::memory::desc dst_big(dims{kBig, n_}, dt::f32, dims{n_, 1});
     if (rows_ >= kBig) {  // the big block reads the small one's weight layout, if oneDNN runs that well
-      const dnnl::memory::desc src_big(dims{kBig, k_}, dt::f32, dims{k_, 1});
-      const dnnl::memory::desc dst_big(dims{kBig, n_}, dt::f32, dims{n_, 1});
       try {
         dnnl::matmul::primitive_desc big =
             bias ? dnnl::matmul::primitive_desc(eng, src_big, pd.weights_desc(), bias_md, dst_big, attr)
@@ -106,10 +106,10 @@ class SegmentMatmulKernel : public Kernel {
     if (bias) prim_.arg(DNNL_ARG_BIAS, bias_md, Ref::of(*bias));
     prim_.arg(DNNL_ARG_DST, dst, Ref::workspace(y_at_));
     if (big_rows_) {
-      big_.arg(DNNL_ARG_SRC, dnnl::memory::desc(dims{kBig, k_}, dt::f32, dims{k_, 1}), Ref::workspace(a_at_));
+      big_.arg(DNNL_ARG_SRC, src_big, Ref::workspace(a_at_));
       big_.arg(DNNL_ARG_WEIGHTS, pd.weights_desc(), Ref::buffer(weights_->data()));
       if (bias) big_.arg(DNNL_ARG_BIAS, bias_md, Ref::of(*bias));
-      big_.arg(DNNL_ARG_DST, dnnl::memory::desc(dims{kBig, n_}, dt::f32, dims{n_, 1}), Ref::workspace(y_at_));
+      big_.arg(DNNL_ARG_DST, dst_big, Ref::workspace(y_at_));
       Prim::share_scratchpad(&plan_, {&prim_, &big_});
     } else {
       Prim::share_scratchpad(&plan_, {&prim_});
