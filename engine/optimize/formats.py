@@ -135,7 +135,7 @@ def reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
     if layout_of(node) in (Layout.CONV, Layout.UNIFORM, Layout.SPATIAL):
         return index == 0 or index == residual(node)
-    if layout_of(node) is Layout.CHANNEL:
+    if layout_of(node) in (Layout.CHANNEL, Layout.CHAIN):  # a per-channel operand: plain
         v = node.inputs[index]
         return v is None or not per_channel(v, node.outputs[0])
     return True

@@ -18,14 +18,17 @@ C): the blocked formats are 4-D only, and oneDNN's Conv3d and our depthwise 3-D 
 channels-last (plain, each Conv3d converted in and out inside its task).
 
 The region's 4-D format (`region_format`): NHWC, or oneDNN's blocked format for the CPU
-(nChw16c with AVX-512, nChw8c with AVX2; the target's `blocked_format`). oneDNN's brgemm
-convolutions (NHWC) are its default choice, but its direct 1x1 and depthwise kernels on
-blocked data are clearly faster on small images and channel counts (MobileNetV2 on two
-AVX-512 cores: the convolutions take ~25% less time blocked at batch 1 and 32), and only
-they fuse a depthwise convolution into a 1x1 without a round trip through memory (the
-conv_dw fusion). "auto" picks the blocked format for graphs with depthwise convolutions and
-NHWC otherwise — and NHWC for a vision transformer, whose depthwise convolutions read token
-sequences reshaped into images (NHWC's bytes: views there, conversions in a blocked region).
+(nChw16c with AVX-512, nChw8c with AVX2; the target's `blocked_format`), whose direct 1x1 and
+depthwise kernels were ~25% faster on MobileNetV2 when this pass was written, and which alone
+fuse a depthwise convolution into a 1x1 without a round trip through memory (the conv_dw
+fusion). "auto" is NHWC. It used to pick blocked for graphs with depthwise convolutions
+(unless they read token sequences or 1-D signals, or most activations had partial channel
+blocks); measured on the 40 zoo and unseen models it picked blocked for (oneDNN 3.2, AMD
+Zen 4, two threads, batches 1 and 8, alternated rounds), NHWC ran them 4.6% faster on the
+geometric mean: blocked was ahead by at most 9% (12 of 80 measurements by more than 3%)
+and behind by up to 2x (31 by more than 3%: narrow or grouped channels padded to blocks —
+MicroNet's convolutions 1.51 ms blocked, 0.61 NHWC; a text recognizer's 1-high maps at
+batch 8; convolution-attention hybrids paying conversions).
 
 A node is layout-agnostic when the device kernel computes the same result in the region's
 format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py `Layout`):
@@ -48,7 +51,6 @@ from __future__ import annotations
 
 from .. import ops
 from ..ir import Engine, Graph, Node, Value
-from ..ops.conv_fused import DEPTHWISE
 from ..ops.registry import AttrKind, AttrSpec, DeviceKernel, Layout, OpSchema
 from ..passes import PassResult
 from ..target import Target
@@ -147,7 +149,11 @@ def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
             or maps and rank == 4 and pixel_map(v, out) and (second is None or v is second)
             for v in ins)
     if kind is Layout.CHAIN:  # flat: any format its full-size tensors share (and, NHWC, rows
-        # of C with a per-channel operand)
+        # of C with a per-channel operand; a fused region's kernel reads a per-channel
+        # operand, computed or constant, plain against any unpadded format of its domain)
+        if node.op_type == "EltwiseGraph":
+            return all(v.meta == out.meta and is_act(v) or per_channel(v, out)
+                       or v.is_constant and v.meta.numel == 1 for v in node.inputs)
         return all(v.meta == out.meta if is_act(v)
                    else v.is_constant and v.meta.numel == 1 or nhwc and _scale_of(v, out)
                    for v in node.inputs) and (
@@ -248,77 +254,11 @@ def storage_nbytes(v: Value) -> int:
 
 
 def region_format(graph: Graph, requested: str = "auto", target: Target | None = None) -> str:
-    """The format of the layout region: `requested`, or for "auto" the target's blocked
-    format when the graph has a depthwise convolution, none of which reads a token
-    sequence (`_reads_tokens`) or a signal (`_reads_signal`), and at least half of its
-    device 4-D activation elements fill whole channel blocks (else NHWC)."""
+    """The format of the layout region: `requested`; "auto" is NHWC (see the module's note:
+    the blocked format measured slower on most graphs it was picked for)."""
     if requested not in REGION_FORMATS:
         raise ValueError(f"unknown layout format {requested!r}; known: {list(REGION_FORMATS)}")
-    if requested != "auto":
-        return requested
-    blocked = (target or get_target()).blocked_format
-    depthwise = [n for n in graph.nodes if _is_depthwise(n)]
-    if not blocked or not depthwise or any(_reads_tokens(graph, n) or _reads_signal(n)
-                                           for n in depthwise):
-        return NHWC
-    # Blocked only where most activation bytes fill whole blocks: a value with a partial last
-    # block is stored NHWC unless only convolutions read it, so a network of narrow or odd
-    # channel counts pays a conversion at most of its layers (PP-LCNet's 8, 24, 40... at
-    # 0.25x width: 31 TransData, 1.09 ms blocked against 0.79 NHWC).
-    block = BLOCKS[blocked]
-    whole = partial = 0
-    for node in graph.nodes:
-        for v in node.outputs:
-            if node.meta.engine is Engine.DEVICE and is_act4d(v):
-                if v.meta.shape[1] % block:
-                    partial += v.meta.numel
-                else:
-                    whole += v.meta.numel
-    return blocked if partial <= whole else NHWC
-
-
-# Nodes that only relabel or reorder the axes on the way from a token sequence to a Conv.
-_RELABELS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose"})
-
-
-def _reads_tokens(graph: Graph, conv: Node) -> bool:
-    """Whether the Conv reads a token sequence [N, L, C] (or [N, C, L]) reshaped into an
-    image: a vision transformer's convolution between linears (SegFormer's Mix-FFN, a
-    convolutional position embedding). The tokens' bytes are NHWC, so NHWC reads them as a
-    view where a blocked format converts in and out around every such convolution (hf_segformer
-    at batch 8: 30 Transposes and 23 TransData blocked, 6 and 3 in NHWC)."""
-    v = conv.input(0)
-    seen = 0
-    while v is not None and v.producer is not None and v.producer.op_type in _RELABELS \
-            and seen < 8:
-        v, seen = v.producer.input(0), seen + 1
-        if v is not None and v.meta is not None and v.meta.rank == 3:
-            return True
-    return False
-
-
-def _reads_signal(conv: Node) -> bool:
-    """Whether the Conv is a 1-D one run as 2-D, on a signal [N, C, L] viewed as [N, C, 1, L]
-    (canonicalize): a 1-high, wider input and a 1-high kernel. The ops between such
-    convolutions work on the 3-D signals, which an NHWC region stores NHWC too (views to
-    and from the convolutions) and a blocked one cannot: Conv-TasNet's depthwise
-    convolutions made it blocked, and each residual sum and global layer norm between them
-    paid two TransData (27 against 3)."""
-    x, w = conv.input(0), conv.input(1)
-    return (conv.op_type == "Conv" and x is not None and x.meta is not None
-            and x.meta.rank == 4 and x.meta.shape[2] == 1 and x.meta.shape[3] > 1
-            and w is not None and w.meta is not None and w.meta.rank == 4
-            and w.meta.shape[2] == 1)
-
-
-def _is_depthwise(node: Node) -> bool:
-    """A device convolution that is (or, fused, has) a depthwise convolution."""
-    if layout_of(node) is not Layout.CONV or node.meta.engine is not Engine.DEVICE:
-        return False
-    x, group = node.input(0), node.attrs.get("group", 1)
-    return node.op_type in DEPTHWISE or (
-        group > 1 and x is not None and x.meta is not None and x.meta.rank == 4
-        and x.meta.shape[1] == group)
+    return NHWC if requested == "auto" else requested
 
 
 def _conv_reads_only(v: Value) -> bool:

@@ -30,14 +30,14 @@ def _model(nodes, inputs, outputs, inits=None):
     return model
 
 
-def _run(model, inputs, scale=1.0):
+def _run(model, inputs, scale=1.0, atol=1e-6):
     compiled = compile_graph(load_model(model), CompileOptions(lint=True))
     feeds = {k: (RNG.standard_normal(s) * scale).astype(np.float32) for k, s in inputs.items()}
     got = LoadedModel(compiled).execute(feeds)
     want = ort.InferenceSession(model.SerializeToString(), providers=[
         "CPUExecutionProvider"]).run(None, feeds)
     for g, w in zip(got.values(), want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=atol)
     return compiled.report.fusions, [p.op_type for p in compiled.report.placements]
 
 
@@ -304,8 +304,9 @@ def test_random_graphs_give_convex_regions_that_compile(seed, monkeypatch):
 def test_signal_ops_around_one_d_convolutions_keep_their_layout():
     """A 1-D convolution runs as the 2-D one of the view [N, C, 1, L], and the layout keeps
     the signal [N, C, L] channels-last around it: rank 3 is a convolution rank there, so a
-    statistics pooling's x - mean (a per-channel operand) and its square stay the layout's
-    ops instead of a plain region with a conversion before it."""
+    statistics pooling's x - mean (a per-channel operand) and its square are a region the
+    layout keeps channels-last (the kernel reads the mean plain), not a plain region with a
+    conversion before it: one TransData into the convolutions, one out to the plain mean."""
     nodes = [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1]),
              helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("Conv", ["r", "k"], ["f"], pads=[1, 1]),
@@ -316,4 +317,48 @@ def test_signal_ops_around_one_d_convolutions_keep_their_layout():
     inputs = {"x": [1, 16, 40]}
     model = _model(nodes, inputs, ["y"], {"k": RNG.standard_normal((16, 16, 3)) * 0.2})
     fusions, ops = _run(model, inputs)
-    assert "EltwiseGraph" not in ops, ops
+    assert ops.count("TransData") == 2 and "Sub" not in ops, ops
+    assert ops.index("EltwiseGraph") < ops.index("TransData", ops.index("Conv")), ops
+
+
+@pytest.mark.parametrize("c,batch", [(12, 2), (32, 2), (24, 1)])
+def test_dynamic_shift_max_is_one_region_in_the_convolutions_format(c, batch):
+    """MicroNet's activation: max(x * a1 + r * b1, x * a2 + r * b2), r the channels rolled
+    by a Concat of two Slices, a1..b2 [N, C, 1, 1] computed from a pooled branch. The four
+    per-channel products join the sums and the max in one region the layout keeps in the
+    convolutions' format (the kernel reads the coefficients plain): no Mul left, no
+    conversion around the region."""
+    h = c // 2
+    nodes = [helper.make_node("Conv", ["x", "k"], ["f"], pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["f", "dw"], ["g"], pads=[1, 1, 1, 1], group=c),
+             helper.make_node("Slice", ["g", "s0", "s1", "ax"], ["ga"]),
+             helper.make_node("Slice", ["g", "s1", "s2", "ax"], ["gb"]),
+             helper.make_node("Concat", ["gb", "ga"], ["r"], axis=1),
+             helper.make_node("GlobalAveragePool", ["g"], ["p"]),
+             helper.make_node("Conv", ["p", "fc"], ["co"]),
+             helper.make_node("Sigmoid", ["co"], ["cs"]),
+             helper.make_node("Split", ["cs", "parts"], ["a1", "b1", "a2", "b2"], axis=1),
+             helper.make_node("Mul", ["g", "a1"], ["m1"]),
+             helper.make_node("Mul", ["r", "b1"], ["m2"]),
+             helper.make_node("Add", ["m1", "m2"], ["y1"]),
+             helper.make_node("Mul", ["g", "a2"], ["m3"]),
+             helper.make_node("Mul", ["r", "b2"], ["m4"]),
+             helper.make_node("Add", ["m3", "m4"], ["y2"]),
+             helper.make_node("Max", ["y1", "y2"], ["z"]),
+             helper.make_node("Conv", ["z", "k2"], ["y"])]
+    inputs = {"x": [batch, c, 9, 7]}
+    inits = {"k": RNG.standard_normal((c, c, 3, 3)) * 0.1,
+             "dw": RNG.standard_normal((c, 1, 3, 3)) * 0.3,
+             "fc": RNG.standard_normal((4 * c, c, 1, 1)) * 0.3,
+             "k2": RNG.standard_normal((c, c, 1, 1)) * 0.3,
+             "s0": [0], "s1": [h], "s2": [c], "ax": [1], "parts": [c] * 4}
+    model = _model(nodes, inputs, ["y"], inits)
+    for name in ("s0", "s1", "s2", "ax", "parts"):
+        init = next(i for i in model.graph.initializer if i.name == name)
+        init.CopyFrom(numpy_helper.from_array(np.asarray(inits[name], np.int64), name))
+    fusions, ops = _run(model, inputs, atol=1e-5)  # three convolutions' sums
+    assert "Mul" not in ops and ops.count("EltwiseGraph") == 1, ops
+    assert any(f.startswith("EltwiseGraph(7 ops, 6 inputs, 1 outputs)") for f in fusions), \
+        fusions
+    region = ops.index("EltwiseGraph")
+    assert "TransData" not in ops[region - 1:region + 2], ops

@@ -266,3 +266,65 @@ def test_a_long_program_over_few_elements_shares_its_tiles():
         assert ("2 threads" in impl) == (threads == 2), impl
     np.testing.assert_array_equal(outs[1], outs[2])
     np.testing.assert_allclose(outs[2], _compute([x], _attrs(ops, args, [n]))[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("fmt,shape,scale_n", [
+    ("nhwc", (2, 12, 9, 7), 2),      # 12 channels: periods crossing the 512-float tiles
+    ("nhwc", (2, 12, 9, 7), 1),
+    ("nhwc", (3, 40, 3, 5, 2), 3),   # 5-D, stored N, D, H, W, C
+    ("nChw16c", (2, 32, 6, 5), 2),   # [N, C / 16, 1, 1, 16]: two runs of the stored order
+    ("nChw16c", (2, 32, 6, 5), 1),
+    ("nChw8c", (3, 24, 4, 9), 3),
+    ("nchw", (2, 12, 9, 7), 2),
+])
+def test_per_channel_operands_against_a_stored_format(isa, fmt, shape, scale_n):
+    """MicroNet's dynamic shift-max as one region: max(x * a1 + r * b1, x * a2 + r * b2)
+    with per-sample per-channel [N, C, 1, 1] coefficients (or [1, C, 1, 1]) read plain
+    against a domain stored NHWC or blocked, between TransData tasks."""
+    from tests.unit.test_runtime import SpecBuilder
+
+    b = SpecBuilder("shift_max")
+    scale = (scale_n, shape[1]) + (1,) * (len(shape) - 2)
+    xs = [b.input(n, "float32", shape) for n in ("x", "r")]
+    cs = [b.input(n, "float32", scale) for n in ("a1", "b1", "a2", "b2")]
+    stored = []
+    for k, t in enumerate(xs):
+        if fmt == "nchw":
+            stored.append(t)
+            continue
+        s = b.tensor(f"s{k}", "float32", shape)
+        b.tensors[s]["format"] = fmt
+        b.kernel("TransData", [t], [s], src_format="nchw", dst_format=fmt)
+        stored.append(s)
+    y = b.tensor("y", "float32", shape)
+    if fmt != "nchw":
+        b.tensors[y]["format"] = fmt
+    ops = ["Mul", "Mul", "Add", "Mul", "Mul", "Add", "Max"]
+    args = [0, 2, -1, 1, 3, -1, 6, 7, -1, 0, 4, -1, 1, 5, -1, 9, 10, -1, 8, 11, -1]
+    b.kernel("EltwiseGraph", [*stored, *cs], [y], ops=",".join(ops), args=args,
+             alphas=[0.0] * 7, betas=[0.0] * 7, results=[12])
+    out = y
+    if fmt != "nchw":
+        out = b.tensor("out", "float32", shape)
+        b.kernel("TransData", [y], [out], src_format=fmt, dst_format="nchw")
+    b.outputs = [out]
+    m = b.load()
+    x, r = (RNG.standard_normal(shape).astype(np.float32) for _ in range(2))
+    a1, b1, a2, b2 = (RNG.standard_normal(scale).astype(np.float32) for _ in range(4))
+    (got,) = m.execute([x, r, a1, b1, a2, b2])
+    want = np.maximum(x * a1 + r * b1, x * a2 + r * b2)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if fmt != "nchw":
+        assert m.formats["y"] == fmt
+
+
+@pytest.mark.parametrize("span,domain", [(3, (700, 3)), (12, (95, 12)), (700, (3, 700)),
+                                         (40, (2, 900, 40))])
+def test_periodic_inputs_fill_every_tile(isa, span, domain):
+    """An input whose one run ends at the last axis is a period of `span` floats repeated
+    over the tiles, from any phase (the loader copies its first period, then doubles)."""
+    shape = (span,)
+    m = rt.Model(rt.Device(), _spec([domain, shape], domain, ["Sub"], [0, 1, -1], [2]))
+    x, w = (RNG.standard_normal(s).astype(np.float32) for s in (domain, shape))
+    (got,) = m.execute([x, w])
+    np.testing.assert_array_equal(got, x - w)

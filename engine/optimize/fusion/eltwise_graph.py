@@ -19,7 +19,8 @@ as fast) into one node with an output per value read outside it.
 
 A domain of a rank the graph's convolutions have may be stored in their format by the layout
 pass, which places a fused node by its single output: there a region has one output and
-only inputs of the domain's shape or constant scalars (any format then).
+only inputs of the domain's shape, constant scalars or per-channel operands (any format
+then).
 """
 
 from __future__ import annotations
@@ -94,18 +95,19 @@ def _runs(shape: tuple[int, ...], domain: tuple[int, ...]) -> int | None:
 
 def _outside_ok(v: Value, out: Value, strict: bool) -> str | None:
     """Whether v may be a region input of a domain shaped like `out`: "any" where it is fine
-    in every format (the domain's shape, or a constant scalar), "plain" where it is fine
-    plain only, else None. `strict`: the domain's rank is one convolutions have, so the layout
-    pass may keep it in their format; there a per-channel operand (which the layout keeps in
-    the region's format), a pixel map or a scalar the graph computes is no region input, and
-    a broadcast makes its reader plain, as it would be unfused."""
+    in every format (the domain's shape, a constant scalar, or a per-channel [N|1, C, 1, 1]:
+    the layout pass hands it to the kernel plain, which reads it against the domain stored
+    plain, NHWC or blocked), "plain" where it is fine plain only, else None. `strict`: the
+    domain's rank is one convolutions have, so the layout pass may keep it in their format;
+    there a pixel map or a scalar the graph computes is no region input, and another
+    broadcast makes its reader plain, as it would be unfused. (MicroNet's dynamic shift-max:
+    four per-channel products of a value and its channel roll, two sums and a max, were four
+    oneDNN binaries and a region.)"""
     shape, domain = tuple(v.meta.shape), tuple(out.meta.shape)
-    if shape == domain or (v.is_constant and v.meta.numel == 1):
-        return "any"
-    if strict and (v.meta.numel == 1 or per_channel(v, out) or pixel_map(v, out)):
+    if shape == domain or (v.is_constant and v.meta.numel == 1) or per_channel(v, out):
+        return "any"  # (per-channel: read plain against every unpadded format)
+    if strict and (v.meta.numel == 1 or pixel_map(v, out)):
         return None
-    if len(domain) >= 3 and per_channel(v, out) and shape[0] != 1:
-        return None  # [N, C, 1] is no contiguous run once stored channels-last
     return "plain" if _runs(shape, domain) is not None else None
 
 

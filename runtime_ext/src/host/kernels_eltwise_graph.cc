@@ -19,9 +19,10 @@
 // shape and format, one element, or (plain output) a broadcast whose non-unit axes are one
 // contiguous run of the domain's (e.g. [C] against [N, L, C], [N, 1] against [N, L], [1, C,
 // 1] against [N, C, L]) or over two such runs the second of which ends at the last axis
-// ([C, 1, W] against [N, C, H, W]); an NHWC output also takes a plain per-channel [N|1, C,
-// 1, 1] (a suffix of C in the stored order). An element at flat index e of a one-run input is
-// at (e / inner) % span, of a two-run one at ((e / inner2) % span2) * span + e % span.
+// ([C, 1, W] against [N, C, H, W]); an NHWC or (unpadded) blocked output also takes a plain
+// per-channel [N|1, C, 1, 1] (runs of the stored order: [N, 1, 1, C] NHWC, [N, C / 16, 1, 1,
+// 16] nChw16c). An element at flat index e of a one-run input is at (e / inner) % span, of a
+// two-run one at ((e / inner2) % span2) * span + e % span.
 #include <omp.h>
 
 #include <algorithm>
@@ -144,12 +145,20 @@ __attribute__((target("avx512f,fma"))) void run_tile_avx512(const Program& p, co
   wide::run_tile_body(p, in, out, regs, s, len, true);
 }
 
-// The domain's axes in stored order: NHWC moves C last.
+// A shape's axes in stored order: NHWC moves C last, a blocked format splits it into C /
+// block after N and the block last (unpadded: a padded output is refused).
 Shape stored(const Shape& s, Format f) {
-  if (f != Format::kNhwc || s.size() < 3) return s;
-  Shape t = {s[0]};
+  if (s.size() < 3 || f == Format::kPlain) return s;
+  if (f == Format::kNhwc) {
+    Shape t = {s[0]};
+    t.insert(t.end(), s.begin() + 2, s.end());
+    t.push_back(s[1]);
+    return t;
+  }
+  const int64_t block = f == Format::kNChw8c ? 8 : 16;
+  Shape t = {s[0], s[1] / block};
   t.insert(t.end(), s.begin() + 2, s.end());
-  t.push_back(s[1]);
+  t.push_back(block);
   return t;
 }
 
@@ -226,14 +235,16 @@ class EltwiseGraphKernel : public Kernel {
       } else if (x.shape == y.shape && x.format == y.format) {
         s.span = x.numel;
         s.full = true;
-      } else if (x.plain() &&
-                 (y.plain() || (y.channels_last() && per_channel_of(x.shape, y.shape) && x.numel == y.shape[1])) &&
-                 source_of(y.channels_last() ? Shape{x.numel} : x.shape, ys, &s)) {
+      } else if (x.plain() && (y.plain() || per_channel_of(x.shape, y.shape)) &&
+                 source_of(y.plain() ? x.shape : stored(x.shape, y.format), ys, &s)) {
+        // (a per-channel [N|1, C, 1, 1] has its plain bytes in every format: [N|1, 1, 1, C]
+        // stored NHWC, [N|1, C / 16, 1, 1, 16] blocked)
         if (s.span2 == 1 && s.span == numel_ && s.inner == 1) s.full = true;
       } else {
         invalid("input '", x.name, "' ", shape_str(x.shape), " (", format_name(x.format),
-                ") must have the output's shape and format, one element, or (a plain output) broadcast over "
-                "a contiguous run of its axes (or two, the second ending at the last axis) ",
+                ") must have the output's shape and format, one element, a plain per-channel operand, or (a "
+                "plain output) broadcast over a contiguous run of its axes (or two, the second ending at the "
+                "last axis) ",
                 shape_str(y.shape));
       }
       ins_.push_back(&x);
