@@ -26,9 +26,9 @@ fusion). "auto" is NHWC. It used to pick blocked for graphs with depthwise convo
 blocks); measured on the 40 zoo and unseen models it picked blocked for (oneDNN 3.2, AMD
 Zen 4, two threads, batches 1 and 8, alternated rounds), NHWC ran them 4.6% faster on the
 geometric mean: blocked was ahead by at most 9% (12 of 80 measurements by more than 3%)
-and behind by up to 2x (31 by more than 3%: narrow or grouped channels padded to blocks —
-MicroNet's convolutions 1.51 ms blocked, 0.61 NHWC; a text recognizer's 1-high maps at
-batch 8; convolution-attention hybrids paying conversions).
+and behind by up to 2x (31 by more than 3%: PP-OCRv3's recognizer at batch 8 0.49x;
+MicroNet's narrow and grouped convolutions, padded to whole blocks, 1.51 ms blocked against
+0.61 NHWC).
 
 A node is layout-agnostic when the device kernel computes the same result in the region's
 format; its op schema says which kind it is (`OpSchema.layout`, ops/registry.py `Layout`):
@@ -253,7 +253,7 @@ def storage_nbytes(v: Value) -> int:
     return meta.nbytes // max(c, 1) * ((c + block - 1) // block * block) if c else 0
 
 
-def region_format(graph: Graph, requested: str = "auto", target: Target | None = None) -> str:
+def region_format(requested: str = "auto") -> str:
     """The format of the layout region: `requested`; "auto" is NHWC (see the module's note:
     the blocked format measured slower on most graphs it was picked for)."""
     if requested not in REGION_FORMATS:
@@ -302,7 +302,7 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if round_trips:
         outputs = set(graph.outputs)
     channel_constants_as_4d(graph)
-    region = region_format(graph, fmt, target)
+    region = region_format(fmt)
     maps = region == NHWC and _takes_pixel_maps(target)
     candidates = [n for n in graph.nodes
                   if _agnostic(n, maps, region == NHWC) and not _joins_outputs(n, outputs)]

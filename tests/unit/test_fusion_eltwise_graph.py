@@ -350,12 +350,11 @@ def test_dynamic_shift_max_is_one_region_in_the_convolutions_format(c, batch):
     inits = {"k": RNG.standard_normal((c, c, 3, 3)) * 0.1,
              "dw": RNG.standard_normal((c, 1, 3, 3)) * 0.3,
              "fc": RNG.standard_normal((4 * c, c, 1, 1)) * 0.3,
-             "k2": RNG.standard_normal((c, c, 1, 1)) * 0.3,
-             "s0": [0], "s1": [h], "s2": [c], "ax": [1], "parts": [c] * 4}
+             "k2": RNG.standard_normal((c, c, 1, 1)) * 0.3}
     model = _model(nodes, inputs, ["y"], inits)
-    for name in ("s0", "s1", "s2", "ax", "parts"):
-        init = next(i for i in model.graph.initializer if i.name == name)
-        init.CopyFrom(numpy_helper.from_array(np.asarray(inits[name], np.int64), name))
+    model.graph.initializer.extend(
+        numpy_helper.from_array(np.asarray(v, np.int64), k)
+        for k, v in {"s0": [0], "s1": [h], "s2": [c], "ax": [1], "parts": [c] * 4}.items())
     fusions, ops = _run(model, inputs, atol=1e-5)  # three convolutions' sums
     assert "Mul" not in ops and ops.count("EltwiseGraph") == 1, ops
     assert any(f.startswith("EltwiseGraph(7 ops, 6 inputs, 1 outputs)") for f in fusions), \

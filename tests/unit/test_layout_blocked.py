@@ -266,21 +266,21 @@ def test_a_blocked_region_keeps_partial_channel_blocks_nhwc(channels):
     channel blocks (24, 40 channels) stores those other ops read NHWC (padded, each would
     pay a conversion); one of whole blocks (32) is all blocked. "auto" is NHWC either way.
     All agree with ONNX Runtime."""
+    model = _depthwise_net(channels)
+    feeds = {"x": RNG.normal(size=(1, 8, 12, 12)).astype(np.float32)}
+    auto = optimized(model, "auto")
+    assert {n.outputs[0].format for n in auto.nodes if n.op_type in ("Conv", CONV_DW)} == {"nhwc"}
+    run_both(model, feeds, "auto")
     blocked = _runtime.blocked_format()
     if not blocked:
         pytest.skip("this CPU has no blocked activation format (AVX2 or AVX-512 needed)")
-    model = _depthwise_net(channels)
     g = optimized(model, blocked)
     formats = {n.outputs[0].format for n in g.nodes if n.op_type in ("Conv", CONV_DW)}
     if channels % layout.BLOCKS[blocked] == 0:
         assert formats == {blocked}, formats
     else:
         assert "nhwc" in formats and formats <= {blocked, "nhwc"}, formats
-    auto = optimized(model, "auto")
-    assert {n.outputs[0].format for n in auto.nodes if n.op_type in ("Conv", CONV_DW)} == {"nhwc"}
-    feeds = {"x": RNG.normal(size=(1, 8, 12, 12)).astype(np.float32)}
     run_both(model, feeds, blocked)
-    run_both(model, feeds, "auto")
 
 
 def _mix_ffn(tokens_side=8, channels=32, hidden=64):

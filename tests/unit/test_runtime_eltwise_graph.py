@@ -11,6 +11,7 @@ import pytest
 
 from graphengine import _runtime as rt
 from graphengine.engine.ops.eltwise_graph import _compute
+from tests.unit.test_runtime import SpecBuilder
 
 RNG = np.random.default_rng(23)
 
@@ -281,8 +282,6 @@ def test_per_channel_operands_against_a_stored_format(isa, fmt, shape, scale_n):
     """MicroNet's dynamic shift-max as one region: max(x * a1 + r * b1, x * a2 + r * b2)
     with per-sample per-channel [N, C, 1, 1] coefficients (or [1, C, 1, 1]) read plain
     against a domain stored NHWC or blocked, between TransData tasks."""
-    from tests.unit.test_runtime import SpecBuilder
-
     b = SpecBuilder("shift_max")
     scale = (scale_n, shape[1]) + (1,) * (len(shape) - 2)
     xs = [b.input(n, "float32", shape) for n in ("x", "r")]
