@@ -12,7 +12,7 @@ from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
 from .device_helpers import kernel, reject
 from .kernel_utils import ints, widen
-from .registry import DeviceKernel, OpSchema, register, shape_error
+from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import (
     INDEX,
     NUMERIC,
@@ -135,7 +135,8 @@ def _reduce_op(name: str, fn: ReduceFn, device: bool) -> None:
         return kernel(name, {"axes": sorted(axes), "keepdims": int(a["keepdims"])}, (0,))
 
     register(OpSchema(name, 1, 2, lambda node, a: _reduce_infer(node, a, dtypes), compute,
-                      attrs=_REDUCE_ATTRS, device=lower if device else None))
+                      attrs=_REDUCE_ATTRS, device=lower if device else None,
+                      layout=Layout.REDUCE if device else Layout.PLAIN))
 
 
 # ReduceMax / ReduceMin run a loop of the runtime's own that keeps -inf and NaNs as numpy

@@ -63,6 +63,8 @@ class Layout(enum.Enum):
     CONCAT = "concat"  # every input and the output share one format
     SPATIAL = "spatial"  # UNIFORM when the device kernel's "pads" leave N and C alone (a Pad
     #                      of H and W), else PLAIN
+    REDUCE = "reduce"  # UNIFORM in an NHWC region when the output keeps the input's rank
+    #                    (keepdims: a reduction folds the stored axes), else PLAIN
     CONVERT = "convert"  # a format conversion (TransData, FormatView)
 
 

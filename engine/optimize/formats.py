@@ -106,6 +106,49 @@ def pixel_map(v: Value, out: Value) -> bool:
     return y[1] > 1 and s[1] == 1 and s[2:] == y[2:] and s[0] in (1, y[0])
 
 
+def broadcast_runs(shape: tuple[int, ...], domain: tuple[int, ...]) -> int | None:
+    """How many runs an input of `shape` is to the EltwiseGraph kernel against `domain`:
+    groups of the domain's non-unit axes it has, apart where it broadcasts over one between
+    them (0: one element); None when it does not broadcast, or its runs are not one, or two of
+    which the second ends at the last axis (the kernel's rule)."""
+    if len(shape) > len(domain):
+        return None
+    padded = (1,) * (len(domain) - len(shape)) + tuple(shape)
+    if any(d != 1 and d != y for d, y in zip(padded, domain)):
+        return None
+    runs, gap, last = 0, True, False
+    for d, y in zip(padded, domain):
+        if y == 1:
+            continue
+        if d != 1:
+            runs += gap
+            gap, last = False, True
+        else:
+            gap, last = True, False
+    return runs if runs <= 1 or (runs == 2 and last) else None
+
+
+def nhwc_order(shape) -> tuple[int, ...]:
+    """A shape of rank 3 to 5 in the order NHWC stores it: C last."""
+    return (shape[0], *shape[2:], shape[1])
+
+
+def stored_broadcast(v: Value, out: Value) -> bool:
+    """Whether activation v broadcasts over some of out's axes in a way the EltwiseGraph
+    kernel reads both plain against a plain domain and stored NHWC against an NHWC one (runs
+    of the stored order, runtime_ext/src/host/kernels_eltwise_graph.cc stored_like_domain):
+    out's channels with some spatial axes broadcast (coordinate attention's [N, C, H, 1] and
+    [N, C, 1, W] gates), or a per-pixel map [N|1, 1, H, W]. A per-channel operand is not one
+    (`per_channel`: read plain in every format)."""
+    if not is_act(v) or v.meta.rank != out.meta.rank or per_channel(v, out):
+        return False
+    s, y = tuple(v.meta.shape), tuple(out.meta.shape)
+    if s == y or s[1] not in (1, y[1]) or (s[1] == 1 and y[1] == 1):
+        return False
+    return (broadcast_runs(s, y) is not None
+            and broadcast_runs(nhwc_order(s), nhwc_order(y)) is not None)
+
+
 def channel_constants_as_4d(graph: Graph) -> int:
     """A constant per-channel operand of a CHANNEL op's or an elementwise chain's activation
     (rank 3 to 5) written with fewer axes ([C, 1, 1]: PoolFormer's and ConvNeXt's layer
@@ -133,7 +176,7 @@ def channel_constants_as_4d(graph: Graph) -> int:
 
 def reads_own_layout(node: Node, index: int) -> bool:
     """Whether input `index` of an agnostic node is read in the node's own layout."""
-    if layout_of(node) in (Layout.CONV, Layout.UNIFORM, Layout.SPATIAL):
+    if layout_of(node) in (Layout.CONV, Layout.UNIFORM, Layout.SPATIAL, Layout.REDUCE):
         return index == 0 or index == residual(node)
     if layout_of(node) in (Layout.CHANNEL, Layout.CHAIN):  # a per-channel operand: plain
         v = node.inputs[index]

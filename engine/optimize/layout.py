@@ -36,8 +36,11 @@ convolutions (CONV), pools, BatchNormalization and unary elementwise ops (UNIFOR
 elementwise ops whose inputs are activations of one shape or scalar constants
 (ELEMENTWISE), elementwise chains (CHAIN) and Concat of 4-D activations (CONCAT: the kernel
 joins or, for a Split, cuts the bytes as stored; blocked only when no operand's channels
-would be padded) and a Pad
-of H and W only (SPATIAL: a U-Net's reflect pads between convolutions). Every
+would be padded), a Pad
+of H and W only (SPATIAL: a U-Net's reflect pads between convolutions) and, in an NHWC
+region, a reduction keeping the rank (REDUCE: coordinate attention's means over H and W,
+CBAM's channel pooling; an elementwise region then reads gates broadcast over H or W as
+stored, `stored_broadcast`). Every
 other device op (PLAIN) reads and writes plain NCHW: the pass converts its region inputs
 back to NCHW.
 In a blocked region, a value whose channels are not a multiple of the block is stored
@@ -69,9 +72,15 @@ from .formats import (
     reads_own_layout,
     same_bytes,
     spatial_only,
+    stored_broadcast,
     unit_view,
 )
-from .layout_views import drop_reshape_round_trips, into_region_views, transpose_views
+from .layout_views import (
+    drop_reshape_round_trips,
+    into_region_views,
+    transpose_views,
+    unit_transposes_as_views,
+)
 
 REGION_FORMATS = ("auto", NHWC, "nChw8c", "nChw16c")
 
@@ -108,13 +117,17 @@ def _is_head(node: Node) -> bool:
     return layout_of(node) is Layout.CONV and out is not None and out.rank < 3
 
 
-def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
+def _agnostic(node: Node, maps: bool = False, nhwc: bool = False,
+              reduces: bool = False) -> bool:
     """Whether the node may run with its 4-D (or 5-D) activations in the region's format
     (operands of one rank); `maps`: an elementwise op
     may broadcast a per-pixel map (`pixel_map`) over the channels (an NHWC region on a
     runtime that takes them, `_takes_pixel_maps`); `nhwc` (an NHWC region): 3-D activations
     [N, C, L] too, the views between them and a 1-D convolution's [N, C, 1, L]
-    (`unit_view`), and elementwise chains with per-channel operands."""
+    (`unit_view`), elementwise chains with per-channel operands, and elementwise regions
+    with operands broadcast over spatial axes (`stored_broadcast`); `reduces` (an NHWC region
+    on a runtime that folds NHWC reductions, `_reduces_stored`): a reduction keeping the rank
+    (coordinate attention's means over H and over W, CBAM's channel max and mean)."""
     if node.meta.engine is not Engine.DEVICE or not node.outputs:
         return False
     if _is_head(node):
@@ -136,6 +149,8 @@ def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
         return is_act(node.input(0)) and node.input(0).meta.rank == rank
     if kind is Layout.SPATIAL:  # a Pad of H and W: the stored axes padded in any format
         return is_act(node.input(0)) and node.input(0).meta.rank == rank and spatial_only(node)
+    if kind is Layout.REDUCE:  # keepdims: the runtime folds the stored (NHWC) axes
+        return reduces and is_act(node.input(0)) and node.input(0).meta.rank == rank
     if kind in (Layout.ELEMENTWISE, Layout.CHANNEL):
         # a scalar operand broadcasts alike in every format; a per-channel one is read plain,
         # and by oneDNN only as the second operand of a Sub or Div (c - x stays plain)
@@ -153,7 +168,8 @@ def _agnostic(node: Node, maps: bool = False, nhwc: bool = False) -> bool:
         # operand, computed or constant, plain against any unpadded format of its domain)
         if node.op_type == "EltwiseGraph":
             return all(v.meta == out.meta and is_act(v) or per_channel(v, out)
-                       or v.is_constant and v.meta.numel == 1 for v in node.inputs)
+                       or v.is_constant and v.meta.numel == 1
+                       or nhwc and stored_broadcast(v, out) for v in node.inputs)
         return all(v.meta == out.meta if is_act(v)
                    else v.is_constant and v.meta.numel == 1 or nhwc and _scale_of(v, out)
                    for v in node.inputs) and (
@@ -176,6 +192,17 @@ def _takes_pixel_maps(target: Target) -> bool:
     try:
         info = target.kernel_info("Mul", ["float32", "float32"], [[2, 4, 3, 3], [2, 1, 3, 3]],
                                   None)
+    except Exception:  # a compile-only target without kernel info
+        return False
+    return bool(info.get("supported")) and NHWC in info.get("formats", ())
+
+
+def _reduces_stored(target: Target) -> bool:
+    """Whether the target's reductions fold an NHWC input into an NHWC output (its kernel
+    info offers NHWC for a ReduceMean keeping the rank)."""
+    try:
+        info = target.kernel_info("ReduceMean", ["float32"], [[2, 4, 3, 3]],
+                                  {"axes": [3], "keepdims": 1})
     except Exception:  # a compile-only target without kernel info
         return False
     return bool(info.get("supported")) and NHWC in info.get("formats", ())
@@ -298,14 +325,15 @@ def assign_layouts(graph: Graph, enabled: bool = True, fmt: str = "auto",
     if not enabled or not _has_transdata(target):
         return PassResult(graph, False, "layout assignment off")
     outputs = set(graph.outputs)
-    round_trips = drop_reshape_round_trips(graph, outputs)
+    round_trips = drop_reshape_round_trips(graph, outputs) + unit_transposes_as_views(graph)
     if round_trips:
         outputs = set(graph.outputs)
     channel_constants_as_4d(graph)
     region = region_format(fmt)
     maps = region == NHWC and _takes_pixel_maps(target)
-    candidates = [n for n in graph.nodes
-                  if _agnostic(n, maps, region == NHWC) and not _joins_outputs(n, outputs)]
+    reduces = region == NHWC and _reduces_stored(target)
+    candidates = [n for n in graph.nodes if _agnostic(n, maps, region == NHWC, reduces)
+                  and not _joins_outputs(n, outputs)]
     region_nodes = _grown_backwards(graph, _reached_from_convolutions(candidates), candidates,
                                     outputs)
     if not any(layout_of(n) is Layout.CONV for n in region_nodes):

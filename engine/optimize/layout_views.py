@@ -218,6 +218,35 @@ def drop_reshape_round_trips(graph: Graph, outputs: set[Value]) -> int:
     return count
 
 
+def unit_transposes_as_views(graph: Graph) -> int:
+    """A device Transpose of an activation (rank 3 to 5) that keeps N and C and moves only
+    unit axes among the others (coordinate attention's [N, C, 1, W] turned [N, C, W, 1]) is
+    the same bytes plain, and stored NHWC too ([N, 1, W, C] and [N, W, 1, C]): it becomes a
+    Reshape, a view in either format (`unit_view`), instead of a task between two conversions
+    out of the region and back. Returns how many."""
+    count = 0
+    for node in list(graph.nodes):
+        if node.op_type != "Transpose" or node.meta.engine is not Engine.DEVICE:
+            continue
+        x, y = node.inputs[0], node.outputs[0]
+        perm = node.attrs.get("perm")
+        if perm is None or not (is_act(x) and is_act(y)) or x.meta.rank != y.meta.rank:
+            continue
+        rank = x.meta.rank
+        perm = [int(p) % rank for p in perm]
+        moved = [p for p in perm if x.meta.shape[p] != 1]
+        if perm[:2] != [0, 1] or moved != sorted(moved):
+            continue
+        target = graph.add_constant(None, np.asarray(y.meta.shape, np.int64))
+        view = graph.add_node("Reshape", [x, target], outputs=[], after=node,
+                              name=graph.unique_name(f"{node.name}_view"))
+        view.meta.engine, view.meta.partition = node.meta.engine, node.meta.partition
+        view.meta.stream = node.meta.stream
+        graph.hand_over_outputs(node, [view])  # y keeps its name, readers and meta
+        count += 1
+    return count
+
+
 _BACK_VIEWS = ("Reshape", "Squeeze", "Flatten", "Unsqueeze")
 _MAX_BACK_VIEWS = 4
 

@@ -55,6 +55,15 @@ bool format_padded(Format f, const std::vector<int64_t>& shape) {
   return block > 1 && shape.size() == 4 && shape[1] % block != 0;
 }
 
+std::vector<int64_t> stored_shape(const std::vector<int64_t>& s, Format f) {
+  if (s.size() < 3 || s.size() > 5 || f == Format::kPlain) return s;
+  std::vector<int64_t> t = {s[0]};
+  if (f != Format::kNhwc) t.push_back(s[1] / block_of(f));
+  t.insert(t.end(), s.begin() + 2, s.end());
+  t.push_back(f == Format::kNhwc ? s[1] : block_of(f));
+  return t;
+}
+
 int64_t storage_numel(Format f, const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (size_t i = 0; i < shape.size(); ++i) {

@@ -43,6 +43,10 @@ std::string format_error(Format f, const std::vector<int64_t>& shape);
 int64_t storage_numel(Format f, const std::vector<int64_t>& shape);
 // True when `f` pads a tensor of `shape` (a blocked format, C not a multiple of the block).
 bool format_padded(Format f, const std::vector<int64_t>& shape);
+// A shape's axes in the order `f` stores them (ranks 3 to 5; others and plain as they are):
+// NHWC moves C last, a blocked format splits it into C / block after N and the block last
+// (for an unpadded shape).
+std::vector<int64_t> stored_shape(const std::vector<int64_t>& s, Format f);
 
 // Binding slots: the base pointer a tensor's address is relative to during a run.
 // Slot 0 is the instance's arena, slots 1 .. kMaxWeightSegments the weight region's

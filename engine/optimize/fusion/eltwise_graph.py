@@ -32,7 +32,7 @@ from ...ir import Graph, Node, Value
 from ...ops import registry
 from ...ops.eltwise_graph import ARITY, GRAPH_ONLY, MAX_INSTRUCTIONS
 from ...ops.registry import Layout
-from ..formats import layout_of, per_channel, pixel_map, unit_view
+from ..formats import broadcast_runs, layout_of, per_channel, pixel_map, stored_broadcast, unit_view
 from .eltwise import _step, match_chain
 from .match import Fusion, on_device, rename_output
 
@@ -71,44 +71,26 @@ def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
     return step.op, [x], step.alpha, step.beta
 
 
-def _runs(shape: tuple[int, ...], domain: tuple[int, ...]) -> int | None:
-    """How many runs an input of `shape` is to the kernel against `domain`: groups of the
-    domain's non-unit axes it has, apart where it broadcasts over one between them (0: one
-    element); None when it does not broadcast, or its runs are not one, or two of which the
-    second ends at the last axis (the kernel's rule)."""
-    if len(shape) > len(domain):
-        return None
-    padded = (1,) * (len(domain) - len(shape)) + tuple(shape)
-    if any(d != 1 and d != y for d, y in zip(padded, domain)):
-        return None
-    runs, gap, last = 0, True, False
-    for d, y in zip(padded, domain):
-        if y == 1:
-            continue
-        if d != 1:
-            runs += gap
-            gap, last = False, True
-        else:
-            gap, last = True, False
-    return runs if runs <= 1 or (runs == 2 and last) else None
-
-
 def _outside_ok(v: Value, out: Value, strict: bool) -> str | None:
     """Whether v may be a region input of a domain shaped like `out`: "any" where it is fine
     in every format (the domain's shape, a constant scalar, or a per-channel [N|1, C, 1, 1]:
     the layout pass hands it to the kernel plain, which reads it against the domain stored
     plain, NHWC or blocked), "plain" where it is fine plain only, else None. `strict`: the
     domain's rank is one convolutions have, so the layout pass may keep it in their format;
-    there a pixel map or a scalar the graph computes is no region input, and another
-    broadcast makes its reader plain, as it would be unfused. (MicroNet's dynamic shift-max:
-    four per-channel products of a value and its channel roll, two sums and a max, were four
-    oneDNN binaries and a region.)"""
+    there a scalar the graph computes is no region input, a broadcast the kernel reads
+    stored NHWC as well as plain (`stored_broadcast`: coordinate attention's [N, C, H, 1]
+    gates, a per-pixel map) is fine for an NHWC region ("any": a blocked one keeps the region
+    plain), and another broadcast makes its reader plain, as it would be unfused. (MicroNet's
+    dynamic shift-max: four per-channel products of a value and its channel roll, two sums and
+    a max, were four oneDNN binaries and a region.)"""
     shape, domain = tuple(v.meta.shape), tuple(out.meta.shape)
     if shape == domain or (v.is_constant and v.meta.numel == 1) or per_channel(v, out):
         return "any"  # (per-channel: read plain against every unpadded format)
+    if strict and stored_broadcast(v, out):
+        return "any"
     if strict and (v.meta.numel == 1 or pixel_map(v, out)):
         return None
-    return "plain" if _runs(shape, domain) is not None else None
+    return "plain" if broadcast_runs(shape, domain) is not None else None
 
 
 def _convolution_ranks(graph: Graph) -> set[int]:

@@ -99,13 +99,23 @@ KernelInfo host_kernel_info(const Device& device, const std::string& op, const s
       r.preferred_format = spatial ? "any" : "nchw";
       break;
     }
+    case LayoutRule::kReduce: {  // NHWC where the output keeps the rank (keepdims)
+      auto keep = attrs.find("keepdims");
+      const bool keeps = keep == attrs.end() ||
+                         (std::holds_alternative<int64_t>(keep->second) && std::get<int64_t>(keep->second) != 0);
+      r.formats = {"nchw"};
+      if (keeps && rank >= 3 && rank <= 5) r.formats.push_back("nhwc");
+      r.preferred_format = "nchw";
+      break;
+    }
     case LayoutRule::kElementwise:
-    case LayoutRule::kChannel: {
+    case LayoutRule::kChannel:
+    case LayoutRule::kDomain: {
       Shape out = s0;
       for (int i = 1; i < n; ++i) broadcast_shapes(out, shapes[i], &out);  // checked above
       bool same = true, maps = false;
       for (int i = 0; i < n; ++i) {
-        const bool channel = rule->layout == LayoutRule::kChannel && per_channel_of(shapes[i], out);
+        const bool channel = rule->layout != LayoutRule::kElementwise && per_channel_of(shapes[i], out);
         if (shape_numel(shapes[i]) > 1 && shapes[i] != out && !channel) {
           if (pixel_map_of(shapes[i], out)) {
             maps = true;  // a per-pixel map: broadcast over NHWC's stored channels

@@ -21,7 +21,9 @@
 // 1] against [N, C, L]) or over two such runs the second of which ends at the last axis
 // ([C, 1, W] against [N, C, H, W]); an NHWC or (unpadded) blocked output also takes a plain
 // per-channel [N|1, C, 1, 1] (runs of the stored order: [N, 1, 1, C] NHWC, [N, C / 16, 1, 1,
-// 16] nChw16c). An element at flat index e of a one-run input is at (e / inner) % span, of a
+// 16] nChw16c), and a broadcast stored in its own format (a coordinate-attention gate [N, C,
+// H, 1]: [N, H, 1, C] NHWC) or, NHWC, a per-pixel map [N|1, 1, H, W], by the same runs of the
+// stored order. An element at flat index e of a one-run input is at (e / inner) % span, of a
 // two-run one at ((e / inner2) % span2) * span + e % span.
 #include <omp.h>
 
@@ -145,21 +147,13 @@ __attribute__((target("avx512f,fma"))) void run_tile_avx512(const Program& p, co
   wide::run_tile_body(p, in, out, regs, s, len, true);
 }
 
-// A shape's axes in stored order: NHWC moves C last, a blocked format splits it into C /
-// block after N and the block last (unpadded: a padded output is refused).
-Shape stored(const Shape& s, Format f) {
-  if (s.size() < 3 || f == Format::kPlain) return s;
-  if (f == Format::kNhwc) {
-    Shape t = {s[0]};
-    t.insert(t.end(), s.begin() + 2, s.end());
-    t.push_back(s[1]);
-    return t;
-  }
-  const int64_t block = f == Format::kNChw8c ? 8 : 16;
-  Shape t = {s[0], s[1] / block};
-  t.insert(t.end(), s.begin() + 2, s.end());
-  t.push_back(block);
-  return t;
+// True when input `x` of the rank of a domain `y` stored in a format is stored the same way
+// as its broadcast: in y's format with y's channels (unpadded), or a one-channel map (plain or
+// NHWC: the same bytes) against an NHWC domain.
+bool stored_like_domain(const TensorInfo& x, const TensorInfo& y) {
+  if (y.plain() || x.rank() != y.rank() || x.rank() < 3 || format_padded(x.format, x.shape)) return false;
+  if (x.shape[1] == y.shape[1]) return x.format == y.format;
+  return x.shape[1] == 1 && y.format == Format::kNhwc && (x.plain() || x.format == Format::kNhwc);
 }
 
 // How input `x` (stored order `xs`, right-aligned against the domain's `ys`) is read, or
@@ -225,7 +219,7 @@ class EltwiseGraphKernel : public Kernel {
       outs_.push_back(&o);
     }
     if (format_padded(y.format, y.shape)) invalid("outputs stored padded (", format_name(y.format), ")");
-    const Shape ys = stored(y.shape, y.format);
+    const Shape ys = stored_shape(y.shape, y.format);
     for (int i = 0; i < n_in; ++i) {
       const TensorInfo& x = a.in(static_cast<size_t>(i));
       a.expect_dtype(x, DType::kFloat32, "input");
@@ -236,15 +230,20 @@ class EltwiseGraphKernel : public Kernel {
         s.span = x.numel;
         s.full = true;
       } else if (x.plain() && (y.plain() || per_channel_of(x.shape, y.shape)) &&
-                 source_of(y.plain() ? x.shape : stored(x.shape, y.format), ys, &s)) {
+                 source_of(y.plain() ? x.shape : stored_shape(x.shape, y.format), ys, &s)) {
         // (a per-channel [N|1, C, 1, 1] has its plain bytes in every format: [N|1, 1, 1, C]
         // stored NHWC, [N|1, C / 16, 1, 1, 16] blocked)
         if (s.span2 == 1 && s.span == numel_ && s.inner == 1) s.full = true;
+      } else if (stored_like_domain(x, y) && source_of(stored_shape(x.shape, y.format), ys, &s)) {
+        // a broadcast stored in the domain's format (coordinate attention's [N, C, H, 1] gate
+        // against [N, C, H, W]: [N, H, 1, C] against [N, H, W, C] stored NHWC), or a per-pixel
+        // map [N|1, 1, H, W] (the same bytes plain and NHWC) against an NHWC domain
+        if (s.span2 == 1 && s.span == numel_ && s.inner == 1) s.full = true;
       } else {
         invalid("input '", x.name, "' ", shape_str(x.shape), " (", format_name(x.format),
-                ") must have the output's shape and format, one element, a plain per-channel operand, or (a "
-                "plain output) broadcast over a contiguous run of its axes (or two, the second ending at the "
-                "last axis) ",
+                ") must have the output's shape and format, one element, a plain per-channel operand, or "
+                "a broadcast (stored plain or in the output's format) over a contiguous run of the output's "
+                "stored axes (or two, the second ending at the last axis) ",
                 shape_str(y.shape));
       }
       ins_.push_back(&x);

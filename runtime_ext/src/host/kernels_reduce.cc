@@ -3,6 +3,9 @@
 // and Sum/Mean too where oneDNN would run its reference implementation.
 // Axes come from the attr "axes" or (opset 18) a constant second input; keepdims only
 // changes the output's shape, not its bytes, so the kernels always see the keepdims form.
+// Input and output stored NHWC (LayoutRule::kReduce: the output keeps the rank, as in a
+// convolution region's coordinate attention or CBAM channel pooling) are folded in the stored
+// order of the axes, the reduced ones mapped with them.
 #include <algorithm>
 #include <limits>
 
@@ -44,6 +47,17 @@ Shape reduced_shape(const KernelArgs& a, const TensorInfo& x, const TensorInfo& 
   return keep_shape;
 }
 
+// The format both operands are folded in: NHWC when either is stored so (format_violation
+// let only NHWC or a format-invariant plain partner beside it), else plain.
+Format fold_format(const TensorInfo& x, const TensorInfo& y) {
+  for (const TensorInfo* t : {&x, &y}) {
+    if (!t->plain() && t->format != Format::kNhwc) {
+      invalid("tensor '", t->name, "' is stored ", format_name(t->format), "; a reduction takes nchw or nhwc");
+    }
+  }
+  return x.format == Format::kNhwc || y.format == Format::kNhwc ? Format::kNhwc : Format::kPlain;
+}
+
 class ReduceKernel : public PrimitiveOrCopyKernel {  // nothing reduced: a copy
  public:
   explicit ReduceKernel(const KernelArgs& a);
@@ -61,7 +75,8 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
   if (!any_real && !(a.op == "ReduceMean" && x_->numel == 0)) return;  // a copy (or empty)
   if (x_->numel == 0) invalid("cannot reduce an empty tensor");
   const dnnl::algorithm alg = a.op == "ReduceMean" ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum;
-  dnnl::memory::desc xmd = plain_md(x_->shape), ymd = plain_md(keep_shape);
+  const Format f = fold_format(*x_, *y_);
+  dnnl::memory::desc xmd = format_md(x_->shape, f), ymd = format_md(keep_shape, f);
   dnnl::reduction::primitive_desc pd(host_engine(dev_), alg, xmd, ymd, 0.f, 0.f, make_attr());
   prim_ = Prim(pd);
   prim_.arg(DNNL_ARG_SRC, xmd, Ref::of(*x_));
@@ -86,14 +101,16 @@ class FoldKernel : public Kernel {
     y_ = &a.out(0);
     if (y_->dtype != x_->dtype) invalid("output dtype ", dtype_name(y_->dtype), " differs from input ", dtype_name(x_->dtype));
     bool any_real = false;
-    const Shape keep = reduced_shape(a, *x_, *y_, &any_real);
+    const Format f = fold_format(*x_, *y_);
+    const Shape keep = stored_shape(reduced_shape(a, *x_, *y_, &any_real), f);
+    const Shape xs = stored_shape(x_->shape, f);
     max_ = a.op == "ReduceMax";
     sum_ = a.op == "ReduceSum" || a.op == "ReduceMean";
     if (a.op == "ReduceMean" && y_->numel > 0) scale_ = static_cast<double>(y_->numel) / static_cast<double>(x_->numel);
     // Merged dims: size, and the output stride (0 along reduced ones).
     const Shape ys = dense_strides(keep);
-    for (int d = 0; d < x_->rank(); ++d) {
-      const int64_t n = x_->shape[d];
+    for (size_t d = 0; d < xs.size(); ++d) {
+      const int64_t n = xs[d];
       if (n == 1) continue;
       const int64_t stride = keep[d] == 1 ? 0 : ys[d];
       if (!dims_.empty() && (stride == 0) == (strides_.back() == 0) && (stride == 0 || strides_.back() == stride * n)) {
@@ -208,14 +225,16 @@ std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
   if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
   // Integer sums (a count of selected items: ArgMax == label, summed) are the loop's.
   if (!a.inputs.empty() && a.in(0).dtype != DType::kFloat32) return std::make_unique<FoldKernel>(a);
-  const bool plain = !a.inputs.empty() && a.in(0).plain() && !a.outputs.empty() && a.out(0).plain();
-  // A small plain reduction (an RMSNorm's mean over a row of 64): the loop.
-  if (plain && a.in(0).numel <= kSmallOpElements) return std::make_unique<FoldKernel>(a);
+  // (the loop folds the stored order of a plain or NHWC tensor, the only formats a reduction
+  // takes: format_violation)
+  const bool operands = !a.inputs.empty() && !a.outputs.empty();
+  // A small reduction (an RMSNorm's mean over a row of 64): the loop.
+  if (operands && a.in(0).numel <= kSmallOpElements) return std::make_unique<FoldKernel>(a);
   // A sum or mean over short trailing rows (Swin-V2's cosine attention normalizes rows of 32
   // head channels: oneDNN's reduction took ~450 us a call at batch 8, 43% of the model): the
   // loop's eight partial sums a row.
   std::unique_ptr<FoldKernel> fold;
-  if (plain && a.in(0).numel <= kShortRowsElements) {
+  if (operands && a.in(0).numel <= kShortRowsElements) {
     fold = std::make_unique<FoldKernel>(a);
     const int64_t row = fold->trailing_row();
     if (row > 0 && row <= kShortRow) return fold;

@@ -142,6 +142,7 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
       case LayoutRule::kConvert:
       case LayoutRule::kConcat:
       case LayoutRule::kSpatial:
+      case LayoutRule::kReduce:
         block_all(t);
         break;
       case LayoutRule::kAnyData: {
@@ -167,8 +168,9 @@ std::vector<Format> assign_layouts(const ModelSpec& spec, const std::vector<Tens
         join(t, {in0, out0});
         break;
       case LayoutRule::kElementwise:
-      case LayoutRule::kChannel: {
-        const bool channel = layout_rule(t.op) == LayoutRule::kChannel;
+      case LayoutRule::kChannel:
+      case LayoutRule::kDomain: {
+        const bool channel = layout_rule(t.op) != LayoutRule::kElementwise;
         bool same = valid(out0);
         std::vector<int64_t> data = {out0};
         for (int64_t i : t.inputs) {
@@ -274,6 +276,28 @@ std::string format_violation(const TaskSpec& t, const std::vector<TensorInfo>& t
     case LayoutRule::kUniform: {
       std::string e = same_format({in0, out0});
       return e.empty() ? plain_except({in0, out0}, "parameters of this op must be nchw") : e;
+    }
+    case LayoutRule::kReduce: {
+      const TensorInfo* x = at(in0);
+      const TensorInfo* y = at(out0);
+      if (!x || !y || x->rank() != y->rank()) {
+        return plain_except({}, "a reduction that drops axes takes nchw (plain) operands only");
+      }
+      for (const TensorInfo* ti : {x, y}) {
+        if (!ti->plain() && ti->format != Format::kNhwc) {
+          return cat("tensor '", ti->name, "' is stored ", format_name(ti->format),
+                     "; a reduction takes nchw or nhwc operands");
+        }
+      }
+      std::string e = same_format({in0, out0});
+      return e.empty() ? plain_except({in0, out0}, "the axes of a reduction must be nchw") : e;
+    }
+    case LayoutRule::kDomain: {  // the kernel checks each input against the domain's runs
+      const TensorInfo* y = at(out0);
+      std::vector<int64_t> outs(t.outputs.begin(), t.outputs.end());
+      std::string e = same_format(outs);
+      if (!e.empty() || !y || !y->plain()) return e;
+      return plain_except({}, "inputs of an elementwise region with a plain output must be nchw");
     }
     case LayoutRule::kElementwise:
     case LayoutRule::kChannel: {

@@ -40,6 +40,11 @@ enum class LayoutRule {
   kConcat,       // Concat, Split: every input and output shares one format
   kSpatial,      // Pad: kUniform when the op moves only H and W (its "pads" attribute is zero on
                  // N and C), else plain; the runtime's own channels-last choice keeps it plain
+  kReduce,       // ReduceMean/Sum/Max/Min: kUniform restricted to plain and NHWC when the output
+                 // keeps the input's rank (keepdims: the kernel folds the stored order's axes),
+                 // else plain; the runtime's own channels-last choice keeps it plain
+  kDomain,       // EltwiseGraph: kChannel, plus inputs broadcast over some axes of the domain
+                 // and stored in its format (the kernel reads them by runs of the stored order)
 };
 
 // True when a "pads" attribute [begin x r, end x r] of a rank 3 to 5 tensor leaves N and C
