@@ -159,3 +159,18 @@ def test_the_narrow_fma_gain_is_measured_once():
     first = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                  check=True).stdout)
     assert (first != 1.0) == _runtime.cpu_supports_avx512(), first
+
+
+@pytest.mark.parametrize("length,k,pads,own", [
+    (16, 64, [31, 32], False),   # CREPE's last layers: a row shorter than its kernel
+    (8, 64, [31, 32], False),
+    (128, 64, [31, 32], True),   # most taps inside the row: the 1-D kernel
+    (40, 9, [4, 4], True),
+])
+def test_rows_mostly_padding_run_on_onednn(length, k, pads, own, isa):
+    """Where fewer than half of the taps the sums take fall inside the row (the kernel sums
+    an edge block over a zero-padded copy), oneDNN's convolution runs the row; results are
+    ONNX Runtime's either way."""
+    model, x = _chain(2, 16, 32, length, k, pads=pads)
+    _, impl = _check(model, x)
+    assert _ran_on(impl, isa) if own else impl.startswith("oneDNN"), impl
