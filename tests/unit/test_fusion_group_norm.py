@@ -65,6 +65,13 @@ def _norm(kind, groups, x, y, shape, act):
     if act == "SiLU":  # torch's export: x * Sigmoid(x)
         nodes += [helper.make_node("Sigmoid", [out], [f"{y}_sig"]),
                   helper.make_node("Mul", [out, f"{y}_sig"], [y])]
+    elif act == "QuickGelu":  # x * Sigmoid(1.702 x)
+        nodes += [helper.make_node("Mul", [out, f"{y}_k"], [f"{y}_kx"]),
+                  helper.make_node("Sigmoid", [f"{y}_kx"], [f"{y}_sig"]),
+                  helper.make_node("Mul", [out, f"{y}_sig"], [y])]
+        inits.append(_arr(f"{y}_k", 1.702))
+    elif act == "GeluTanh":
+        nodes.append(helper.make_node("Gelu", [out], [y], approximate="tanh"))
     elif act is not None:
         nodes.append(helper.make_node(act, [out], [y]))
     return nodes, inits
@@ -185,6 +192,36 @@ def test_a_silu_written_as_x_times_sigmoid_is_the_group_norms_activation(fmt):
     assert ops.count(GROUP_NORM) == 1 and "Sigmoid" not in ops and "Mul" not in ops, ops
     fused = [f for f in compiled.report.fusions if f.startswith("GroupNorm:")]
     assert len(fused) == 1 and "(8 groups + Swish)" in fused[0], compiled.report.fusions
+
+
+@pytest.mark.parametrize("conv", [False, True], ids=["plain", "nhwc"])
+@pytest.mark.parametrize("act", ["Sigmoid", "Tanh", "SiLU", "QuickGelu", "GeluTanh"])
+def test_transcendental_activations_over_ragged_runs_and_saturating_values_match(act, conv):
+    # The kernel applies them 16 floats at a time with its own vector exp / tanh: runs of 63
+    # positions (plain: a tail of 15 a channel) or 63 x 24 channels (NHWC), and a scale of up
+    # to 60 so the normalized values reach +-150, past exp's float range either side.
+    if conv:
+        model, gamma, c = _model("InstanceNormalization", C, (2, 3, 7, 9), act=act), "a_g", C
+    else:
+        shape, c = (2, 24, 7, 9), 24
+        nodes, inits = _norm("GroupNormalization", 6, "x", "y", shape, act)
+        g = helper.make_graph(nodes, "gn_act",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              inits)
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)],
+                                  ir_version=10)
+        gamma = "y_g"
+    init = next(i for i in model.graph.initializer if i.name == gamma)
+    init.CopyFrom(_arr(gamma, np.linspace(-60, 60, c)))
+    compiled = _check(model, "nhwc", atol=1e-4)
+    ops = _ops(compiled)
+    assert ops.count(GROUP_NORM) == 1 and not {"Sigmoid", "Tanh", "Gelu", "Mul"} & set(ops), ops
+    fused = [f for f in compiled.report.fusions if f.startswith("GroupNorm:")]
+    want = {"SiLU": "Swish", "QuickGelu": "Swish"}.get(act, act)
+    assert len(fused) == 1 and f"+ {want})" in fused[0], compiled.report.fusions
+    if not conv:  # the plain path really ran (no region around it)
+        assert "TransData" not in ops, ops
 
 
 def test_a_group_norm_node_whose_groups_do_not_divide_the_channels_is_refused():

@@ -9,7 +9,7 @@ of 9.96) and the affine and the activation after it ran as tasks of their own. T
 
     x [N, C, spatial...] -> Reshape [N, G, rest] -> LayerNormalization (axis -1)
       -> Reshape back to x's shape -> per-channel or scalar constant Mul / Add / Sub ...
-      -> an activation
+      -> an activation (an activation op, or x * Sigmoid(alpha x) spelled out: SiLU, QuickGELU)
 
 (either Reshape absent when x already has that shape: an InstanceNormalization of a rank-3
 x) and makes GroupNorm(x, scale, bias) with the activation as its attribute. The
@@ -25,7 +25,7 @@ import numpy as np
 from ...ir import Graph, Node, Value
 from ...ops.group_norm import ACTIVATIONS, GROUP_NORM
 from .activation import _epilogue
-from .match import VIEWS, Fusion, on_device, replace_region, sole_producer
+from .match import VIEWS, Fusion, on_device, other, replace_region, sole_producer
 
 _AFFINE = ("Mul", "Add", "Sub")
 
@@ -112,11 +112,11 @@ def _match(graph: Graph, ln: Node):
         return None
     scale, shift = np.tile(w, groups), np.tile(b, groups)
     attrs: dict = {"num_groups": groups, "epsilon": float(ln.attrs.get("epsilon", 1e-5))}
-    while (nxt := _reader(graph, v)) is not None or (silu := _silu(graph, v)) is not None:
-        if nxt is None:  # x * Sigmoid(x): a diffusion UNet's SiLU after its GroupNorm
-            attrs.update(activation="Swish", activation_alpha=1.0)
-            nodes += silu
-            v = silu[-1].outputs[0]
+    while (nxt := _reader(graph, v)) is not None or (swish := _swish(graph, v)) is not None:
+        if nxt is None:  # x * Sigmoid(alpha x): a diffusion UNet's SiLU after its GroupNorm
+            attrs.update(activation="Swish", activation_alpha=swish[1])
+            nodes += swish[0]
+            v = swish[0][-1].outputs[0]
             break
         if nxt.op_type in _AFFINE and nxt.outputs[0].meta is not None \
                 and tuple(nxt.outputs[0].meta.shape or ()) == shape:
@@ -153,18 +153,32 @@ def _match(graph: Graph, ln: Node):
     return source, nodes, scale.astype(np.float32), shift.astype(np.float32), attrs
 
 
-def _silu(graph: Graph, v: Value) -> list[Node] | None:
-    """[Sigmoid, Mul] when v's only readers compute v * Sigmoid(v) (torch's SiLU export)."""
+def _swish(graph: Graph, v: Value) -> tuple[list[Node], float] | None:
+    """(its nodes, alpha) when v's only readers compute v * Sigmoid(alpha v): torch's SiLU
+    export (Sigmoid reads v, alpha 1) or QuickGELU's (Sigmoid of Mul(v, 1.702), a float32
+    scalar constant the Sigmoid alone reads)."""
     if len(v.users) != 2 or v in graph.outputs:
         return None
-    sig = next((u for u in v.users if u.op_type == "Sigmoid"), None)
-    if sig is None or len(sig.outputs) != 1:
+    scaled, alpha, sig = None, 1.0, next((u for u in v.users if u.op_type == "Sigmoid"), None)
+    if sig is None:
+        scaled = next((u for u in v.users if u.op_type == "Mul" and len(u.inputs) == 2
+                       and other(u, v) is not None and other(u, v).is_constant), None)
+        k = other(scaled, v).const if scaled is not None else None
+        if k is None or k.size != 1 or k.dtype != np.float32 or k.ndim > len(v.meta.shape or ()) \
+                or not np.isfinite(k).all():
+            return None
+        alpha = float(k.reshape(()))
+        sig = _reader(graph, scaled.outputs[0])
+        if sig is None or sig.op_type != "Sigmoid":
+            return None
+    if len(sig.outputs) != 1:
         return None
     mul = _reader(graph, sig.outputs[0])
-    if mul is None or mul.op_type != "Mul" or {id(u) for u in v.users} != {id(sig), id(mul)} \
+    first = scaled if scaled is not None else sig
+    if mul is None or mul.op_type != "Mul" or {id(u) for u in v.users} != {id(first), id(mul)} \
             or len(mul.inputs) != 2 or {id(i) for i in mul.inputs} != {id(v), id(sig.outputs[0])}:
         return None
-    return [sig, mul]
+    return ([scaled] if scaled is not None else []) + [sig, mul], alpha
 
 
 def _same_channels(v: Value, shape: tuple[int, ...]) -> bool:
