@@ -1,11 +1,12 @@
-"""The runtime's own 1-D convolution of few channels (Conv1dKernel in kernels_conv.cc): a
-Conv over [N, C, 1, W] rows stored channels-last, at most 64 input and output channels, group
-1. Vocoders and speech encoders stack dozens of them with distinct lengths and dilations;
-oneDNN made a kernel for each at load (1-5 ms apiece, HiFi-GAN's load 90 ms), these sums
-have nothing to make. Each case is a chain of three convolutions (the middle one's input and
-output are channels-last inside the layout region), checked against ONNX Runtime on both ISA
-paths (`isa`: the runtime's AVX-512 kernels allowed, then forbidden, when oneDNN runs the
-rows), with the middle convolution's implementation named."""
+"""The runtime's own 1-D convolution of few channels (Conv1dKernel in kernels_conv.cc): a Conv
+over [N, C, 1, W] rows stored channels-last, at most 64 input and output channels (128
+outputs from at most 16 inputs), group 1. Vocoders and speech encoders stack dozens of them
+with distinct lengths and dilations; oneDNN made a kernel for each at load (1-5 ms apiece,
+HiFi-GAN's load 90 ms), these sums have nothing to make. Each case is a chain of three
+convolutions (the middle one's input and output are channels-last inside the layout region),
+checked against ONNX Runtime on both ISA paths (`isa`: the runtime's AVX-512 kernels
+allowed, then forbidden, when oneDNN runs the rows), with the middle convolution's
+implementation named."""
 
 import subprocess
 import sys
@@ -136,13 +137,29 @@ def test_without_bias_at_batch_one_and_many(isa):
         assert _ran_on(impl, isa), impl
 
 
-@pytest.mark.parametrize("channels,k", [(65, 3), (16, 1)])
-def test_wider_rows_and_pointwise_rows_stay_on_onednn(channels, k):
-    """65 channels, or one tap (a matrix product, which oneDNN's 1x1 kernel runs faster and
-    creates in microseconds): oneDNN's convolution."""
-    model, x = _chain(2, channels, channels, 64, k)
+@pytest.mark.parametrize("cin,cout,k", [(65, 65, 3), (17, 80, 3), (16, 129, 3), (16, 16, 1)])
+def test_wider_rows_and_pointwise_rows_stay_on_onednn(cin, cout, k):
+    """65 channels, more than 64 outputs from more than 16 inputs, more than 128 outputs, or
+    one tap (a matrix product, which oneDNN's 1x1 kernel runs faster and creates in
+    microseconds): oneDNN's convolution."""
+    model, x = _chain(2, cin, cout, 64, k)
     _, impl = _check(model, x)
     assert impl.startswith("oneDNN"), impl
+
+
+@pytest.mark.parametrize("cin,cout,k,stride,length", [
+    (1, 80, 201, 1, 700),   # a learnable front end's filterbank over a waveform
+    (1, 128, 10, 5, 999),   # a waveform encoder's first layer
+    (8, 100, 11, 1, 301),   # 7 vectors, the last partly filled
+    (16, 72, 5, 2, 200),
+    (3, 128, 7, 1, 97),
+])
+def test_up_to_128_outputs_from_few_inputs(cin, cout, k, stride, length, isa):
+    """65-128 output channels (5-8 vectors of 16) from at most 16 input channels run on the
+    1-D kernel (oneDNN ran a 1 -> 80 filterbank on its gemm convolution, ~3x slower)."""
+    model, x = _chain(2, cin, cout, length, k, stride=stride)
+    _, impl = _check(model, x, atol=2e-4)
+    assert _ran_on(impl, isa), impl
 
 
 def test_the_narrow_fma_gain_is_measured_once():

@@ -672,8 +672,8 @@ Status Dw3dKernel::run(ExecContext& ctx) {
 
 // ---- 1-D convolution of few channels -------------------------------------------------------
 // A 1-D convolution (the [N, C, 1, W] view, group 1) of at most 64 input and 64 output
-// channels on channels-last rows: a vocoder's or a speech encoder's residual stacks
-// (HiFi-GAN: 12-48 channels, 3-11 taps, dilations 1-5, rows of 160-2560 outputs). oneDNN
+// channels (128 outputs from at most 16 inputs) on channels-last rows: a vocoder's or a
+// speech encoder's residual stacks (HiFi-GAN: 12-48 channels, 3-11 taps, dilations 1-5, rows of 160-2560 outputs). oneDNN
 // creates a kernel of its own for each such row (its brgemm descriptor grows with the row's
 // length, then the JIT code): 1-5 ms each, 86 of HiFi-GAN's 90 ms load. These sums have no
 // code to generate. A block of T output positions keeps T x NV vectors of 16 output channels
@@ -684,6 +684,14 @@ Status Dw3dKernel::run(ExecContext& ctx) {
 // activation apply as each sum is stored; other activations follow as oneDNN eltwise
 // primitives in place, in the order the oneDNN kernel's post-ops apply them. Needs AVX-512.
 constexpr int64_t kConv1dMaxChannels = 64;
+// Up to 128 output channels (8 vectors of 16) from at most this many input channels: a
+// learnable front end's filterbank (LEAF: 1 -> 80 channels, 201 taps, 8000 positions) ran on
+// oneDNN's gemm convolution in 15.1 ms a 4-sample chunk, here 5.3; 1 -> 128 (10 taps,
+// stride 5) 1.37 -> 0.67 ms, 8 -> 100 0.40 -> 0.37; 16 -> 128 (5 taps) 2.1 against oneDNN's
+// 1.8-2.1. From more input channels oneDNN was as fast or up to 15% faster (64 -> 128, 3
+// taps: 4.6 against 5.4 ms).
+constexpr int64_t kConv1dWideMaxInputs = 16;
+constexpr int64_t kConv1dWideMaxOutputs = 128;
 
 // Whether the node is such a convolution by its shapes (the layout question answers NHWC
 // for it without asking oneDNN).
@@ -699,7 +707,8 @@ bool conv1d_shape(const KernelArgs& a) {
   return x.rank() == 4 && w.rank() == 4 && x.shape[2] == 1 && w.shape[2] == 1 && w.shape[3] > 1 &&
          a.attr_int("group", 1) == 1 &&
          x.shape[1] >= 1 && x.shape[1] <= kConv1dMaxChannels && w.shape[0] >= 1 &&
-         w.shape[0] <= kConv1dMaxChannels && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32;
+         (w.shape[0] <= kConv1dMaxChannels ||
+          (w.shape[0] <= kConv1dWideMaxOutputs && x.shape[1] <= kConv1dWideMaxInputs)) && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32;
 }
 
 // The share of the taps the rows' sums take that fall inside the input row: the kernel sums
@@ -817,7 +826,7 @@ Conv1dKernel::Conv1dKernel(const KernelArgs& a) : dev_(*a.device) {
   // against oneDNN's 23; 24 -> 24, 3 taps 44 against 55), else 16-wide
   // (only where the last 16-wide vector would be at most half full: 1, 3, 5 or 7 8-wide ones)
   const int64_t n8 = (M + 7) / 8;
-  lanes8_ = n8 % 2 == 1 && static_cast<double>(n8) / narrow_fma_gain() < 0.9 * static_cast<double>((M + 15) / 16);
+  lanes8_ = n8 % 2 == 1 && n8 <= 7 && static_cast<double>(n8) / narrow_fma_gain() < 0.9 * static_cast<double>((M + 15) / 16);
   const int64_t lanes = lanes8_ ? 8 : 16;
   nv_ = static_cast<int>((M + lanes - 1) / lanes);
   const int64_t width = lanes * nv_;
@@ -1036,7 +1045,11 @@ Status Conv1dKernel::run(ExecContext& ctx) {
         case 1: row_blocks<Lanes16, 1, kRowT[1]>(xn, wp, bias, g, yn, rn, b0, b1); break;
         case 2: row_blocks<Lanes16, 2, kRowT[2]>(xn, wp, bias, g, yn, rn, b0, b1); break;
         case 3: row_blocks<Lanes16, 3, kRowT[3]>(xn, wp, bias, g, yn, rn, b0, b1); break;
-        default: row_blocks<Lanes16, 4, kRowT[4]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 4: row_blocks<Lanes16, 4, kRowT[4]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 5: row_blocks<Lanes16, 5, kRowT[5]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 6: row_blocks<Lanes16, 6, kRowT[6]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        case 7: row_blocks<Lanes16, 7, kRowT[7]>(xn, wp, bias, g, yn, rn, b0, b1); break;
+        default: row_blocks<Lanes16, 8, kRowT[8]>(xn, wp, bias, g, yn, rn, b0, b1); break;  // 8
       }
     }
   }
