@@ -123,10 +123,10 @@ def _pool_device(op: str) -> Any:
         if len(shape) not in (4, 5):  # 2-D and 3-D (a 1-D pool is a 2-D one: canonicalize)
             return f"device {op} is 2-D or 3-D only, input has rank {len(shape)}"
         w, _ = _geometry(node, a, shape[2:])
-        if any(d != 1 for d in w.dilations):
-            return f"device {op} does not support dilations"
         attrs = {"kernel_shape": list(w.kernel), "strides": list(w.strides),
                  "pads": list(w.pads), "ceil_mode": int(a["ceil_mode"])}
+        if any(d != 1 for d in w.dilations):  # oneDNN's pooling and the plane loop dilate
+            attrs["dilations"] = list(w.dilations)
         attrs["count_include_pad"] = int(a.get("count_include_pad", 0))
         return kernel(op, attrs, (0,))
     return lower

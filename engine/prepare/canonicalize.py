@@ -27,6 +27,7 @@ from ..dtypes import DType
 from ..ir import Graph, Node, Value
 from ..ops.resize import plan
 from ..ops.shape_helpers import const_in
+from ..ops.spatial import window
 from ..passes import PassResult
 from .attention_op import as_attention_steps, onnx_attention
 from .branches import cheap_if, copy_branch, select_branches
@@ -113,6 +114,46 @@ def _as_2d(graph: Graph, node: Node) -> None:
         f"{node.name}_1d"), after=pooled.producer).outputs[0]
     graph.replace_all_uses(node.outputs[0], squeezed)
     graph.remove_node(node)
+
+
+def _ceil_average_with_pads(node: Node) -> bool:
+    """An AveragePool counting its pads (count_include_pad) in ceil mode, explicit pads."""
+    a = node.attrs
+    x, y = node.input(0), node.outputs[0] if len(node.outputs) == 1 else None
+    return (node.op_type == "AveragePool" and int(a.get("count_include_pad", 0)) == 1
+            and int(a.get("ceil_mode", 0)) == 1 and a.get("auto_pad", "NOTSET") == "NOTSET"
+            and (_rank(x) or 0) >= 3 and x.meta.is_static and y is not None
+            and y.meta is not None and y.meta.is_static)
+
+
+def _as_pad_then_average(graph: Graph, node: Node) -> None:
+    """The pads as a Pad of zeros, then an average over the windows' positions inside the
+    padded input (count_include_pad 0, no pads). ONNX divides a window that ceil mode lets
+    run past the padded input by its positions inside the padded input; oneDNN's
+    include-padding average (the runtime's, with the right padding grown to reach the ceil
+    mode's output size) divided it by the whole kernel: the last row and column of such a
+    pool were off by kernel / inside (a 3-tap window with 2 inside: 2/3 of ONNX Runtime's)."""
+    rank = _rank(node.input(0))
+    pads = [int(p) for p in node.attrs.get("pads", [0] * (2 * (rank - 2)))]
+    sp = rank - 2
+    attrs = dict(node.attrs, count_include_pad=0)
+    attrs.pop("pads", None)
+    step = chain(graph, node)
+    x = node.inputs[0]
+    if any(pads):
+        full = [0, 0, *pads[:sp], 0, 0, *pads[sp:]]
+        x = step("Pad", [x, graph.add_constant(None, np.array(full, np.int64))], mode="constant")
+    out = step("AveragePool", [x], **attrs)
+    # A window that would start in the end padding is dropped from the original's output;
+    # over the padded input it starts inside: cut it off.
+    padded = [d + pads[i] + pads[i + sp] for i, d in enumerate(node.input(0).meta.shape[2:])]
+    _, sizes = window(None, attrs, attrs["kernel_shape"], padded, ceil_mode=True)
+    want = [int(d) for d in node.outputs[0].meta.shape[2:]]
+    if list(sizes) != want:
+        def const(v):
+            return graph.add_constant(None, np.array(v, np.int64))
+        out = step("Slice", [out, const([0] * sp), const(want), const(list(range(2, rank)))])
+    replace_outputs(graph, node, {0: out})
 
 
 def _group_norm(node: Node) -> bool:
@@ -767,6 +808,7 @@ def _as_enclosing_reads(graph: Graph, node: Node) -> None:
 _Row = tuple[Callable[[Node], bool], Callable[[Graph, Node], None], "tuple[str, ...]"]
 CANONICAL: list[_Row] = [
     (_pool_1d, _as_2d, _POOLS + _GLOBAL_POOLS),
+    (_ceil_average_with_pads, _as_pad_then_average, ("AveragePool",)),
     (_group_norm, _as_layer_norm, ("InstanceNormalization", "GroupNormalization")),
     (_rms_norm, _as_rms_steps, ("RMSNormalization",)),
     (_spatial_reduce, _as_global_pool, tuple(_SPATIAL_REDUCE)),
