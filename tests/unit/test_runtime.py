@@ -1013,6 +1013,40 @@ def test_where_on_a_data_dependent_mask_keeps_each_chosen_value_exactly(dtype):
     assert got.tobytes() == np.where(c, x, row).tobytes()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int64", "float16", "uint8"])
+def test_a_masked_fill_where_takes_one_value_against_a_row(dtype):
+    """Where(mask, fill, scores) with a mask broadcast over rows and a scalar fill on either
+    side (an attention's masked_fill): numpy's bits, the fill's NaN / -inf included."""
+    c = RNG.random((1, 1, 1, 99)) > 0.4
+    if dtype.startswith("float"):
+        scores = (randn(2, 4, 99, 99) * 10).astype(dtype)
+        fills = [np.array(-np.inf, dtype), np.array(np.nan, dtype)]
+    else:
+        scores = RNG.integers(0, 100, (2, 4, 99, 99)).astype(dtype)
+        fills = [np.array(7, dtype)]
+    for fill in fills:
+        got = run_op("Where", [c, fill, scores], [2, 4, 99, 99], dtype)
+        assert got.tobytes() == np.where(c, fill, scores).tobytes()
+        got = run_op("Where", [c, scores, fill], [2, 4, 99, 99], dtype)
+        assert got.tobytes() == np.where(c, scores, fill).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
+@pytest.mark.parametrize("data_shape,idx_shape", [([4, 99, 128], [4, 99, 99]),
+                                                  ([1, 7, 5], [3, 7, 9]),  # data's 1 broadcasts
+                                                  ([600, 300], [600, 200])])
+def test_gather_elements_along_the_last_axis(dtype, data_shape, idx_shape):
+    """GatherElements on the last axis (a relative-position attention's picks from its
+    [B, L, 2k] scores): each row from one data row, negative indices counted from the end,
+    in one thread and shared (the last case is over the threading threshold)."""
+    data = (RNG.integers(-1000, 1000, data_shape)).astype(dtype)
+    n = data_shape[-1]
+    idx = RNG.integers(-n, n, idx_shape).astype(np.int64)
+    got = run_op("GatherElements", [data, idx], idx_shape, dtype, axis=-1)
+    want = np.take_along_axis(np.broadcast_to(data, idx_shape[:-1] + [n]), idx % n, axis=-1)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("op,fn", [("Greater", np.greater), ("LessOrEqual", np.less_equal),
                                    ("Equal", np.equal)])
 def test_comparisons_with_a_scalar_and_nan(op, fn):

@@ -241,6 +241,21 @@ void where_row(T* o, const uint8_t* c, int64_t sc, const T* x, int64_t sx, const
       const T xv = x[i], yv = y[i];
       o[i] = c[i] ? xv : yv;
     }
+  } else if (sc == 1 && sx == 0 && sy == 1) {
+    // a masked fill (attention scores where the mask is set): one value against a row, a
+    // blend too (the general loop below, its strides multiplied out, stayed scalar: SEW-D's
+    // [1, 1, 1, 99] mask over [1, 4, 99, 99] scores took 51 us)
+    const T xv = *x;
+    for (int64_t i = 0; i < n; ++i) {
+      const T yv = y[i];
+      o[i] = c[i] ? xv : yv;
+    }
+  } else if (sc == 1 && sx == 1 && sy == 0) {
+    const T yv = *y;
+    for (int64_t i = 0; i < n; ++i) {
+      const T xv = x[i];
+      o[i] = c[i] ? xv : yv;
+    }
   } else {
     for (int64_t i = 0; i < n; ++i) {
       const T xv = x[i * sx], yv = y[i * sy];

@@ -237,6 +237,18 @@ class GatherElementsKernel : public Kernel, ElementIndexing {
         each_row(at, true, bytes, [&](int64_t r, int64_t off) {
           std::memcpy(dst + r * last, src + off, static_cast<size_t>(last) * sizeof(E));
         });
+      } else if (axis_ == idx_->rank() - 1) {
+        // along the last axis (a relative-position attention's [B, L, L] from [B, L, 2k]
+        // scores): each row's picks from one row of the data, a plain indexed load (the
+        // general walk's per-element offset arithmetic ran ~1.3 ns an element: SEW-D's
+        // [4, 99, 99] from [4, 99, 128], 50 us)
+        const int64_t last = idx_->shape[idx_->rank() - 1];
+        each_row_base(true, bytes, [&](int64_t r, int64_t base) {
+          const E* row = src + base;
+          const int64_t* ir = at + r * last;
+          E* out = dst + r * last;
+          for (int64_t k = 0; k < last; ++k) out[k] = row[ir[k]];
+        });
       } else {
         each(at, true, bytes, [&](int64_t t, int64_t off) { dst[t] = src[off]; });
       }
