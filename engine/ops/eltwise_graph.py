@@ -39,9 +39,14 @@ GRAPH_ONLY: dict[str, tuple[Callable[[dict[str, Any]], tuple[float, float]],
     "Shrink": (lambda a: (a["lambd"], a["bias"]), lambda al, be: {"lambd": al, "bias": be}),
 }
 
+# Float32 unary ops with a kernel of their own that also run as instructions (the runtime
+# calls the Sin kernel's code over a register): a Snake activation, x + sin(a x)^2 / a, is
+# one region between an audio codec's convolutions, not Mul, Sin and a region apart.
+TRIG = ("Sin", "Cos")
+
 # Instruction op -> number of operands.
 ARITY = {**{op: 1 for op in STEP_OPS - BINARY_STEPS}, **{op: 2 for op in BINARY_STEPS},
-         "Max": 2, "Min": 2, "Pow": 1, **{op: 1 for op in GRAPH_ONLY}}
+         "Max": 2, "Min": 2, "Pow": 1, **{op: 1 for op in GRAPH_ONLY}, **{op: 1 for op in TRIG}}
 MAX_INSTRUCTIONS = 8192  # the runtime's bounds (kernels_eltwise_graph.cc)
 MAX_OUTPUTS = 4096
 
@@ -80,6 +85,8 @@ def run_instruction(op: str, x: np.ndarray, y: np.ndarray | None, alpha: float,
         return reference(op, [x, y])
     if op in GRAPH_ONLY:
         return reference(op, [x], GRAPH_ONLY[op][1](alpha, beta))
+    if op in TRIG:
+        return reference(op, [x])
     if op == "Pow":
         return reference("Pow", [x, np.asarray(alpha, dtype=x.dtype)])
     return run_step(op, x, y, alpha, beta)

@@ -361,3 +361,35 @@ def test_dynamic_shift_max_is_one_region_in_the_convolutions_format(c, batch):
         fusions
     region = ops.index("EltwiseGraph")
     assert "TransData" not in ops[region - 1:region + 2], ops
+
+
+@pytest.mark.parametrize("fmt", ["nhwc", "nChw16c"])
+def test_a_snake_activation_between_convolutions_is_one_region(fmt):
+    """Snake, x + sin(a x)^2 / a with a per channel (an audio codec's activation between its
+    1-D convolutions): Mul, Sin, Pow and the rest one EltwiseGraph, the sine the Sin kernel's
+    own (float64 inside) over the region's registers; arguments up to ~1e3 and a cosine
+    branch (a Fourier feature) read from the same value."""
+    c = 16
+    alpha = RNG.uniform(0.5, 300.0, (1, c, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1]),
+             helper.make_node("Mul", ["h", "alpha"], ["ax"]),
+             helper.make_node("Sin", ["ax"], ["s"]),
+             helper.make_node("Pow", ["s", "two"], ["s2"]),
+             helper.make_node("Add", ["alpha", "eps"], ["ae"]),
+             helper.make_node("Reciprocal", ["ae"], ["inv"]),
+             helper.make_node("Mul", ["s2", "inv"], ["t"]),
+             helper.make_node("Add", ["h", "t"], ["snake"]),
+             helper.make_node("Cos", ["ax"], ["co"]),
+             helper.make_node("Add", ["snake", "co"], ["z"]),
+             helper.make_node("Conv", ["z", "w2"], ["y"], pads=[1, 1])]
+    inits = {"w1": RNG.standard_normal((c, 4, 3)) * 0.5, "w2": RNG.standard_normal((8, c, 3)),
+             "alpha": alpha, "two": np.float32(2.0), "eps": np.float32(1e-9)}
+    model = _model(nodes, {"x": [2, 4, 300]}, ["y"], inits)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True, layout_format=fmt))
+    x = RNG.standard_normal((2, 4, 300)).astype(np.float32)
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    ops = [p.op_type for p in compiled.report.placements]
+    assert ops.count("EltwiseGraph") == 1 and not {"Sin", "Cos", "Mul", "Pow"} & set(ops), ops

@@ -30,7 +30,7 @@ import numpy as np
 from ...dtypes import DType
 from ...ir import Graph, Node, Value
 from ...ops import registry
-from ...ops.eltwise_graph import ARITY, GRAPH_ONLY, MAX_INSTRUCTIONS
+from ...ops.eltwise_graph import ARITY, GRAPH_ONLY, MAX_INSTRUCTIONS, TRIG
 from ...ops.registry import Layout
 from ..formats import broadcast_runs, layout_of, per_channel, pixel_map, stored_broadcast, unit_view
 from .eltwise import _step, match_chain
@@ -65,6 +65,8 @@ def _instruction(node: Node) -> tuple[str, list[Value], float, float] | None:
     if op in GRAPH_ONLY:
         alpha, beta = GRAPH_ONLY[op][0](registry.get(op).attrs_of(node))
         return op, [x], float(alpha), float(beta)
+    if op in TRIG:
+        return op, [x], 0.0, 0.0
     step = _step(node)
     if step is None:
         return None

@@ -35,6 +35,7 @@
 #include "gelu.h"
 #include "kernels.h"
 #include "layout.h"
+#include "trig.h"
 
 namespace ge {
 
@@ -58,7 +59,7 @@ enum class Op : uint8_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin,  // binary
   kNeg, kAbs, kRelu, kLeakyRelu, kExp, kLog, kSqrt, kReciprocal, kSigmoid, kTanh, kGelu, kGeluTanh,
   kClip, kHardSigmoid, kHardSwish, kSwish, kElu, kPow, kSoftplus, kMish,
-  kSign, kRound, kSoftsign, kSelu, kCelu, kThresholdedRelu, kShrink,
+  kSign, kRound, kSoftsign, kSelu, kCelu, kThresholdedRelu, kShrink, kSin, kCos,
 };
 
 struct OpName {
@@ -87,6 +88,7 @@ const OpName kOps[] = {
     {"Celu", Op::kCelu, 1},  // alpha
     {"ThresholdedRelu", Op::kThresholdedRelu, 1},  // alpha
     {"Shrink", Op::kShrink, 1},  // alpha, beta: ONNX's lambd, bias
+    {"Sin", Op::kSin, 1},         {"Cos", Op::kCos, 1},  // trig.h's (float64 inside)
 };
 
 struct Instr {
