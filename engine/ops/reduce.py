@@ -140,9 +140,12 @@ def _reduce_op(name: str, fn: ReduceFn, device: bool) -> None:
 
 
 # ReduceMax / ReduceMin run a loop of the runtime's own that keeps -inf and NaNs as numpy
-# (test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded).
+# (test_attention_23_boolmask_fullymasked_row_nan_robustness_expanded); ReduceProd the same
+# loop (a SigLIP2 patch count, the product of each image's grid shape, was a host step
+# between two device programs).
 for _name, _fn in _FUNCS.items():
-    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin"))
+    _reduce_op(_name, _fn, _name in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+                                     "ReduceProd"))
 
 
 # ---- ArgMax / ArgMin ----------------------------------------------------------------------

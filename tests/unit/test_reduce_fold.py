@@ -14,7 +14,8 @@ from graphengine.engine.runtime import LoadedModel
 from tests.unit.test_runtime import SpecBuilder
 
 RNG = np.random.default_rng(31)
-NUMPY = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min}
+NUMPY = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max, "ReduceMin": np.min,
+         "ReduceProd": np.prod}
 
 
 def _reduce(op, x, axes, keepdims):
@@ -92,3 +93,20 @@ def test_reductions_fold_the_stored_nhwc_axes(op, shape, axes):
 def test_reductions_in_other_formats_are_refused_at_load(fmt_in, fmt_out, keepdims, message):
     with pytest.raises(rt.InvalidArgument, match=message):
         _stored_reduce("ReduceMean", (2, 16, 5, 6), [3], fmt_in, fmt_out, keepdims)
+
+
+def test_an_integer_product_runs_on_the_device_and_wraps_as_numpy():
+    """ReduceProd of int64 (a SigLIP2 patch count: each image's grid height x width) is the
+    loop's, not a host step; a product past int64 wraps as numpy's does."""
+    node = helper.make_node("ReduceProd", ["x", "axes"], ["y"], keepdims=0)
+    graph = helper.make_graph(
+        [node], "p", [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        [numpy_helper.from_array(np.asarray([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    compiled = compile_graph(load_model(model), CompileOptions(lint=True))
+    assert [p.engine for p in compiled.report.placements] == ["device"], \
+        compiled.report.placements
+    x = np.asarray([[16, 16], [12, 20], [2**40, 2**30]], np.int64)
+    got = LoadedModel(compiled).execute({"x": x})["y"]
+    np.testing.assert_array_equal(got, np.prod(x, axis=1))

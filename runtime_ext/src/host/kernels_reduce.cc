@@ -87,7 +87,7 @@ ReduceKernel::ReduceKernel(const KernelArgs& a) : PrimitiveOrCopyKernel(*a.devic
 // Merged axes a fold handles (a tensor's rank bounds them).
 constexpr int kMaxFoldRank = 16;
 
-// ReduceMax / ReduceMin, and ReduceSum / ReduceMean where oneDNN would run its reference
+// ReduceMax / ReduceMin / ReduceProd, and ReduceSum / ReduceMean where oneDNN would run its reference
 // implementation (a middle axis of a 3-D tensor: 36% of one zoo model): the input is read
 // once in memory order, each element folded into its output element. Dims are merged into
 // runs of reduced or kept axes, so the inner loop either folds a contiguous row into one
@@ -106,6 +106,7 @@ class FoldKernel : public Kernel {
     const Shape xs = stored_shape(x_->shape, f);
     max_ = a.op == "ReduceMax";
     sum_ = a.op == "ReduceSum" || a.op == "ReduceMean";
+    prod_ = a.op == "ReduceProd";
     if (a.op == "ReduceMean" && y_->numel > 0) scale_ = static_cast<double>(y_->numel) / static_cast<double>(x_->numel);
     // Merged dims: size, and the output stride (0 along reduced ones).
     const Shape ys = dense_strides(keep);
@@ -150,13 +151,21 @@ class FoldKernel : public Kernel {
     // numpy's initial: -inf / +inf (the value of an empty reduction), the integer's
     // extremes; 0 for a sum
     using L = std::numeric_limits<T>;
-    const T init = sum_ ? T(0)
+    const T init = sum_ ? T(0) : prod_ ? T(1)
                    : L::has_infinity ? (max_ ? -L::infinity() : L::infinity()) : (max_ ? L::lowest() : L::max());
     std::fill(y, y + y_->numel, init);
     if (x_->numel == 0) return Status::Ok();
-    const bool max = max_, sum = sum_;
-    auto fold = [max, sum](T acc, T v) {  // NaN wins and stays
+    const bool max = max_, sum = sum_, prod = prod_;
+    auto fold = [max, sum, prod](T acc, T v) {  // NaN wins and stays
       if (sum) return static_cast<T>(acc + v);
+      if (prod) {  // integers wrap, as numpy's
+        if constexpr (std::is_integral_v<T>) {
+          using U = std::make_unsigned_t<T>;
+          return static_cast<T>(static_cast<U>(acc) * static_cast<U>(v));
+        } else {
+          return static_cast<T>(acc * v);
+        }
+      }
       if constexpr (std::is_floating_point_v<T>) {
         if (v != v) return v;
       }
@@ -211,6 +220,7 @@ class FoldKernel : public Kernel {
   const TensorInfo* y_;
   bool max_ = true;
   bool sum_ = false;
+  bool prod_ = false;
   double scale_ = 1.0;  // ReduceMean: 1 / the elements folded into each output
   Shape dims_, strides_;
   Status (FoldKernel::*run_)(ExecContext&) = nullptr;
@@ -222,7 +232,7 @@ constexpr int64_t kShortRow = 1024;
 constexpr int64_t kShortRowsElements = int64_t{1} << 22;  // one thread's loop: up to 16 MB
 
 std::unique_ptr<Kernel> make_reduce(const KernelArgs& a) {
-  if (a.op == "ReduceMax" || a.op == "ReduceMin") return std::make_unique<FoldKernel>(a);
+  if (a.op == "ReduceMax" || a.op == "ReduceMin" || a.op == "ReduceProd") return std::make_unique<FoldKernel>(a);
   // Integer sums (a count of selected items: ArgMax == label, summed) are the loop's.
   if (!a.inputs.empty() && a.in(0).dtype != DType::kFloat32) return std::make_unique<FoldKernel>(a);
   // (the loop folds the stored order of a plain or NHWC tensor, the only formats a reduction
