@@ -12,7 +12,7 @@ import numpy as np
 from ..dtypes import DType
 from ..ir import Dim, Node, TensorMeta
 from . import attrs as A
-from .device_helpers import kernel, reject_rank
+from .device_helpers import kernel, reject
 from .kernel_utils import opt
 from .registry import DeviceKernel, Layout, OpSchema, register, shape_error
 from .shape_helpers import FLOATS, check_dtype, const_in, meta_in, out, shape_value, sym
@@ -247,12 +247,14 @@ _DEVICE_COORDS = ("asymmetric", "half_pixel", "pytorch_half_pixel", "align_corne
 
 
 def _resize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
-    """Nearest or linear on the H and W axes of a 4-D tensor (NCHW or the layout region's
-    format: N and C are kept, Layout.UNIFORM), scales resolved here."""
-    why = reject_rank(node, 4, "4-D (NCHW) only")
+    """Nearest or linear on the spatial axes of a 4-D or 5-D tensor (NCHW / NCDHW or the
+    layout region's format: N and C are kept, Layout.UNIFORM), scales resolved here."""
+    why = reject(node, data_inputs=(0,))
     if why:
         return why
     shape = node.inputs[0].meta.shape
+    if len(shape) not in (4, 5):
+        return f"device Resize is 4-D or 5-D only, input has rank {len(shape)}"
     mode, coord = a["mode"], a["coordinate_transformation_mode"]
     if mode not in ("nearest", "linear"):
         return f"device Resize has no {mode} mode"
@@ -268,10 +270,10 @@ def _resize_device(node: Node, a: dict[str, Any]) -> DeviceKernel | str:
         sizes = None
     out_sizes, factors, axes = plan(shape, scales, sizes, a)
     if list(out_sizes[:2]) != list(shape[:2]) or factors[0] != 1 or factors[1] != 1:
-        return "device Resize resizes H and W only"
+        return "device Resize resizes the spatial axes only"
     # An axis the reference leaves alone (same size, scale ~1) maps each index to itself.
     hw = [1.0 if out_sizes[ax] == shape[ax] and math.isclose(factors[ax], 1.0) else factors[ax]
-          for ax in (2, 3)]
+          for ax in range(2, len(shape))]
     return kernel("Resize", {"mode": mode, "coordinate_transformation_mode": coord,
                              "nearest_mode": a["nearest_mode"], "scales": hw}, (0,))
 

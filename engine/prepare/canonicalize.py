@@ -507,7 +507,7 @@ def _as_conv_2d(graph: Graph, node: Node) -> None:
 
 def _resize_1d(node: Node) -> bool:
     """A Resize of a signal [N, C, L] (static shapes) along L only, by constant scales or
-    sizes, stretched: the device kernel resizes the H and W of 4-D tensors."""
+    sizes, stretched: the device kernel resizes the spatial axes of 4-D and 5-D tensors."""
     x = node.input(0)
     y = node.outputs[0] if len(node.outputs) == 1 else None
     if node.op_type != "Resize" or _rank(x) != 3 or y is None or y.meta is None \

@@ -1,10 +1,10 @@
-// Resize of the two spatial axes of a 4-D tensor: nearest (any dtype, the element is
-// copied) and linear (float32, bilinear). Plain NCHW or in the layout region's format
+// Resize of the spatial axes of a 4-D or 5-D tensor: nearest (any dtype, the element is
+// copied) and linear (float32, bilinear; trilinear for 5-D: a 3-D U-Net's upsampling). Plain NCHW or in the layout region's format
 // (LayoutRule::kUniform: N and C are kept, so input and output share one format): the loops
 // see the stored order as planes of [H, W, inner] — NCHW: N*C planes, inner 1; NHWC: N
 // planes, inner C; nChw<b>c: N*C/b planes, inner b — so a feature pyramid's upsampling
 // between NHWC convolutions needs no conversion, and its inner loop runs along channels. Attributes are the compiler's resolved form:
-// "scales" = [scale_h, scale_w] (the ONNX scale of each axis, from the scales input or
+// "scales" = [scale_h, scale_w] or [scale_d, scale_h, scale_w] (the ONNX scale of each axis, from the scales input or
 // sizes / input size), "mode", "coordinate_transformation_mode" (asymmetric, half_pixel,
 // pytorch_half_pixel, align_corners) and "nearest_mode" (floor, ceil, round_prefer_floor,
 // round_prefer_ceil); the output shape is the output tensor's.
@@ -93,8 +93,11 @@ class ResizeKernel : public Kernel {
     a.expect_outputs(1, 1);
     x_ = &a.in(0);
     y_ = &a.out(0);
-    if (x_->rank() != 4) invalid("input must be 4-D (N,C,H,W), got ", shape_str(x_->shape));
-    if (y_->dtype != x_->dtype || y_->rank() != 4 || y_->shape[0] != x_->shape[0] || y_->shape[1] != x_->shape[1]) {
+    if (x_->rank() != 4 && x_->rank() != 5) {
+      invalid("input must be 4-D (N,C,H,W) or 5-D (N,C,D,H,W), got ", shape_str(x_->shape));
+    }
+    const int r = x_->rank();
+    if (y_->dtype != x_->dtype || y_->rank() != r || y_->shape[0] != x_->shape[0] || y_->shape[1] != x_->shape[1]) {
       invalid("output ", type_str(y_->dtype, y_->shape), " must keep the input's dtype, N and C (input ",
               type_str(x_->dtype, x_->shape), ")");
     }
@@ -110,16 +113,24 @@ class ResizeKernel : public Kernel {
     }
     linear_ = mode_ == "linear";
     if (linear_) a.expect_dtype(*x_, DType::kFloat32, "input X of a linear Resize");
-    const std::vector<double> scales = a.attr_floats("scales", {});
-    if (scales.size() != 2) invalid("scales must have 2 values (H, W), got ", scales.size());
+    std::vector<double> scales = a.attr_floats("scales", {});
+    if (scales.size() != static_cast<size_t>(r - 2)) {
+      invalid("scales must have ", r - 2, " values (one a spatial axis), got ", scales.size());
+    }
     for (double s : scales) {
       if (!(s > 0) || !std::isfinite(s)) invalid("scales must be positive and finite");
     }
-    const int64_t hin = x_->shape[2], win = x_->shape[3];
-    if ((hin == 0 || win == 0) && y_->numel != 0) invalid("cannot resize an empty image to ", shape_str(y_->shape));
-    if (hin > 0 && win > 0) {
-      h_ = axis_taps(mode_, coord, nearest, hin, y_->shape[2], scales[0]);
-      w_ = axis_taps(mode_, coord, nearest, win, y_->shape[3], scales[1]);
+    if (r == 4) scales.insert(scales.begin(), 1.0);  // a depth of one, kept
+    din_ = r == 5 ? x_->shape[2] : 1;
+    dout_ = r == 5 ? y_->shape[2] : 1;
+    const int64_t hin = x_->shape[r - 2], win = x_->shape[r - 1];
+    if ((din_ == 0 || hin == 0 || win == 0) && y_->numel != 0) {
+      invalid("cannot resize an empty image to ", shape_str(y_->shape));
+    }
+    if (din_ > 0 && hin > 0 && win > 0) {
+      d_ = axis_taps(mode_, coord, nearest, din_, dout_, scales[0]);
+      h_ = axis_taps(mode_, coord, nearest, hin, y_->shape[r - 2], scales[1]);
+      w_ = axis_taps(mode_, coord, nearest, win, y_->shape[r - 1], scales[2]);
     }
     if (x_->format != y_->format) {
       invalid("input and output must share one format, got ", format_name(x_->format), " and ",
@@ -138,21 +149,28 @@ class ResizeKernel : public Kernel {
   }
 
   Status run(ExecContext& ctx) override {
-    const int64_t hin = x_->shape[2], win = x_->shape[3], hout = y_->shape[2], wout = y_->shape[3];
-    const int64_t rows = planes_ * hout;  // output rows of every plane
+    const int r = x_->rank();
+    const int64_t hin = x_->shape[r - 2], win = x_->shape[r - 1], hout = y_->shape[r - 2], wout = y_->shape[r - 1];
+    const int64_t rows = planes_ * dout_ * hout;  // output rows of every plane (and depth)
     const uint8_t* x = ctx.ptr(*x_);
     uint8_t* y = ctx.ptr(*y_);
     const size_t es = dtype_size(x_->dtype);
     const int64_t px = inner_ * static_cast<int64_t>(es);  // bytes of a stored pixel
-    for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t r) {
-      const int64_t plane = r / hout, oh = r % hout;
-      const uint8_t* xp = x + plane * hin * win * px;
-      uint8_t* yr = y + r * wout * px;
+    const int64_t slice = hin * win * px;  // bytes of one input depth slice
+    for_rows(rows, static_cast<int64_t>(y_->nbytes), [&](int64_t row) {
+      const int64_t plane = row / (dout_ * hout), od = (row / hout) % dout_, oh = row % hout;
+      const uint8_t* xp = x + (plane * din_ + d_.i0[od]) * slice;  // the (nearer) depth slice
+      uint8_t* yr = y + row * wout * px;
       if (linear_) {
+        // a second depth slice where the depth is resized and this output falls between two
+        const uint8_t* xq = x + (plane * din_ + d_.i1[od]) * slice;
+        const float a = d_.w0[od], b = xq == xp ? 0.f : d_.w1[od];
         if (inner_ == 1) {
           linear_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+          if (b != 0.f) blend_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, a, b, 1);
         } else {
           linear_pixels(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
+          if (b != 0.f) blend_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, a, b, inner_);
         }
         return;
       }
@@ -206,12 +224,34 @@ class ResizeKernel : public Kernel {
     }
   }
 
+  // y = a * y + b * (the bilinear row of slice x): the trilinear blend of the two depth
+  // slices, the first already in y (pixels of n channels).
+  void blend_row(float* y, const float* x, int64_t win, int64_t oh, float a, float b, int64_t n) const {
+    const float* r0 = x + h_.i0[oh] * win * n;
+    const float* r1 = x + h_.i1[oh] * win * n;
+    const float ha = h_.w0[oh], hb = h_.w1[oh];
+    const int64_t wout = static_cast<int64_t>(w_.i0.size());
+    for (int64_t ow = 0; ow < wout; ++ow) {
+      const float* p00 = r0 + w_.i0[ow] * n;
+      const float* p01 = r0 + w_.i1[ow] * n;
+      const float* p10 = r1 + w_.i0[ow] * n;
+      const float* p11 = r1 + w_.i1[ow] * n;
+      const float u = w_.w0[ow], v = w_.w1[ow];
+      float* out = y + ow * n;
+#pragma omp simd
+      for (int64_t c = 0; c < n; ++c) {
+        out[c] = a * out[c] + b * (ha * (u * p00[c] + v * p01[c]) + hb * (u * p10[c] + v * p11[c]));
+      }
+    }
+  }
+
   const TensorInfo* x_;
   const TensorInfo* y_;
   int64_t planes_ = 0, inner_ = 1;
+  int64_t din_ = 1, dout_ = 1;  // depth (5-D), else 1
   std::string mode_;
   bool linear_ = false;
-  Taps h_, w_;
+  Taps d_, h_, w_;
 };
 
 }  // namespace
