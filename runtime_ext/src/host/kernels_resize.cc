@@ -167,10 +167,10 @@ class ResizeKernel : public Kernel {
         const float a = d_.w0[od], b = xq == xp ? 0.f : d_.w1[od];
         if (inner_ == 1) {
           linear_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
-          if (b != 0.f) blend_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, a, b, 1);
+          if (b != 0.f) bilinear_pixels<true>(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, 1, a, b);
         } else {
-          linear_pixels(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh);
-          if (b != 0.f) blend_row(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, a, b, inner_);
+          bilinear_pixels<false>(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xp), win, oh, inner_);
+          if (b != 0.f) bilinear_pixels<true>(reinterpret_cast<float*>(yr), reinterpret_cast<const float*>(xq), win, oh, inner_, a, b);
         }
         return;
       }
@@ -202,31 +202,12 @@ class ResizeKernel : public Kernel {
     }
   }
 
-  // linear_row over pixels of inner_ channels (stored together): the channel loop is the
-  // inner one, so it vectorizes.
-  void linear_pixels(float* y, const float* x, int64_t win, int64_t oh) const {
-    const int64_t n = inner_;
-    const float* r0 = x + h_.i0[oh] * win * n;
-    const float* r1 = x + h_.i1[oh] * win * n;
-    const float a = h_.w0[oh], b = h_.w1[oh];
-    const int64_t wout = static_cast<int64_t>(w_.i0.size());
-    for (int64_t ow = 0; ow < wout; ++ow) {
-      const float* p00 = r0 + w_.i0[ow] * n;
-      const float* p01 = r0 + w_.i1[ow] * n;
-      const float* p10 = r1 + w_.i0[ow] * n;
-      const float* p11 = r1 + w_.i1[ow] * n;
-      const float u = w_.w0[ow], v = w_.w1[ow];
-      float* out = y + ow * n;
-#pragma omp simd
-      for (int64_t c = 0; c < n; ++c) {
-        out[c] = a * (u * p00[c] + v * p01[c]) + b * (u * p10[c] + v * p11[c]);
-      }
-    }
-  }
-
-  // y = a * y + b * (the bilinear row of slice x): the trilinear blend of the two depth
-  // slices, the first already in y (pixels of n channels).
-  void blend_row(float* y, const float* x, int64_t win, int64_t oh, float a, float b, int64_t n) const {
+  // linear_row over pixels of n channels (stored together): the channel loop is the inner
+  // one, so it vectorizes. kBlend: y = a * y + b * (the bilinear row of slice x), the
+  // trilinear blend of two depth slices, the first already in y (n 1 too).
+  template <bool kBlend>
+  void bilinear_pixels(float* y, const float* x, int64_t win, int64_t oh, int64_t n, float a = 0.f,
+                       float b = 0.f) const {
     const float* r0 = x + h_.i0[oh] * win * n;
     const float* r1 = x + h_.i1[oh] * win * n;
     const float ha = h_.w0[oh], hb = h_.w1[oh];
@@ -240,7 +221,8 @@ class ResizeKernel : public Kernel {
       float* out = y + ow * n;
 #pragma omp simd
       for (int64_t c = 0; c < n; ++c) {
-        out[c] = a * out[c] + b * (ha * (u * p00[c] + v * p01[c]) + hb * (u * p10[c] + v * p11[c]));
+        const float value = ha * (u * p00[c] + v * p01[c]) + hb * (u * p10[c] + v * p11[c]);
+        out[c] = kBlend ? a * out[c] + b * value : value;
       }
     }
   }
