@@ -32,17 +32,19 @@ def _ran_on(impl: str, isa: str) -> bool:
 
 
 def _chain(batch, cin, cout, length, k, dilation=1, stride=1, pads=None, bias=True,
-           residual=False, activation=None, alpha=0.1):
+           residual=False, activation=None, alpha=0.1, group=1):
     """x -> Conv(cin) -> [Conv under test: cin -> cout] -> Conv(cout) -> y; the first and
     last convolutions keep the row's length and put the middle one in the NHWC region."""
     pads = pads if pads is not None else [(k - 1) * dilation // 2] * 2
     inits = {"w0": RNG.standard_normal((cin, cin, 3)).astype(np.float32) * 0.3,
-             "w1": (RNG.standard_normal((cout, cin, k)) / np.sqrt(cin * k)).astype(np.float32),
+             "w1": (RNG.standard_normal((cout, cin // group, k))
+                    / np.sqrt(cin // group * k)).astype(np.float32),
              "b1": RNG.standard_normal(cout).astype(np.float32),
              "w2": RNG.standard_normal((cout, cout, 3)).astype(np.float32) * 0.3}
     nodes = [helper.make_node("Conv", ["x", "w0"], ["h0"], pads=[1, 1]),
              helper.make_node("Conv", ["h0", "w1"] + (["b1"] if bias else []), ["h1"],
-                              name="middle", pads=pads, dilations=[dilation], strides=[stride])]
+                              name="middle", pads=pads, dilations=[dilation], strides=[stride],
+                              group=group)]
     cur = "h1"
     if residual:  # the output keeps the input's shape: the Add is the Conv's sum post-op
         nodes.append(helper.make_node("Add", [cur, "h0"], ["s"]))
@@ -191,3 +193,30 @@ def test_rows_mostly_padding_run_on_onednn(length, k, pads, own, isa):
     model, x = _chain(2, 16, 32, length, k, pads=pads)
     _, impl = _check(model, x)
     assert _ran_on(impl, isa) if own else impl.startswith("oneDNN"), impl
+
+
+@pytest.mark.parametrize("cin,cout,group,k,stride,dilation,length", [
+    (16, 64, 4, 41, 4, 1, 400),    # a MelGAN discriminator's grouped downsampling layers
+    (64, 128, 16, 41, 4, 1, 200),
+    (128, 256, 64, 41, 4, 1, 120),
+    (8, 12, 2, 5, 1, 3, 97),       # dilated, partly filled 8-wide vectors
+    (24, 48, 3, 7, 2, 1, 150),
+])
+def test_grouped_rows_whose_groups_do_not_fill_vectors(cin, cout, group, k, stride, dilation,
+                                                       length, isa):
+    """Groups of channels that are not whole 16-channel vectors (oneDNN ran them on its
+    GEMM convolution): each group a row sum of its own, reading its channels of every
+    input pixel and writing its channels of every output pixel; edges through the padded
+    copy of the group's channels."""
+    model, x = _chain(2, cin, cout, length, k, dilation, stride, group=group)
+    _, impl = _check(model, x, atol=2e-4)
+    assert _ran_on(impl, isa), impl
+
+
+@pytest.mark.parametrize("cin,cout,group", [(32, 32, 32), (32, 64, 2)])
+def test_depthwise_and_vector_filling_groups_stay_on_onednn(cin, cout, group):
+    """A depthwise row (oneDNN's depthwise kernel) and groups of 16 channels (its grouped
+    jit kernel): oneDNN's convolution."""
+    model, x = _chain(2, cin, cout, 64, 5, group=group)
+    _, impl = _check(model, x)
+    assert impl.startswith("oneDNN"), impl

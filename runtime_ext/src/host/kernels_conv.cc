@@ -702,13 +702,26 @@ bool conv1d_shape(const KernelArgs& a) {
   }
   const TensorInfo& x = a.in(0);
   const TensorInfo& w = a.in(1);
+  const int64_t groups = a.attr_int("group", 1);
+  if (x.rank() != 4 || w.rank() != 4 || groups < 1 || x.shape[1] % groups != 0 || w.shape[0] % groups != 0 ||
+      x.shape[1] / groups != w.shape[1]) {
+    return false;
+  }
+  // per group: the kernel sums each group's channels as a convolution of its own
+  const int64_t cin = x.shape[1] / groups, cout = w.shape[0] / groups;
+  if (groups > 1) {
+    // oneDNN's jit kernels take groups whose channels fill its vectors, and depthwise ones;
+    // others (a MelGAN discriminator's 4 -> 16, 4 -> 8, 2 -> 4 channels a group, 41 taps,
+    // stride 4) went to its GEMM convolution: 657 us for one layer, ONNX Runtime 1.6 ms
+    // for the whole model
+    if ((cin % 16 == 0 && cout % 16 == 0) || (cin == 1 && cout == 1)) return false;
+  }
   // a pointwise row (one tap) is a matrix product: oneDNN's 1x1 kernel creates in ~0.03 ms
   // and ran it faster (16 -> 16 channels, 8 x 2560 outputs: 126-137 against 137-154 us)
-  return x.rank() == 4 && w.rank() == 4 && x.shape[2] == 1 && w.shape[2] == 1 && w.shape[3] > 1 &&
-         a.attr_int("group", 1) == 1 &&
-         x.shape[1] >= 1 && x.shape[1] <= kConv1dMaxChannels && w.shape[0] >= 1 &&
-         (w.shape[0] <= kConv1dMaxChannels ||
-          (w.shape[0] <= kConv1dWideMaxOutputs && x.shape[1] <= kConv1dWideMaxInputs)) && x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32;
+  return x.shape[2] == 1 && w.shape[2] == 1 && w.shape[3] > 1 &&
+         cin >= 1 && cin <= kConv1dMaxChannels && cout >= 1 &&
+         (cout <= kConv1dMaxChannels || (cout <= kConv1dWideMaxOutputs && cin <= kConv1dWideMaxInputs)) &&
+         x.dtype == DType::kFloat32 && w.dtype == DType::kFloat32;
 }
 
 // The share of the taps the rows' sums take that fall inside the input row: the kernel sums
@@ -763,8 +776,11 @@ bool row_act(const Fusion& f, RowAct* out) {
   return false;
 }
 
+// cin / cout: one group's channels; xs / ys: the floats between two pixels of the input /
+// output rows (all groups' channels; the same as cin / cout for one group).
 struct Row1d {
   int64_t cin, cout, iw, ow, k, s, d, p;
+  int64_t xs, ys;
   RowAct act[2];
 };
 
@@ -782,6 +798,7 @@ class Conv1dKernel : public Kernel {
   const Device& dev_;
   const TensorInfo *x_ = nullptr, *r_ = nullptr, *y_ = nullptr;
   int64_t n_ = 0;
+  int64_t groups_ = 1;
   bool lanes8_ = false;  // Lanes8, else Lanes16
   int nv_ = 1;  // vectors of output channels
   Row1d g_{};
@@ -807,10 +824,11 @@ Conv1dKernel::Conv1dKernel(const KernelArgs& a) : dev_(*a.device) {
   Shape expect;
   const ConvGeometry g = check_conv(a, *x_, w, &expect);
   if (y_->shape != expect) invalid("output shape ", shape_str(y_->shape), " must be ", shape_str(expect));
-  const int64_t M = w.shape[0], C = x_->shape[1], K = w.shape[3];
+  groups_ = a.attr_int("group", 1);
+  const int64_t M = w.shape[0] / groups_, C = x_->shape[1] / groups_, K = w.shape[3];
   if (b) {
     a.expect_dtype(*b, DType::kFloat32, "bias B");
-    if (b->shape != Shape{M}) invalid("bias shape ", shape_str(b->shape), " must be [", M, "]");
+    if (b->shape != Shape{M * groups_}) invalid("bias shape ", shape_str(b->shape), " must be [", M * groups_, "]");
   }
   if (r_) {
     a.expect_dtype(*r_, DType::kFloat32, "residual");
@@ -821,6 +839,7 @@ Conv1dKernel::Conv1dKernel(const KernelArgs& a) : dev_(*a.device) {
   n_ = x_->shape[0];
   g_.cin = C, g_.cout = M, g_.iw = x_->shape[3], g_.ow = y_->shape[3], g_.k = K;
   g_.s = g.strides[1], g_.d = g.dilates[1] + 1, g_.p = g.pad_l[1];
+  g_.xs = C * groups_, g_.ys = M * groups_;
   // 8-wide vectors where they take clearly fewer FMA cycles than 16-wide ones (narrow_fma_gain:
   // 2 here, so at 8, 24, 40 or 56 channels: 4 -> 4 channels, 7 taps, 2560 outputs 11 us
   // against oneDNN's 23; 24 -> 24, 3 taps 44 against 55), else 16-wide
@@ -830,15 +849,23 @@ Conv1dKernel::Conv1dKernel(const KernelArgs& a) : dev_(*a.device) {
   const int64_t lanes = lanes8_ ? 8 : 16;
   nv_ = static_cast<int>((M + lanes - 1) / lanes);
   const int64_t width = lanes * nv_;
-  const float* wv = w.const_ptr<float>();  // [M][C][1][K]
-  wp_.assign(static_cast<size_t>(K * C * width), 0.f);
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t t = 0; t < K; ++t) wp_[static_cast<size_t>((t * C + c) * width + m)] = wv[(m * C + c) * K + t];
+  const float* wv = w.const_ptr<float>();  // [groups * M][C][1][K]
+  // per group: [tap][ci][width]
+  wp_.assign(static_cast<size_t>(groups_ * K * C * width), 0.f);
+  for (int64_t gr = 0; gr < groups_; ++gr) {
+    float* wg = wp_.data() + gr * K * C * width;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t t = 0; t < K; ++t) wg[(t * C + c) * width + m] = wv[((gr * M + m) * C + c) * K + t];
+      }
     }
   }
-  bias_.assign(static_cast<size_t>(width), 0.f);
-  if (b) std::memcpy(bias_.data(), b->const_ptr<float>(), static_cast<size_t>(M) * sizeof(float));
+  bias_.assign(static_cast<size_t>(groups_ * width), 0.f);
+  if (b) {
+    for (int64_t gr = 0; gr < groups_; ++gr) {
+      std::memcpy(bias_.data() + gr * width, b->const_ptr<float>() + gr * M, static_cast<size_t>(M) * sizeof(float));
+    }
+  }
   // the stores apply the leading simple activations; the first other one and all after it
   // run as primitives
   int stored = 0;
@@ -898,12 +925,12 @@ inline void row_store(typename L::V (&acc)[T][NV], const Row1d& g, float* y, con
     const int64_t left = g.cout - L::kW * v;
     m[v] = static_cast<typename L::M>(left >= L::kW ? (1u << L::kW) - 1 : (1u << left) - 1);
   }
-  y += t0 * g.cout;
+  y += t0 * g.ys;
   if (r) {
-    r += t0 * g.cout;
+    r += t0 * g.ys;
     for (int t = 0; t < T; ++t) {
       for (int v = 0; v < NV; ++v) {
-        if (t < cnt) acc[t][v] = L::add(acc[t][v], L::loadz(m[v], r + t * g.cout + L::kW * v));
+        if (t < cnt) acc[t][v] = L::add(acc[t][v], L::loadz(m[v], r + t * g.ys + L::kW * v));
       }
     }
   }
@@ -915,7 +942,7 @@ inline void row_store(typename L::V (&acc)[T][NV], const Row1d& g, float* y, con
   }
   for (int t = 0; t < T; ++t) {
     for (int v = 0; v < NV; ++v) {
-      if (t < cnt) L::store(y + t * g.cout + L::kW * v, m[v], acc[t][v]);
+      if (t < cnt) L::store(y + t * g.ys + L::kW * v, m[v], acc[t][v]);
     }
   }
 }
@@ -931,11 +958,13 @@ inline void row_block(const float* x0, const float* wp, const float* bias, const
   for (int t = 0; t < T; ++t) {
     for (int v = 0; v < NV; ++v) acc[t][v] = L::load(bias + kW * v);
   }
-  const int64_t step = g.s * g.cin;  // input floats between outputs
-  // undilated taps read one run of k * cin floats from each output's first input: one loop
-  const int64_t taps = g.d == 1 ? 1 : g.k, run = g.d == 1 ? g.k * g.cin : g.cin;
+  const int64_t step = g.s * g.xs;  // input floats between outputs
+  // undilated taps of a whole row's channels read one run of k * cin floats from each
+  // output's first input: one loop
+  const bool one_run = g.d == 1 && g.xs == g.cin;
+  const int64_t taps = one_run ? 1 : g.k, run = one_run ? g.k * g.cin : g.cin;
   for (int64_t j = 0; j < taps; ++j) {
-    const float* xj = x0 + j * g.d * g.cin;
+    const float* xj = x0 + j * g.d * g.xs;
     const float* wj = wp + j * g.cin * NV * kW;
     for (int64_t c = 0; c < run; ++c) {
       typename L::V w[NV];
@@ -966,7 +995,7 @@ inline void row_one(const float* x, const float* wp, const float* bias, const Ro
   for (int64_t j = 0; j < g.k; ++j) {
     const int64_t i = t * g.s + j * g.d - g.p;
     if (i < 0 || i >= g.iw) continue;
-    const float* xj = x + i * g.cin;
+    const float* xj = x + i * g.xs;
     const float* wj = wp + j * g.cin * NV * kW;
     for (int64_t c = 0; c < g.cin; ++c) {
       const typename L::V xv = L::set1(xj[c]);
@@ -989,18 +1018,20 @@ void row_blocks(const float* x, const float* wp, const float* bias, const Row1d&
     const int64_t t0 = bk * T, cnt = std::min<int64_t>(T, g.ow - t0);
     const int64_t first = t0 * g.s - g.p;  // the block's first input position
     if (first >= 0 && first + positions <= g.iw) {
-      row_block<L, NV, T>(x + first * g.cin, wp, bias, g, y, r, t0, cnt);
+      row_block<L, NV, T>(x + first * g.xs, wp, bias, g, y, r, t0, cnt);
     } else if (positions * g.cin <= kRowSpanFloats) {
       for (int64_t i = 0; i < positions; ++i) {
         const int64_t at = first + i;
         float* to = span + i * g.cin;
         if (at >= 0 && at < g.iw) {
-          std::memcpy(to, x + at * g.cin, static_cast<size_t>(g.cin) * sizeof(float));
+          std::memcpy(to, x + at * g.xs, static_cast<size_t>(g.cin) * sizeof(float));
         } else {
           std::memset(to, 0, static_cast<size_t>(g.cin) * sizeof(float));
         }
       }
-      row_block<L, NV, T>(span, wp, bias, g, y, r, t0, cnt);
+      Row1d packed = g;  // the span holds this group's channels only
+      packed.xs = g.cin;
+      row_block<L, NV, T>(span, wp, bias, packed, y, r, t0, cnt);
     } else {
       for (int64_t t = t0; t < t0 + cnt; ++t) row_one<L, NV>(x, wp, bias, g, y, r, t);
     }
@@ -1017,22 +1048,25 @@ Status Conv1dKernel::run(ExecContext& ctx) {
   const float* r = r_ ? ctx.ptr<const float>(*r_) : nullptr;
   const Row1d& g = g_;
   const int threads = omp_get_max_threads();
-  const int64_t macs = n_ * g.ow * g.k * g.cin * g.cout;
+  const int64_t rows = n_ * groups_;  // one row a sample and group
+  const int64_t macs = rows * g.ow * g.k * g.cin * g.cout;
   // each row's blocks cut in pieces so that every thread has some at batch 1
-  const int64_t pieces = macs >= 65536 ? std::max<int64_t>(1, (2 * threads + n_ - 1) / n_) : 1;
-  const int64_t items = n_ * pieces;
-  const float* wp = wp_.data();
-  const float* bias = bias_.data();
+  const int64_t pieces = macs >= 65536 ? std::max<int64_t>(1, (2 * threads + rows - 1) / rows) : 1;
+  const int64_t items = rows * pieces;
   const int nv = nv_;
   const bool lanes8 = lanes8_;
+  const int64_t width = (lanes8 ? 8 : 16) * nv;
   const int64_t blocks = (g.ow + kRowT[nv] - 1) / kRowT[nv];
 #pragma omp parallel for schedule(static) if (items > 1)
   for (int64_t it = 0; it < items; ++it) {
-    const int64_t n = it / pieces, piece = it % pieces;
+    const int64_t row = it / pieces, piece = it % pieces;
+    const int64_t n = row / groups_, gr = row % groups_;
     const int64_t b0 = blocks * piece / pieces, b1 = blocks * (piece + 1) / pieces;
-    const float* xn = x + n * g.iw * g.cin;
-    float* yn = y + n * g.ow * g.cout;
-    const float* rn = r ? r + n * g.ow * g.cout : nullptr;
+    const float* xn = x + n * g.iw * g.xs + gr * g.cin;
+    float* yn = y + n * g.ow * g.ys + gr * g.cout;
+    const float* rn = r ? r + n * g.ow * g.ys + gr * g.cout : nullptr;
+    const float* wp = wp_.data() + gr * g.k * g.cin * width;
+    const float* bias = bias_.data() + gr * width;
     if (lanes8) {
       switch (nv) {
         case 1: row_blocks<Lanes8, 1, kRowT[1]>(xn, wp, bias, g, yn, rn, b0, b1); break;
