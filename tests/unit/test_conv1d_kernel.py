@@ -1,12 +1,12 @@
 """The runtime's own 1-D convolution of few channels (Conv1dKernel in kernels_conv.cc): a Conv
 over [N, C, 1, W] rows stored channels-last, at most 64 input and output channels (128
-outputs from at most 16 inputs), group 1. Vocoders and speech encoders stack dozens of them
-with distinct lengths and dilations; oneDNN made a kernel for each at load (1-5 ms apiece,
-HiFi-GAN's load 90 ms), these sums have nothing to make. Each case is a chain of three
-convolutions (the middle one's input and output are channels-last inside the layout region),
-checked against ONNX Runtime on both ISA paths (`isa`: the runtime's AVX-512 kernels
-allowed, then forbidden, when oneDNN runs the rows), with the middle convolution's
-implementation named."""
+outputs from at most 16 inputs), group 1 or groups that do not fill 16-channel vectors.
+Vocoders and speech encoders stack dozens of them with distinct lengths and dilations;
+oneDNN made a kernel for each at load (1-5 ms apiece, HiFi-GAN's load 90 ms), these sums
+have nothing to make. Each case is a chain of three convolutions (the middle one's input and
+output are channels-last inside the layout region), checked against ONNX Runtime on both ISA
+paths (`isa`: the runtime's AVX-512 kernels allowed, then forbidden, when oneDNN runs the
+rows), with the middle convolution's implementation named."""
 
 import subprocess
 import sys

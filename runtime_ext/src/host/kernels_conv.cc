@@ -671,9 +671,11 @@ Status Dw3dKernel::run(ExecContext& ctx) {
 }
 
 // ---- 1-D convolution of few channels -------------------------------------------------------
-// A 1-D convolution (the [N, C, 1, W] view, group 1) of at most 64 input and 64 output
-// channels (128 outputs from at most 16 inputs) on channels-last rows: a vocoder's or a
-// speech encoder's residual stacks (HiFi-GAN: 12-48 channels, 3-11 taps, dilations 1-5, rows of 160-2560 outputs). oneDNN
+// A 1-D convolution (the [N, C, 1, W] view; group 1, or groups that do not fill vectors:
+// each group a row of its own) of at most 64 input and 64 output channels a group (128
+// outputs from at most 16 inputs) on channels-last rows: a vocoder's or a speech encoder's
+// residual stacks (HiFi-GAN: 12-48 channels, 3-11 taps, dilations 1-5, rows of 160-2560
+// outputs). oneDNN
 // creates a kernel of its own for each such row (its brgemm descriptor grows with the row's
 // length, then the JIT code): 1-5 ms each, 86 of HiFi-GAN's 90 ms load. These sums have no
 // code to generate. A block of T output positions keeps T x NV vectors of 16 output channels
