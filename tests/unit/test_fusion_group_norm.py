@@ -195,7 +195,8 @@ def test_a_silu_written_as_x_times_sigmoid_is_the_group_norms_activation(fmt):
 
 
 @pytest.mark.parametrize("conv", [False, True], ids=["plain", "nhwc"])
-@pytest.mark.parametrize("act", ["Sigmoid", "Tanh", "SiLU", "QuickGelu", "GeluTanh"])
+@pytest.mark.parametrize("act", ["Sigmoid", "Tanh", "SiLU", "QuickGelu", "GeluTanh",
+                                 "HardSwish"])
 def test_transcendental_activations_over_ragged_runs_and_saturating_values_match(act, conv):
     # The kernel applies them 16 floats at a time with its own vector exp / tanh: runs of 63
     # positions (plain: a tail of 15 a channel) or 63 x 24 channels (NHWC), and a scale of up
@@ -216,7 +217,8 @@ def test_transcendental_activations_over_ragged_runs_and_saturating_values_match
     init.CopyFrom(_arr(gamma, np.linspace(-60, 60, c)))
     compiled = _check(model, "nhwc", atol=1e-4)
     ops = _ops(compiled)
-    assert ops.count(GROUP_NORM) == 1 and not {"Sigmoid", "Tanh", "Gelu", "Mul"} & set(ops), ops
+    assert ops.count(GROUP_NORM) == 1 and not {"Sigmoid", "Tanh", "Gelu", "Mul",
+                                               "HardSwish"} & set(ops), ops
     fused = [f for f in compiled.report.fusions if f.startswith("GroupNorm:")]
     want = {"SiLU": "Swish", "QuickGelu": "Swish"}.get(act, act)
     assert len(fused) == 1 and f"+ {want})" in fused[0], compiled.report.fusions

@@ -288,6 +288,7 @@ class GroupNormKernel : public Kernel {
       case Act::kTanh:
       case Act::kSwish:
       case Act::kGeluTanh:
+      case Act::kHardSwish:
         if (cpu_has_avx512()) {
           activate_avx512(act_, alpha_, v, len);
         } else {
