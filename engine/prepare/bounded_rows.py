@@ -86,19 +86,105 @@ def _row_wise(node: Node, padded: set[Value]) -> bool:
     return False
 
 
+# Ops a shape of the padded rows may pass through on its way to a Reshape's target.
+_SHAPE_STEPS = frozenset({"Concat", "Gather", "Unsqueeze", "Squeeze", "Slice", "Cast"})
+# A row count no real shape has: the shapes of padded values are evaluated with it, so a
+# Reshape target that keeps it first keeps the rows.
+_ROWS = 1_000_003
+
+
+def _shape_value(node: Node, known: dict[Value, np.ndarray]) -> np.ndarray | None:
+    """The value of a node of a shape chain with the padded rows counted as _ROWS, from
+    the values before it (`known`) and constants; None when another value feeds it."""
+    if node.op_type == "Shape":
+        dims = node.inputs[0].meta.shape
+        if dims is None or any(not isinstance(d, int) for d in dims[1:]):
+            return None
+        full = np.array([_ROWS, *dims[1:]], np.int64)
+        start, end = node.attrs.get("start", 0), node.attrs.get("end")
+        return full[start:end]
+    args = []
+    for v in node.inputs:
+        if v is None:
+            args.append(None)
+        elif v in known:
+            args.append(known[v])
+        elif v.is_constant:
+            args.append(np.asarray(v.const))
+        else:
+            return None
+    try:
+        return np.asarray(ops.get(node.op_type).compute(args, ops.node_attrs(node))[0])
+    except Exception:  # a chain the reference refuses keeps the host step
+        return None
+
+
+def _keeps_rows(node: Node, target: np.ndarray | None) -> bool:
+    """Whether a Reshape of padded rows to `target` (evaluated with _ROWS rows) keeps axis 0
+    as the rows: the target starts with the row count (or -1) and the rest holds one row."""
+    x = node.input(0)
+    if target is None or target.ndim != 1 or target.size < 1 or x.meta.shape is None \
+            or any(not isinstance(d, int) for d in x.meta.shape[1:]) \
+            or node.attrs.get("allowzero", 0):
+        return False
+    rest = [int(d) for d in target[1:]]
+    per_row = int(np.prod(x.meta.shape[1:], dtype=np.int64))
+    known = int(np.prod([d for d in rest if d > 0], dtype=np.int64))
+    if int(target[0]) == -1:  # the rows inferred: the rest must hold exactly one row
+        return all(d > 0 for d in rest) and known == per_row
+    free = rest.count(-1)  # the rows given: one inferred dimension of the row may remain
+    return int(target[0]) == _ROWS and all(d > 0 or d == -1 for d in rest) and (
+        known == per_row if free == 0 else free == 1 and known > 0 and per_row % known == 0)
+
+
 def _tail(sel: Value) -> list[Node] | None:
     """The nodes that read the selection, directly or through each other, when every one
-    is row-wise; else None."""
+    is row-wise; else None. A Shape of padded rows may feed, through shape steps, the
+    target of a Reshape that keeps the rows (torch's `view(idx.shape[0], -1)` of picked
+    boxes): once the selection is padded the shape is the padded row count, which such a
+    Reshape only passes along. Any other reader of such a shape (a count the graph
+    outputs) keeps the host step: it would read the padded count."""
     padded = {sel}
+    shapes: dict[Value, np.ndarray] = {}
     tail: list[Node] = []
     frontier = [sel]
     while frontier:
-        for user in frontier.pop().users:
-            if user not in tail:
-                tail.append(user)
+        v = frontier.pop()
+        for user in v.users:
+            if user in tail:
+                continue
+            if v in shapes and user.op_type == "Reshape" and v is user.input(1):
+                continue  # a target: the Reshape joins through its data (checked below)
+            tail.append(user)
+            if user.op_type == "Shape" or (v in shapes and user.op_type in _SHAPE_STEPS):
+                value = _shape_value(user, shapes)
+                if value is None or len(user.outputs) != 1:
+                    return None
+                shapes[user.outputs[0]] = value
+            elif v in shapes:
+                return None  # a shape of the padded rows read by anything else
+            else:
                 padded.update(user.outputs)
-                frontier.extend(user.outputs)
-    return tail if all(_row_wise(n, padded) for n in tail) else None
+            frontier.extend(user.outputs)
+    for value in shapes:  # read by shape steps and the targets of padded Reshapes only
+        for user in value.users:
+            if user not in tail or (user.op_type == "Reshape" and user.input(0) not in padded):
+                return None
+    for n in tail:
+        if n.op_type == "Shape" or n.outputs[0] in shapes:
+            if any(o in n.graph.outputs for o in n.outputs):
+                return None
+            continue
+        if n.op_type == "Reshape" and n.input(0) in padded:
+            t = n.input(1)
+            target = shapes.get(t) if t in shapes else (
+                np.asarray(t.const).reshape(-1) if t is not None and t.is_constant else None)
+            if not _keeps_rows(n, target):
+                return None
+            continue
+        if not _row_wise(n, padded):
+            return None
+    return tail
 
 
 def _padding_is_harmless(sel: Value, tail: list[Node], order: Callable[[Node], int]) -> bool:

@@ -86,12 +86,22 @@ def _detector(classes: int = 3, limit: int = 40, score_t: float = 0.6, seed: int
     if tail == "sum":
         nodes.append(helper.make_node("ReduceSum", ["flat"], ["total"], keepdims=0))
         outputs.append("total")
+    if tail in ("view", "count"):
+        # torch's `boxes[idx].view(idx.shape[0], -1)` (an SSD head's export): the target
+        # from the Shape of the picked indices; "count" also outputs that shape
+        nodes += [helper.make_node("Shape", ["box"], ["n_sel"]),
+                  helper.make_node("Concat", ["n_sel", "minus_one"], ["view_shape"], axis=0),
+                  helper.make_node("Reshape", ["det_boxes", "view_shape"], ["viewed"]),
+                  helper.make_node("Reshape", ["box", "n_sel"], ["box_again"])]
+        inits.append(_const("minus_one", np.array([-1], np.int64)))
+        outputs += ["viewed", "box_again"] + (["n_sel"] if tail == "count" else [])
     if tail == "masked":  # classes 1.. pick rows -2, -1 of the table; zero picks -3
         nodes += [helper.make_node("Sub", ["cls", "three"], ["cls_row"]),
                   helper.make_node("Gather", ["table", "cls_row"], ["cls_feature"], axis=0)]
         outputs.append("cls_feature")
     out_types = {"selected": TensorProto.INT64, "flat": TensorProto.INT64,
-                 "total": TensorProto.INT64}
+                 "total": TensorProto.INT64, "box_again": TensorProto.INT64,
+                 "n_sel": TensorProto.INT64}
     graph = helper.make_graph(
         nodes, "detector",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, 16, 16])],
@@ -250,3 +260,29 @@ def test_device_selection_keeps_what_the_reference_keeps(seed: int) -> None:
     want = nms_reference([boxes, scores, np.array([limit]), np.array([iou], np.float32),
                           np.array([score_t], np.float32)], {"center_point_box": center})[0]
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_reshape_by_the_selections_own_shape_stays_in_the_device_program() -> None:
+    """A Reshape whose target is the Shape of the picked rows (`view(idx.shape[0], -1)`)
+    keeps the rows: the tail is bounded, and the outputs are ONNX Runtime's for every count
+    (none selected is left out: ONNX Runtime refuses to reshape [0, 4] to [0, -1])."""
+    for score_t in (0.6, 0.05):
+        model = _detector(tail="view", score_t=score_t)
+        compiled, loaded = _load(model)
+        assert [p.engine for p in compiled.report.partitions] == ["device"], \
+            compiled.report.render()
+        names = [s.name for s in compiled.outputs]
+        for seed in range(2):
+            feeds = _images(seed)
+            _same(loaded.run(feeds), _ort(model, feeds), names)
+
+
+def test_a_shape_of_the_selection_the_graph_outputs_keeps_the_host_step() -> None:
+    """The count itself as an output would read the padded row count: host step."""
+    model = _detector(tail="count")
+    compiled, loaded = _load(model)
+    ops_ = {p.op_type: p.engine for p in compiled.report.placements}
+    assert ops_["NonMaxSuppression"] == "host"
+    names = [s.name for s in compiled.outputs]
+    feeds = _images(1)
+    _same(loaded.run(feeds), _ort(model, feeds), names)
