@@ -45,9 +45,9 @@ nb::ndarray<nb::numpy, int64_t> nms(Boxes boxes, Scores scores, int64_t limit, d
   auto* out = new int64_t[static_cast<size_t>(std::max<int64_t>(most * 3, 1))];
   int64_t rows = 0;
   try {
-    std::vector<uint8_t> scratch(ge::nms::scratch_bytes(n));
+    std::vector<uint8_t> scratch(ge::nms::scratch_bytes(n, batches, 1));
     nb::gil_scoped_release unlocked;
-    rows = ge::nms::select(boxes.data(), scores.data(), batches, classes, n, p, scratch.data(), out);
+    rows = ge::nms::select(boxes.data(), scores.data(), batches, classes, n, p, scratch.data(), out, 1);
   } catch (...) {
     delete[] out;
     throw;

@@ -24,12 +24,16 @@ struct Params {
 int64_t max_selected(int64_t batches, int64_t classes, int64_t boxes, int64_t limit);
 
 // Scratch `select` needs for `boxes` boxes (64-byte aligned is enough).
-size_t scratch_bytes(int64_t boxes);
+// Scratch for `select` over `batches` x `boxes` with a team of `threads`.
+size_t scratch_bytes(int64_t boxes, int64_t batches, int threads);
 
 // Boxes [batches, n, 4] and scores [batches, classes, n], float32, C order. Writes the
 // selected (batch, class, box) triples to `out` (room for max_selected rows) and returns
 // how many rows it wrote.
+// The selected (batch, class, box) rows into `out`, which must hold max_selected(...) rows
+// (each (batch, class) selects into its own slot of them, in parallel, then the rows are
+// packed in (batch, class) order); returns how many.
 int64_t select(const float* boxes, const float* scores, int64_t batches, int64_t classes, int64_t n,
-               const Params& p, void* scratch, int64_t* out);
+               const Params& p, void* scratch, int64_t* out, int threads);
 
 }  // namespace ge::nms

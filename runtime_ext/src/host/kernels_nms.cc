@@ -11,6 +11,8 @@
 // Inputs: boxes [B, N, 4] and scores [B, C, N] (float32), then the optional
 // max_output_boxes_per_class (int64, one element), iou_threshold and score_threshold
 // (float32, one element), read at each run. Attribute center_point_box.
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -51,9 +53,10 @@ class PaddedNmsKernel : public Kernel {
     classes_ = scores_->shape[1];
     rows_ = y_->shape[0];
     center_ = a.attr_int("center_point_box", 0) != 0;
+    threads_ = std::max(1, omp_get_max_threads());  // the classes share the team
   }
 
-  size_t workspace_bytes() const override { return nms::scratch_bytes(n_); }
+  size_t workspace_bytes() const override { return nms::scratch_bytes(n_, batches_, threads_); }
 
   Status run(ExecContext& ctx) override {
     nms::Params p;
@@ -69,7 +72,8 @@ class PaddedNmsKernel : public Kernel {
     }
     int64_t* y = ctx.ptr<int64_t>(*y_);
     const int64_t kept = nms::select(ctx.ptr<const float>(*boxes_), ctx.ptr<const float>(*scores_), batches_,
-                                     classes_, n_, p, ctx.workspace, y);
+                                     classes_, n_, p, ctx.workspace, y,
+                                     std::min(threads_, std::max(1, omp_get_max_threads())));
     std::memset(y + kept * 3, 0, static_cast<size_t>(rows_ - kept) * 3 * sizeof(int64_t));
     *ctx.ptr<int64_t>(*count_) = kept;
     return Status::Ok();
@@ -81,6 +85,7 @@ class PaddedNmsKernel : public Kernel {
   const TensorInfo *boxes_, *scores_, *limit_, *iou_, *score_, *y_, *count_;
   int64_t batches_ = 0, n_ = 0, classes_ = 0, rows_ = 0;
   bool center_ = false;
+  int threads_ = 1;
 };
 
 }  // namespace
