@@ -156,7 +156,8 @@ def _tail(sel: Value) -> list[Node] | None:
             if v in shapes and user.op_type == "Reshape" and v is user.input(1):
                 continue  # a target: the Reshape joins through its data (checked below)
             tail.append(user)
-            if user.op_type == "Shape" or (v in shapes and user.op_type in _SHAPE_STEPS):
+            if (user.op_type == "Shape" and v in padded) \
+                    or (v in shapes and user.op_type in _SHAPE_STEPS):
                 value = _shape_value(user, shapes)
                 if value is None or len(user.outputs) != 1:
                     return None
@@ -168,7 +169,10 @@ def _tail(sel: Value) -> list[Node] | None:
             frontier.extend(user.outputs)
     for value in shapes:  # read by shape steps and the targets of padded Reshapes only
         for user in value.users:
-            if user not in tail or (user.op_type == "Reshape" and user.input(0) not in padded):
+            chain = len(user.outputs) == 1 and user.outputs[0] in shapes
+            target = user.op_type == "Reshape" and user.input(1) is value \
+                and user.input(0) in padded and user.input(0) is not value
+            if not (chain or target):
                 return None
     for n in tail:
         if n.op_type == "Shape" or n.outputs[0] in shapes:
